@@ -1,0 +1,66 @@
+# aisched developer targets. `make help` lists them.
+
+GO      ?= go
+TOOLS   := $(GO) tool -modfile=hack/tools/go.mod
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.0.0-dev)
+LDFLAGS := -s -w -X github.com/aisched/aisched/pkg/version.gitVersion=$(VERSION)
+# Unit-test packages: everything but the integration tests, which link the
+# whole control plane and run without the race detector (see test-integration).
+UNIT_PKGS = $(shell $(GO) list ./... | grep -v /test/integration)
+FUZZTIME ?= 30s
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## Show this help.
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: build
+build: ## Build bin/aisched.
+	$(GO) build -ldflags '$(LDFLAGS)' -o bin/aisched ./cmd/aisched
+
+.PHONY: up
+up: ## Run a whole simulated cluster (aisched up) from source.
+	$(GO) run ./cmd/aisched up
+
+.PHONY: test
+test: test-unit test-integration ## Run every test: the command CI runs.
+
+.PHONY: test-unit
+test-unit: ## Unit tests, with the race detector.
+	$(GO) test -race $(UNIT_PKGS)
+
+# The integration tests start real control planes in-process; the race
+# detector would instrument all of Kubernetes and triple their build and run
+# time on a 2-core machine, so it stays on the unit tests, which cover the
+# concurrent code of this repository.
+.PHONY: test-integration
+test-integration: ## Tests against the embedded control plane (real apiserver and scheduler).
+	$(GO) test -timeout 30m ./test/integration/...
+
+.PHONY: fuzz
+fuzz: ## Run every fuzz test for FUZZTIME (default 30s) each.
+	@for pkg in $$($(GO) list ./...); do \
+	  for fz in $$($(GO) test -list 'Fuzz.*' $$pkg | grep '^Fuzz'); do \
+	    echo "$$pkg $$fz"; $(GO) test -run '^$$' -fuzz "^$$fz$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	  done; \
+	done
+
+.PHONY: lint
+lint: ## Run golangci-lint (version pinned in hack/tools/go.mod).
+	$(TOOLS) golangci-lint run ./...
+
+.PHONY: generate
+generate: ## Regenerate generated code and manifests.
+	hack/update-generated.sh
+
+.PHONY: verify
+verify: ## Fail when formatting, go.mod or generated files are stale, or lint fails.
+	hack/verify-gofmt.sh
+	hack/verify-mod.sh
+	hack/verify-generated.sh
+	$(MAKE) lint
+
+.PHONY: clean
+clean: ## Remove build outputs.
+	rm -rf bin

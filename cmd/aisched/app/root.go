@@ -1,0 +1,41 @@
+// Package app holds the subcommands of the aisched binary.
+package app
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+// NewCommand returns the root command with every subcommand.
+func NewCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "aisched",
+		Short: "Scheduling engine for AI workloads on Kubernetes",
+		Long: `aisched schedules AI inference and training workloads on Kubernetes
+clusters with CPU and GPU nodes. Each subcommand is one component; "up" runs
+a whole simulated cluster in this process.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(
+		newUpCommand(),
+		newSchedulerCommand(),
+		newVersionCommand(),
+	)
+	return root
+}
+
+// Main runs the command line and returns the process exit code. Errors are
+// printed on one line, prefixed with the subcommand.
+func Main(args []string) int {
+	root := NewCommand()
+	root.SetArgs(args)
+	cmd, err := root.ExecuteC()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", cmd.CommandPath(), err)
+		return 1
+	}
+	return 0
+}

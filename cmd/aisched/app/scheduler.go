@@ -1,0 +1,159 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apiserver/pkg/server"
+	"k8s.io/client-go/tools/cache"
+	cliflag "k8s.io/component-base/cli/flag"
+	"k8s.io/component-base/cli/globalflag"
+	basecompatibility "k8s.io/component-base/compatibility"
+	"k8s.io/component-base/featuregate"
+	"k8s.io/component-base/logs"
+	logsapi "k8s.io/component-base/logs/api/v1"
+	"k8s.io/component-base/term"
+	"k8s.io/component-base/version/verflag"
+	kubescheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
+	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
+	"sigs.k8s.io/yaml"
+
+	"github.com/aisched/aisched/pkg/scheduler"
+)
+
+// newSchedulerCommand is kube-scheduler's command (every upstream flag, a
+// KubeSchedulerConfiguration file, leader election) with aisched's plugin
+// registry. It follows app.NewSchedulerCommand and differs in one point:
+// --kubeconfig is honoured together with --config when the file leaves
+// clientConnection.kubeconfig empty (upstream silently ignores the flag).
+func newSchedulerCommand() *cobra.Command {
+	opts := options.NewOptions()
+	cmd := &cobra.Command{
+		Use:   "scheduler",
+		Short: "Run kube-scheduler with aisched's plugins compiled in",
+		Long: `Run kube-scheduler with aisched's plugins compiled in. Every kube-scheduler
+flag works. On a real cluster it runs as a Deployment next to (or instead of)
+kube-scheduler; pods choose a profile with spec.schedulerName.
+
+  aisched scheduler --config deploy/scheduler/scheduler-config.yaml --kubeconfig KUBECONFIG`,
+		Args: cobra.NoArgs,
+		PersistentPreRunE: func(*cobra.Command, []string) error {
+			// Feature gates must be set before RunE.
+			return opts.ComponentGlobalsRegistry.Set()
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runScheduler(cmd, opts)
+		},
+	}
+	nfs := opts.Flags
+	verflag.AddFlags(nfs.FlagSet("global"))
+	globalflag.AddGlobalFlags(nfs.FlagSet("global"), cmd.Name(), logs.SkipLoggingConfigurationFlags())
+	for _, f := range nfs.FlagSets {
+		cmd.Flags().AddFlagSet(f)
+	}
+	cols, _, _ := term.TerminalSize(cmd.OutOrStdout())
+	cliflag.SetUsageAndHelpFunc(cmd, *nfs, cols)
+	return cmd
+}
+
+func runScheduler(cmd *cobra.Command, opts *options.Options) error {
+	verflag.PrintAndExitIfRequested()
+	fg := opts.ComponentGlobalsRegistry.FeatureGateFor(basecompatibility.DefaultKubeComponent)
+	if err := logsapi.ValidateAndApply(opts.Logs, fg); err != nil {
+		return err
+	}
+	cliflag.PrintFlags(cmd.Flags())
+	if opts.InformerName == nil {
+		name, err := cache.NewInformerName("kube-scheduler")
+		if err != nil {
+			return err
+		}
+		opts.InformerName = name
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-server.SetupSignalHandler()
+		cancel()
+	}()
+
+	cleanup, err := applyKubeconfigFlag(cmd, opts)
+	if err != nil {
+		return err
+	}
+	cc, sched, err := kubescheduler.Setup(ctx, opts, registryOptions()...)
+	// Setup has read the configuration; the merged copy is not needed any more.
+	cleanup()
+	if err != nil {
+		return err
+	}
+	fg.(featuregate.MutableFeatureGate).AddMetrics()
+	opts.ComponentGlobalsRegistry.AddMetrics()
+	return kubescheduler.Run(ctx, cc, sched)
+}
+
+// applyKubeconfigFlag points opts at a copy of the --config file whose
+// clientConnection.kubeconfig is the --kubeconfig flag, when both are given
+// and the file sets none. The returned function removes the copy.
+func applyKubeconfigFlag(cmd *cobra.Command, opts *options.Options) (func(), error) {
+	noop := func() {}
+	if opts.ConfigFile == "" || !cmd.Flags().Changed("kubeconfig") {
+		return noop, nil
+	}
+	kubeconfig, err := cmd.Flags().GetString("kubeconfig")
+	if err != nil {
+		return noop, err
+	}
+	data, err := os.ReadFile(opts.ConfigFile)
+	if err != nil {
+		return noop, err
+	}
+	var cfg map[string]interface{}
+	if err := yaml.Unmarshal(data, &cfg); err != nil {
+		return noop, fmt.Errorf("%s: %w", opts.ConfigFile, err)
+	}
+	conn, _ := cfg["clientConnection"].(map[string]interface{})
+	if conn == nil {
+		conn = map[string]interface{}{}
+	}
+	switch set, _ := conn["kubeconfig"].(string); set {
+	case "":
+		conn["kubeconfig"] = kubeconfig
+	case kubeconfig:
+		return noop, nil
+	default:
+		return noop, fmt.Errorf("--kubeconfig %s conflicts with clientConnection.kubeconfig %s in %s", kubeconfig, set, opts.ConfigFile)
+	}
+	cfg["clientConnection"] = conn
+	merged, err := yaml.Marshal(cfg)
+	if err != nil {
+		return noop, err
+	}
+	f, err := os.CreateTemp("", "aisched-scheduler-config-*.yaml")
+	if err != nil {
+		return noop, err
+	}
+	cleanup := func() { os.Remove(f.Name()) }
+	_, err = f.Write(merged)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		cleanup()
+		return noop, err
+	}
+	opts.ConfigFile = f.Name()
+	return cleanup, nil
+}
+
+// registryOptions passes aisched's out-of-tree plugins to the upstream command.
+func registryOptions() []kubescheduler.Option {
+	var opts []kubescheduler.Option
+	for name, factory := range scheduler.Registry() {
+		opts = append(opts, kubescheduler.WithPlugin(name, factory))
+	}
+	return opts
+}

@@ -1,0 +1,239 @@
+package app
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config"
+
+	"github.com/aisched/aisched/pkg/clusterfile"
+	"github.com/aisched/aisched/pkg/local"
+	"github.com/aisched/aisched/pkg/local/nodesim"
+	"github.com/aisched/aisched/pkg/scheduler"
+)
+
+// idleReportDelay is how long after ready `up` reports its idle memory.
+const idleReportDelay = 30 * time.Second
+
+type upOptions struct {
+	dataDir         string
+	fresh           bool
+	port            int
+	kubeconfigOut   string
+	clusterFile     string
+	schedulerConfig string
+	logFile         string
+	verbosity       int
+	printDefault    bool
+}
+
+func newUpCommand() *cobra.Command {
+	o := upOptions{dataDir: local.DefaultDataDir(), port: 6443}
+	cmd := &cobra.Command{
+		Use:   "up",
+		Short: "Run a whole simulated Kubernetes cluster with aisched in this process",
+		Long: `Run a whole Kubernetes cluster in this process: embedded etcd and
+kube-apiserver, the kube-controller-manager controllers for Deployments, Jobs,
+Services and quotas, the aisched scheduler (profiles default-scheduler and
+aisched) and simulated nodes with GPUs from a cluster file. No other binary
+is needed. Objects persist in --data-dir across restarts.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.printDefault {
+				_, err := cmd.OutOrStdout().Write(clusterfile.DefaultYAML())
+				return err
+			}
+			return runUp(cmd.OutOrStdout(), o)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&o.dataDir, "data-dir", o.dataDir, "directory for etcd data, certificates, kubeconfig and logs")
+	fs.BoolVar(&o.fresh, "fresh", false, "wipe --data-dir before starting")
+	fs.IntVar(&o.port, "port", o.port, "kube-apiserver port on 127.0.0.1 (0: any free port)")
+	fs.StringVar(&o.kubeconfigOut, "kubeconfig-out", "", "where to write the admin kubeconfig (default <data-dir>/kubeconfig)")
+	fs.StringVar(&o.clusterFile, "cluster", "", "cluster file (YAML) describing the simulated nodes (default: built-in cluster, see --print-default-cluster)")
+	fs.StringVar(&o.schedulerConfig, "scheduler-config", "", "KubeSchedulerConfiguration file for the in-process scheduler (default: profiles default-scheduler and aisched)")
+	fs.StringVar(&o.logFile, "log-file", "", "component log file (default <data-dir>/aisched.log; - for stderr)")
+	fs.IntVarP(&o.verbosity, "v", "v", 0, "component log verbosity (klog level)")
+	fs.BoolVar(&o.printDefault, "print-default-cluster", false, "print the built-in cluster file and exit")
+	return cmd
+}
+
+func runUp(out io.Writer, o upOptions) error {
+	begin := time.Now()
+	cluster := clusterfile.Default()
+	if o.clusterFile != "" {
+		var err error
+		if cluster, err = clusterfile.Load(o.clusterFile); err != nil {
+			return err
+		}
+	}
+	schedCfg, err := scheduler.LocalConfig()
+	if o.schedulerConfig != "" {
+		data, rerr := os.ReadFile(o.schedulerConfig)
+		if rerr != nil {
+			return fmt.Errorf("scheduler config: %w", rerr)
+		}
+		schedCfg, err = scheduler.DecodeConfig(data)
+		if err != nil {
+			err = fmt.Errorf("%s: %w", o.schedulerConfig, err)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(o.dataDir, 0o700); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	logPath := o.logFile
+	if logPath == "" {
+		logPath = filepath.Join(o.dataDir, "aisched.log")
+	}
+	logOut, closeLog, err := openLog(logPath)
+	if err != nil {
+		return err
+	}
+	defer closeLog()
+	if err := setupKlog(logOut, o.verbosity); err != nil {
+		return err
+	}
+	defer klog.Flush()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	c, err := local.Start(ctx, local.Options{
+		DataDir:         o.dataDir,
+		Fresh:           o.fresh,
+		APIServerPort:   o.port,
+		KubeconfigPath:  o.kubeconfigOut,
+		Cluster:         cluster,
+		SchedulerConfig: schedCfg,
+		LogOutput:       logOut,
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("interrupted while starting: %w", err)
+		}
+		return err
+	}
+	printReady(out, c, cluster, profileNames(schedCfg), logPath, time.Since(begin))
+
+	idle := time.NewTimer(idleReportDelay)
+	defer idle.Stop()
+	var failure error
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case <-c.Failed():
+			failure = c.Err()
+			break loop
+		case <-idle.C:
+			fmt.Fprintf(out, "memory after %s idle: %s\n", idleReportDelay, memoryUse())
+		}
+	}
+	// A second signal ends the process at once.
+	stop()
+	stopping := time.Now()
+	fmt.Fprintln(out, "stopping...")
+	if err := c.Stop(); err != nil {
+		return fmt.Errorf("stop: %w", err)
+	}
+	fmt.Fprintf(out, "stopped in %.1fs\n", time.Since(stopping).Seconds())
+	return failure
+}
+
+func profileNames(cfg *config.KubeSchedulerConfiguration) []string {
+	var names []string
+	for _, p := range cfg.Profiles {
+		names = append(names, p.SchedulerName)
+	}
+	return names
+}
+
+func printReady(out io.Writer, c *local.Cluster, cluster *clusterfile.Cluster, profiles []string, logPath string, took time.Duration) {
+	var gpuNodes, gpus int
+	for _, p := range cluster.NodePools {
+		if p.GPUs != nil {
+			gpuNodes += p.Count
+			gpus += p.Count * p.GPUs.Count
+		}
+	}
+	n := cluster.NodeCount()
+	fmt.Fprintf(out, "aisched is ready in %.1fs: %d nodes (%d CPU-only, %d with %d %s), scheduler profiles %s\n",
+		took.Seconds(), n, n-gpuNodes, gpuNodes, gpus, nodesim.ResourceGPU, strings.Join(profiles, ", "))
+	fmt.Fprintf(out, "  kubeconfig: %s\n", c.KubeconfigPath)
+	fmt.Fprintf(out, "  apiserver:  %s\n", c.Host)
+	fmt.Fprintf(out, "  memory:     %s\n", memoryUse())
+	fmt.Fprintf(out, "  logs:       %s\n", logPath)
+	fmt.Fprintf(out, "  try:        kubectl --kubeconfig %s get nodes\n", c.KubeconfigPath)
+	fmt.Fprintln(out, "Press Ctrl-C to stop; objects are kept in", c.DataDir)
+}
+
+// setupKlog sends the components' klog output to w at verbosity v.
+func setupKlog(w io.Writer, v int) error {
+	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(fs)
+	for name, value := range map[string]string{"logtostderr": "false", "alsologtostderr": "false", "stderrthreshold": "FATAL", "v": strconv.Itoa(v)} {
+		if err := fs.Set(name, value); err != nil {
+			return err
+		}
+	}
+	klog.SetOutput(w)
+	// Silence client-go's deprecation warnings on the terminal; they go to the log.
+	rest.SetDefaultWarningHandler(rest.NewWarningWriter(w, rest.WarningWriterOptions{}))
+	return nil
+}
+
+func openLog(path string) (io.Writer, func(), error) {
+	if path == "-" {
+		return os.Stderr, func() {}, nil
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, nil, fmt.Errorf("log file: %w", err)
+	}
+	return f, func() { f.Close() }, nil
+}
+
+// memoryUse reports the resident set size (Linux) and the Go heap.
+func memoryUse() string {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	heap := fmt.Sprintf("Go heap %d MiB", ms.HeapAlloc>>20)
+	if rss, ok := residentMiB(); ok {
+		return fmt.Sprintf("RSS %d MiB, %s", rss, heap)
+	}
+	return heap
+}
+
+func residentMiB() (int64, bool) {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if rest, ok := strings.CutPrefix(s.Text(), "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb >> 10, err == nil
+		}
+	}
+	return 0, false
+}

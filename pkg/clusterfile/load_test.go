@@ -1,0 +1,153 @@
+package clusterfile
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+const header = "apiVersion: aisched.io/v1alpha1\nkind: Cluster\n"
+
+func TestDefault(t *testing.T) {
+	c := Default()
+	var cpuOnly, gpuModels int
+	models := map[string]bool{}
+	for _, p := range c.NodePools {
+		if p.GPUs == nil {
+			cpuOnly += p.Count
+			continue
+		}
+		if !models[p.GPUs.Model] {
+			gpuModels++
+		}
+		models[p.GPUs.Model] = true
+	}
+	// The issue asks for a heterogeneous default: CPU-only nodes and two card types.
+	if cpuOnly == 0 || gpuModels != 2 {
+		t.Errorf("default cluster has %d CPU-only nodes and %d GPU models, want some and 2", cpuOnly, gpuModels)
+	}
+}
+
+func TestParse(t *testing.T) {
+	c, err := Parse("c.yaml", []byte(header+`
+nodePools:
+  - name: gpu
+    count: 2
+    cpu: 16
+    memory: 64Gi
+    labels:
+      zone: a
+    taints:
+      - {key: nvidia.com/gpu, value: present, effect: NoSchedule}
+    gpus: {count: 4, model: Tesla-V100, memoryMiB: 32768, computeCapability: "7.0"}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := c.NodePools[0]
+	want := NodePool{
+		Name:             "gpu",
+		Count:            2,
+		CPU:              Quantity{Quantity: resource.MustParse("16"), set: true},
+		Memory:           Quantity{Quantity: resource.MustParse("64Gi"), set: true},
+		EphemeralStorage: Quantity{Quantity: DefaultEphemeralStorage, set: true},
+		MaxPods:          DefaultMaxPods,
+		Labels:           map[string]string{"zone": "a"},
+		Taints:           []Taint{{Key: "nvidia.com/gpu", Value: "present", Effect: "NoSchedule"}},
+		GPUs:             &GPUs{Count: 4, Model: "Tesla-V100", MemoryMiB: 32768, ComputeCapability: "7.0"},
+	}
+	if diff := cmp.Diff(want, p, cmp.Comparer(func(a, b Quantity) bool { return a.set == b.set && a.Cmp(b.Quantity) == 0 })); diff != "" {
+		t.Errorf("pool (-want,+got):\n%s", diff)
+	}
+	if got := p.NodeName(1); got != "gpu-1" {
+		t.Errorf("NodeName(1) = %q, want gpu-1", got)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	pool := "nodePools:\n  - name: p\n    count: 1\n    cpu: 4\n    memory: 8Gi\n"
+	tests := []struct {
+		name    string
+		in      string
+		wantErr string
+	}{
+		{"empty file", "", "c.yaml: file is empty"},
+		{"syntax", header + "nodePools: [\n", "c.yaml:3: invalid YAML"},
+		{"wrong kind", "apiVersion: aisched.io/v1alpha1\nkind: Node\n" + pool, `c.yaml:2: kind: Unsupported value: "Node"`},
+		{"no pools", header, "c.yaml:1: nodePools: Required value"},
+		{"unknown field", header + pool + "    cpus: 4\n", `c.yaml:8: nodePools[0].cpus: unknown field "cpus"`},
+		{"count not a number", header + "nodePools:\n  - name: p\n    count: four\n    cpu: 4\n    memory: 8Gi\n", `c.yaml:5: nodePools[0].count: invalid value "four": want an integer`},
+		{"bad quantity", header + "nodePools:\n  - name: p\n    count: 1\n    cpu: lots\n    memory: 8Gi\n", `c.yaml:6: nodePools[0].cpu: invalid quantity "lots"`},
+		{"missing memory", header + "nodePools:\n  - name: p\n    count: 1\n    cpu: 4\n", "c.yaml:4: nodePools[0].memory: Required value"},
+		{"negative count", header + "nodePools:\n  - name: p\n    count: -1\n    cpu: 4\n    memory: 8Gi\n", "c.yaml:5: nodePools[0].count: Invalid value: -1"},
+		{"zero cpu", header + "nodePools:\n  - name: p\n    count: 1\n    cpu: 0\n    memory: 8Gi\n", "c.yaml:6: nodePools[0].cpu: Invalid value: \"0\": must be greater than 0"},
+		{"bad name", header + "nodePools:\n  - name: GPU_Pool\n    count: 1\n    cpu: 4\n    memory: 8Gi\n", "c.yaml:4: nodePools[0].name: Invalid value: \"GPU_Pool\""},
+		{"duplicate pool", header + pool + "  - name: p\n    count: 1\n    cpu: 4\n    memory: 8Gi\n", "c.yaml:8: nodePools[1].name: Duplicate value"},
+		{"too many pods", header + pool + "    maxPods: 5000\n", "c.yaml:8: nodePools[0].maxPods: Invalid value: 5000"},
+		{"bad label", header + pool + "    labels:\n      bad key!: x\n", "c.yaml:9: nodePools[0].labels[bad key!]: Invalid value"},
+		{"bad taint effect", header + pool + "    taints:\n      - key: a\n        effect: Never\n", `c.yaml:10: nodePools[0].taints[0].effect: Unsupported value: "Never"`},
+		{"gpu memory zero", header + pool + "    gpus:\n      count: 2\n      model: T4\n      memoryMiB: 0\n", "c.yaml:11: nodePools[0].gpus.memoryMiB: Invalid value: 0: must be greater than 0"},
+		{"gpu without model", header + pool + "    gpus:\n      count: 2\n      memoryMiB: 100\n", "c.yaml:9: nodePools[0].gpus.model: Required value"},
+		{"bad compute capability", header + pool + "    gpus: {count: 1, model: T4, memoryMiB: 1, computeCapability: eight}\n", "nodePools[0].gpus.computeCapability: Invalid value: \"eight\""},
+		{"gpus as list", header + pool + "    gpus: [1, 2]\n", "c.yaml:8: nodePools[0].gpus: want a mapping, found a YAML seq"},
+		{"two documents", header + pool + "---\n" + header, "c.yaml:8: want one YAML document"},
+		{"too many nodes", header + "nodePools:\n  - name: p\n    count: 9000\n    cpu: 4\n    memory: 8Gi\n", "nodePools[0].count: Invalid value: 9000"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("c.yaml", []byte(tc.in))
+			if err == nil {
+				t.Fatalf("Parse succeeded, want error containing %q", tc.wantErr)
+			}
+			if !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("error = %q, want it to contain %q", err, tc.wantErr)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Errorf("error spans several lines: %q", err)
+			}
+		})
+	}
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	_, err := Load(filepath.Join(t.TempDir(), "nope.yaml"))
+	if err == nil || !strings.Contains(err.Error(), "nope.yaml") {
+		t.Errorf("Load of a missing file: err = %v, want one naming the file", err)
+	}
+}
+
+func TestLoad(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(path, DefaultYAML(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(Default().NodeCount(), c.NodeCount()); diff != "" {
+		t.Errorf("node count (-want,+got):\n%s", diff)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add(DefaultYAML())
+	f.Add([]byte(header + "nodePools:\n  - name: p\n    count: 1\n    cpu: 4\n    memory: 8Gi\n"))
+	f.Add([]byte("nodePools: [\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := Parse("fuzz.yaml", data)
+		if err != nil {
+			if strings.Contains(err.Error(), "\n") {
+				t.Errorf("multi-line error: %q", err)
+			}
+			return
+		}
+		if errs := c.Validate(); len(errs) > 0 {
+			t.Errorf("Parse accepted a cluster that does not validate: %v", errs)
+		}
+	})
+}

@@ -1,0 +1,134 @@
+// Package clusterfile reads the YAML file that describes a simulated
+// cluster: pools of identical nodes with CPU, memory, pod slots, labels,
+// taints and GPUs. `aisched up` builds its simulated nodes from it and the
+// simulator's scenarios embed the same schema.
+//
+// Every error names the file, the line and the field, for example
+//
+//	cluster.yaml:14: nodePools[1].gpus.memoryMiB: Invalid value: 0: must be greater than 0
+package clusterfile
+
+import (
+	"fmt"
+
+	"go.yaml.in/yaml/v3"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+const (
+	// APIVersion is the only apiVersion a cluster file may declare.
+	APIVersion = "aisched.io/v1alpha1"
+	// Kind is the only kind a cluster file may declare.
+	Kind = "Cluster"
+
+	// DefaultMaxPods is the pod capacity of a node whose pool sets none (the kubelet default).
+	DefaultMaxPods = 110
+	// MaxPodsLimit bounds maxPods: each node gets a /22 pod CIDR (1022 addresses).
+	MaxPodsLimit = 1020
+	// MaxNodes bounds the whole cluster: 8192 /22 pod CIDRs fill 10.128.0.0/9.
+	MaxNodes = 8192
+	// MaxGPUsPerNode bounds gpus.count.
+	MaxGPUsPerNode = 64
+)
+
+// DefaultEphemeralStorage is the ephemeral-storage capacity of a node whose pool sets none.
+var DefaultEphemeralStorage = resource.MustParse("100Gi")
+
+// Cluster is the content of a cluster file.
+type Cluster struct {
+	// apiVersion must be aisched.io/v1alpha1.
+	APIVersion string `yaml:"apiVersion"`
+	// kind must be Cluster.
+	Kind string `yaml:"kind"`
+	// nodePools lists the pools; node names are <pool>-<index>, index from 0.
+	NodePools []NodePool `yaml:"nodePools"`
+}
+
+// NodePool is a group of identical nodes.
+type NodePool struct {
+	// name is a DNS label; it prefixes the node names and is the value of the
+	// aisched.io/node-pool label.
+	Name string `yaml:"name"`
+	// count is the number of nodes in the pool (0 keeps the pool but adds no node).
+	Count int `yaml:"count"`
+	// cpu is the CPU capacity of each node, e.g. 32 or 15500m.
+	CPU Quantity `yaml:"cpu"`
+	// memory is the memory capacity of each node, e.g. 128Gi.
+	Memory Quantity `yaml:"memory"`
+	// ephemeralStorage is the ephemeral-storage capacity; +optional, default 100Gi.
+	EphemeralStorage Quantity `yaml:"ephemeralStorage"`
+	// maxPods is the pod capacity; +optional, default 110, at most 1020.
+	MaxPods int `yaml:"maxPods"`
+	// labels are added to every node of the pool.
+	Labels map[string]string `yaml:"labels"`
+	// taints are set on every node of the pool.
+	Taints []Taint `yaml:"taints"`
+	// gpus describes the cards of each node; +optional, absent for CPU-only nodes.
+	GPUs *GPUs `yaml:"gpus"`
+}
+
+// Taint is a node taint.
+type Taint struct {
+	// key is a qualified name.
+	Key string `yaml:"key"`
+	// value is a label value; +optional.
+	Value string `yaml:"value"`
+	// effect is NoSchedule, PreferNoSchedule or NoExecute.
+	Effect string `yaml:"effect"`
+}
+
+// GPUs describes the identical cards of each node of a pool.
+type GPUs struct {
+	// count is the number of cards per node (1..64).
+	Count int `yaml:"count"`
+	// model is the product name, e.g. NVIDIA-A100-SXM4-40GB.
+	Model string `yaml:"model"`
+	// memoryMiB is the memory of one card in MiB.
+	MemoryMiB int64 `yaml:"memoryMiB"`
+	// cudaCores is the number of CUDA cores of one card; +optional, 0 = unknown.
+	CUDACores int64 `yaml:"cudaCores"`
+	// computeCapability is major.minor, e.g. "8.0"; +optional.
+	ComputeCapability string `yaml:"computeCapability"`
+	// memoryBandwidthGBps is the memory bandwidth of one card in GB/s; +optional.
+	MemoryBandwidthGBps int64 `yaml:"memoryBandwidthGBps"`
+	// maxClockMHz is the maximum SM clock of one card in MHz; +optional.
+	MaxClockMHz int64 `yaml:"maxClockMHz"`
+}
+
+// NodeCount returns the number of nodes of all pools.
+func (c *Cluster) NodeCount() int {
+	n := 0
+	for _, p := range c.NodePools {
+		n += p.Count
+	}
+	return n
+}
+
+// NodeName returns the name of node i of the pool.
+func (p *NodePool) NodeName(i int) string {
+	return fmt.Sprintf("%s-%d", p.Name, i)
+}
+
+// Quantity is a resource.Quantity read from a YAML scalar (16, "500m", 64Gi).
+type Quantity struct {
+	resource.Quantity
+	// set records that the field was present in the file.
+	set bool
+}
+
+// IsSet reports whether the file gave a value.
+func (q *Quantity) IsSet() bool { return q.set }
+
+// UnmarshalYAML parses the scalar; a bad value becomes a *yaml.TypeError so
+// that it carries its line like every other decoding error.
+func (q *Quantity) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: want a quantity such as 16, 500m or 64Gi", n.Line)}}
+	}
+	v, err := resource.ParseQuantity(n.Value)
+	if err != nil {
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: invalid quantity %q: want a number with an optional suffix such as 500m or 64Gi", n.Line, n.Value)}}
+	}
+	q.Quantity, q.set = v, true
+	return nil
+}

@@ -1,0 +1,125 @@
+package clusterfile
+
+import (
+	"fmt"
+	"regexp"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+var (
+	computeCapability = regexp.MustCompile(`^[0-9]+\.[0-9]+$`)
+	taintEffects      = []string{string(corev1.TaintEffectNoSchedule), string(corev1.TaintEffectPreferNoSchedule), string(corev1.TaintEffectNoExecute)}
+)
+
+// Validate checks a decoded and defaulted cluster.
+func (c *Cluster) Validate() field.ErrorList {
+	var errs field.ErrorList
+	if c.APIVersion != APIVersion {
+		errs = append(errs, field.NotSupported(field.NewPath("apiVersion"), c.APIVersion, []string{APIVersion}))
+	}
+	if c.Kind != Kind {
+		errs = append(errs, field.NotSupported(field.NewPath("kind"), c.Kind, []string{Kind}))
+	}
+	pools := field.NewPath("nodePools")
+	if len(c.NodePools) == 0 {
+		errs = append(errs, field.Required(pools, "at least one node pool"))
+	}
+	names := sets.New[string]()
+	for i := range c.NodePools {
+		p := &c.NodePools[i]
+		fp := pools.Index(i)
+		if names.Has(p.Name) {
+			errs = append(errs, field.Duplicate(fp.Child("name"), p.Name))
+		}
+		names.Insert(p.Name)
+		errs = append(errs, p.validate(fp)...)
+	}
+	if n := c.NodeCount(); n > MaxNodes {
+		errs = append(errs, field.TooMany(pools, n, MaxNodes))
+	}
+	return errs
+}
+
+func (p *NodePool) validate(fp *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if p.Name == "" {
+		errs = append(errs, field.Required(fp.Child("name"), "a DNS label such as gpu-a100"))
+	} else {
+		for _, msg := range validation.IsDNS1123Label(p.Name) {
+			errs = append(errs, field.Invalid(fp.Child("name"), p.Name, msg))
+		}
+	}
+	if p.Count < 0 || p.Count > MaxNodes {
+		errs = append(errs, field.Invalid(fp.Child("count"), p.Count, fmt.Sprintf("must be between 0 and %d", MaxNodes)))
+	}
+	errs = append(errs, positive(fp.Child("cpu"), p.CPU)...)
+	errs = append(errs, positive(fp.Child("memory"), p.Memory)...)
+	errs = append(errs, positive(fp.Child("ephemeralStorage"), p.EphemeralStorage)...)
+	if p.MaxPods < 1 || p.MaxPods > MaxPodsLimit {
+		errs = append(errs, field.Invalid(fp.Child("maxPods"), p.MaxPods, fmt.Sprintf("must be between 1 and %d", MaxPodsLimit)))
+	}
+	for _, k := range sets.List(sets.KeySet(p.Labels)) {
+		v := p.Labels[k]
+		for _, msg := range validation.IsQualifiedName(k) {
+			errs = append(errs, field.Invalid(fp.Child("labels").Key(k), k, msg))
+		}
+		for _, msg := range validation.IsValidLabelValue(v) {
+			errs = append(errs, field.Invalid(fp.Child("labels").Key(k), v, msg))
+		}
+	}
+	for i, t := range p.Taints {
+		tp := fp.Child("taints").Index(i)
+		for _, msg := range validation.IsQualifiedName(t.Key) {
+			errs = append(errs, field.Invalid(tp.Child("key"), t.Key, msg))
+		}
+		for _, msg := range validation.IsValidLabelValue(t.Value) {
+			errs = append(errs, field.Invalid(tp.Child("value"), t.Value, msg))
+		}
+		if !sets.New(taintEffects...).Has(t.Effect) {
+			errs = append(errs, field.NotSupported(tp.Child("effect"), t.Effect, taintEffects))
+		}
+	}
+	if p.GPUs != nil {
+		errs = append(errs, p.GPUs.validate(fp.Child("gpus"))...)
+	}
+	return errs
+}
+
+func (g *GPUs) validate(fp *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if g.Count < 1 || g.Count > MaxGPUsPerNode {
+		errs = append(errs, field.Invalid(fp.Child("count"), g.Count, fmt.Sprintf("must be between 1 and %d", MaxGPUsPerNode)))
+	}
+	if g.Model == "" {
+		errs = append(errs, field.Required(fp.Child("model"), "the card's product name, e.g. NVIDIA-A100-SXM4-40GB"))
+	}
+	if g.MemoryMiB <= 0 {
+		errs = append(errs, field.Invalid(fp.Child("memoryMiB"), g.MemoryMiB, "must be greater than 0"))
+	}
+	for _, f := range []struct {
+		name  string
+		value int64
+	}{{"cudaCores", g.CUDACores}, {"memoryBandwidthGBps", g.MemoryBandwidthGBps}, {"maxClockMHz", g.MaxClockMHz}} {
+		if f.value < 0 {
+			errs = append(errs, field.Invalid(fp.Child(f.name), f.value, "must not be negative"))
+		}
+	}
+	if g.ComputeCapability != "" && !computeCapability.MatchString(g.ComputeCapability) {
+		errs = append(errs, field.Invalid(fp.Child("computeCapability"), g.ComputeCapability, `must be major.minor, e.g. "8.0"`))
+	}
+	return errs
+}
+
+func positive(fp *field.Path, q Quantity) field.ErrorList {
+	if !q.IsSet() {
+		return field.ErrorList{field.Required(fp, "a quantity such as 16 or 64Gi")}
+	}
+	if q.Sign() <= 0 {
+		return field.ErrorList{field.Invalid(fp, q.String(), "must be greater than 0")}
+	}
+	return nil
+}

@@ -1,0 +1,329 @@
+// Package local runs a whole Kubernetes cluster in one process: embedded
+// etcd, kube-apiserver, the kube-controller-manager controllers that
+// workloads rely on, aisched's scheduler and simulated nodes with GPUs.
+// `aisched up` and the integration tests start it through Start.
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+
+	"github.com/aisched/aisched/pkg/clusterfile"
+	"github.com/aisched/aisched/pkg/local/nodesim"
+	"github.com/aisched/aisched/pkg/scheduler"
+)
+
+// stopTimeout bounds each stage of Stop; the whole stop stays under 10s.
+const stopTimeout = 3 * time.Second
+
+// Options configure a local cluster.
+type Options struct {
+	// DataDir holds etcd's data, the certificates and the kubeconfig. A
+	// second Start on the same directory finds every object again.
+	DataDir string
+	// Fresh discards the cluster state in DataDir (etcd data, certificates,
+	// kubeconfig) before starting; other files there are kept.
+	Fresh bool
+	// APIServerPort is the kube-apiserver port on 127.0.0.1; 0 picks a free one.
+	APIServerPort int
+	// KubeconfigPath is where the admin kubeconfig is written; default DataDir/kubeconfig.
+	KubeconfigPath string
+	// Cluster describes the simulated nodes; default clusterfile.Default().
+	Cluster *clusterfile.Cluster
+	// SchedulerConfig is the in-process scheduler's configuration; default scheduler.LocalConfig().
+	SchedulerConfig *config.KubeSchedulerConfiguration
+	// Registry holds the scheduler's out-of-tree plugins; default scheduler.Registry().
+	Registry frameworkruntime.Registry
+	// APIServerArgs are extra kube-apiserver flags, e.g. --runtime-config=...
+	APIServerArgs []string
+	// Nodes tunes the simulated kubelets; Client and Nodes are filled in.
+	Nodes nodesim.Options
+	// LogOutput receives etcd's log; nil discards it. (The other components
+	// log through klog, which the caller configures.)
+	LogOutput io.Writer
+}
+
+// Cluster is a running local cluster.
+type Cluster struct {
+	// Config is the admin (system:masters) client configuration.
+	Config *rest.Config
+	// Client is a clientset for Config.
+	Client kubernetes.Interface
+	// KubeconfigPath is the written admin kubeconfig.
+	KubeconfigPath string
+	// Host is the apiserver URL.
+	Host string
+	// DataDir is the data directory in use.
+	DataDir string
+
+	lock       *os.File
+	etcd       *embed.Etcd
+	apiCancel  context.CancelFunc
+	apiDone    <-chan error
+	compCancel context.CancelFunc
+	compWG     sync.WaitGroup
+
+	failOnce sync.Once
+	failed   chan struct{}
+	err      error
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// DefaultDataDir is the per-user data directory: $XDG_DATA_HOME/aisched or
+// ~/.local/share/aisched.
+func DefaultDataDir() string {
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "aisched")
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".local", "share", "aisched")
+	}
+	return filepath.Join(os.TempDir(), "aisched-"+strconv.Itoa(os.Getuid()))
+}
+
+// Start brings the cluster up and returns once the apiserver is ready, the
+// controllers and the scheduler run, and every simulated node is Ready.
+// Stop the cluster with Stop; cancelling ctx also stops it.
+func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
+	if opts.DataDir == "" {
+		return nil, errors.New("no data directory")
+	}
+	if opts.Cluster == nil {
+		opts.Cluster = clusterfile.Default()
+	}
+	if opts.SchedulerConfig == nil {
+		if opts.SchedulerConfig, err = scheduler.LocalConfig(); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Registry == nil {
+		opts.Registry = scheduler.Registry()
+	}
+	if opts.KubeconfigPath == "" {
+		opts.KubeconfigPath = filepath.Join(opts.DataDir, "kubeconfig")
+	}
+	if err := os.MkdirAll(opts.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	c := &Cluster{DataDir: opts.DataDir, KubeconfigPath: opts.KubeconfigPath, failed: make(chan struct{})}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, c.Stop())
+		}
+	}()
+	if c.lock, err = lockDir(opts.DataDir); err != nil {
+		return nil, err
+	}
+	etcdDir, pkiDir := filepath.Join(opts.DataDir, "etcd"), filepath.Join(opts.DataDir, "pki")
+	if opts.Fresh {
+		for _, path := range []string{etcdDir, pkiDir, opts.KubeconfigPath} {
+			if err := os.RemoveAll(path); err != nil {
+				return nil, fmt.Errorf("wipe data dir: %w", err)
+			}
+		}
+	}
+
+	listener, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(opts.APIServerPort)))
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return nil, fmt.Errorf("port %d on 127.0.0.1 is already in use (another aisched or Kubernetes?); choose another with --port", opts.APIServerPort)
+		}
+		return nil, fmt.Errorf("listen for kube-apiserver: %w", err)
+	}
+	c.Host = "https://" + listener.Addr().String()
+
+	p := pki{dir: pkiDir}
+	if err := p.ensure(kubernetesServiceIP); err != nil {
+		listener.Close()
+		return nil, err
+	}
+	var etcdURL string
+	c.etcd, etcdURL, err = startEtcd(etcdDir, opts.LogOutput)
+	if err != nil {
+		listener.Close()
+		return nil, err
+	}
+
+	apiCtx, apiCancel := context.WithCancel(context.WithoutCancel(ctx))
+	c.apiCancel = apiCancel
+	c.apiDone, err = startAPIServer(apiCtx, apiserverConfig{listener: listener, etcdURL: etcdURL, pki: p, extraArgs: opts.APIServerArgs})
+	if err != nil {
+		listener.Close()
+		return nil, err
+	}
+	c.Config = adminRESTConfig(c.Host, p)
+	if err := waitReady(ctx, c.Config, c.apiDone); err != nil {
+		return nil, err
+	}
+	if c.Client, err = kubernetes.NewForConfig(c.Config); err != nil {
+		return nil, err
+	}
+	if err := writeKubeconfig(c.KubeconfigPath, c.Host, p); err != nil {
+		return nil, err
+	}
+
+	compCtx, compCancel := context.WithCancel(context.WithoutCancel(ctx))
+	c.compCancel = compCancel
+	nodeOpts := opts.Nodes
+	nodeOpts.Client = c.Client
+	nodeOpts.Nodes = nodesim.Nodes(opts.Cluster)
+	sim, err := nodesim.New(nodeOpts)
+	if err != nil {
+		return nil, err
+	}
+	components := []struct {
+		name string
+		run  func(context.Context, chan<- struct{}) error
+	}{
+		{"controllers", func(ctx context.Context, started chan<- struct{}) error {
+			return runControllers(ctx, c.Config, p.CACert(), started)
+		}},
+		{"scheduler", func(ctx context.Context, started chan<- struct{}) error {
+			return runScheduler(ctx, c.Config, opts.SchedulerConfig, opts.Registry, started)
+		}},
+		{"nodes", sim.Run},
+	}
+	var startedChans []chan struct{}
+	for _, comp := range components {
+		started := make(chan struct{})
+		startedChans = append(startedChans, started)
+		c.compWG.Go(func() {
+			err := comp.run(klog.NewContext(compCtx, klog.FromContext(ctx).WithName(comp.name)), started)
+			if compCtx.Err() == nil {
+				if err == nil {
+					err = errors.New("stopped")
+				}
+				c.fail(fmt.Errorf("%s: %w", comp.name, err))
+			}
+		})
+	}
+	for i, started := range startedChans {
+		select {
+		case <-started:
+		case <-c.failed:
+			return nil, c.err
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting for %s: %w", components[i].name, ctx.Err())
+		}
+	}
+	go func() {
+		select {
+		case err := <-c.apiDone:
+			if apiCtx.Err() == nil {
+				c.fail(fmt.Errorf("kube-apiserver stopped: %w", err))
+			}
+		case err := <-c.etcd.Err():
+			c.fail(fmt.Errorf("etcd stopped: %w", err))
+		case <-apiCtx.Done():
+		}
+	}()
+	go func() {
+		select {
+		case <-ctx.Done():
+			if err := c.Stop(); err != nil {
+				klog.FromContext(ctx).Error(err, "Stopping the local cluster")
+			}
+		case <-apiCtx.Done():
+		}
+	}()
+	return c, nil
+}
+
+// Failed is closed when a component of the cluster stopped on its own; Err
+// then says which and why.
+func (c *Cluster) Failed() <-chan struct{} { return c.failed }
+
+// Err returns the failure that closed Failed, or nil.
+func (c *Cluster) Err() error {
+	select {
+	case <-c.failed:
+		return c.err
+	default:
+		return nil
+	}
+}
+
+func (c *Cluster) fail(err error) {
+	c.failOnce.Do(func() {
+		c.err = err
+		close(c.failed)
+	})
+}
+
+// Stop stops the components, then the apiserver, then etcd, and releases
+// the data directory. It is safe to call more than once.
+func (c *Cluster) Stop() error {
+	c.stopOnce.Do(func() {
+		var errs []error
+		if c.compCancel != nil {
+			c.compCancel()
+			if !waitGroupTimeout(&c.compWG, stopTimeout) {
+				errs = append(errs, errors.New("components did not stop in time"))
+			}
+		}
+		if c.apiCancel != nil {
+			c.apiCancel()
+			select {
+			case err := <-c.apiDone:
+				if err != nil {
+					errs = append(errs, fmt.Errorf("kube-apiserver: %w", err))
+				}
+			case <-time.After(stopTimeout):
+				errs = append(errs, errors.New("kube-apiserver did not stop in time"))
+			}
+		}
+		if c.etcd != nil {
+			c.etcd.Close()
+		}
+		if c.lock != nil {
+			c.lock.Close()
+		}
+		c.stopErr = errors.Join(errs...)
+	})
+	return c.stopErr
+}
+
+func waitGroupTimeout(wg *sync.WaitGroup, d time.Duration) bool {
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
+// lockDir takes an exclusive lock on dir/lock so that two clusters never
+// share one etcd data directory.
+func lockDir(dir string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("data dir %s is in use by another aisched; stop it or choose another with --data-dir", dir)
+	}
+	return f, nil
+}

@@ -1,0 +1,84 @@
+package nodesim
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+func testNode(cidr string, cpu string, pods int64) *corev1.Node {
+	alloc := corev1.ResourceList{
+		corev1.ResourceCPU:  resource.MustParse(cpu),
+		corev1.ResourcePods: *resource.NewQuantity(pods, resource.DecimalSI),
+	}
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "n"},
+		Spec:       corev1.NodeSpec{PodCIDR: cidr},
+		Status: corev1.NodeStatus{
+			Allocatable: alloc,
+			Addresses:   []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "172.16.0.1"}},
+		},
+	}
+}
+
+func TestLedgerIPs(t *testing.T) {
+	l := newLedger()
+	// A /30 has two usable addresses: .1 and .2.
+	if err := l.addNode(testNode("10.0.0.0/30", "10", 10)); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, key := range []string{"a", "b"} {
+		ip, rej := l.admit(key, types.UID("uid-"+key), "n", false, nil, "", false)
+		if rej != nil {
+			t.Fatalf("admit %s: %v", key, rej)
+		}
+		got = append(got, ip)
+	}
+	if diff := cmp.Diff([]string{"10.0.0.1", "10.0.0.2"}, got); diff != "" {
+		t.Errorf("IPs (-want,+got):\n%s", diff)
+	}
+	if _, rej := l.admit("c", "uid-c", "n", false, nil, "", false); rej == nil || rej.Reason != "PodIPsExhausted" {
+		t.Errorf("third pod in a /30: %v, want PodIPsExhausted", rej)
+	}
+	l.release("a")
+	if ip, rej := l.admit("c", "uid-c", "n", false, nil, "", false); rej != nil || ip != "10.0.0.1" {
+		t.Errorf("after release: ip %q, %v; want the freed 10.0.0.1", ip, rej)
+	}
+	// Asking for a taken address gives another; asking for a free one gives it.
+	l.release("b")
+	if ip, _ := l.admit("d", "uid-d", "n", false, nil, "10.0.0.1", true); ip != "10.0.0.2" {
+		t.Errorf("want of a taken IP gave %q, want 10.0.0.2", ip)
+	}
+}
+
+func TestLedgerResources(t *testing.T) {
+	l := newLedger()
+	if err := l.addNode(testNode("10.0.0.0/24", "4", 10)); err != nil {
+		t.Fatal(err)
+	}
+	req := func(cpu string) corev1.ResourceList {
+		return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}
+	}
+	if _, rej := l.admit("a", "1", "n", false, req("3"), "", false); rej != nil {
+		t.Fatal(rej)
+	}
+	_, rej := l.admit("b", "2", "n", false, req("1500m"), "", false)
+	want := &rejection{Reason: "OutOfcpu", Message: "Node didn't have enough resource: cpu, requested: 1500m, used: 3, capacity: 4"}
+	if diff := cmp.Diff(want, rej); diff != "" {
+		t.Errorf("rejection (-want,+got):\n%s", diff)
+	}
+	// Re-admitting the same key replaces its old claim instead of adding to it.
+	if _, rej := l.admit("a", "1", "n", false, req("4"), "", false); rej != nil {
+		t.Errorf("re-admit with 4 CPUs: %v, want success", rej)
+	}
+	// A resource the node does not have at all cannot be granted.
+	_, rej = l.admit("c", "3", "n", false, corev1.ResourceList{ResourceGPU: resource.MustParse("1")}, "", false)
+	if rej == nil || rej.Reason != "OutOfnvidia.com/gpu" {
+		t.Errorf("GPU on a CPU node: %v, want OutOfnvidia.com/gpu", rej)
+	}
+}

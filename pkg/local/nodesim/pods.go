@@ -1,0 +1,353 @@
+package nodesim
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	resourcehelper "k8s.io/component-helpers/resource"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+)
+
+// syncPod moves one pod bound to a simulated node along its life: admit and
+// start it, end it after its run duration, finish its deletion. A positive
+// duration asks to be called again after it.
+func (s *Simulator) syncPod(ctx context.Context, key string) (time.Duration, error) {
+	obj, exists, err := s.pods.GetIndexer().GetByKey(key)
+	if err != nil {
+		return 0, err
+	}
+	if !exists {
+		s.ledger.release(key)
+		return 0, nil
+	}
+	pod := obj.(*corev1.Pod)
+	if _, ours := s.nodes[pod.Spec.NodeName]; !ours {
+		return 0, nil
+	}
+	switch {
+	case pod.DeletionTimestamp != nil:
+		return 0, s.deletePod(ctx, key, pod)
+	case pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:
+		s.ledger.release(key)
+		return 0, nil
+	case pod.Status.Phase == corev1.PodRunning:
+		if _, ok := s.ledger.holds(key, pod.UID); !ok {
+			// Running before a restart but not restored: account for it.
+			s.ledger.admit(key, pod.UID, pod.Spec.NodeName, pod.Spec.HostNetwork, podRequests(pod), pod.Status.PodIP, true)
+		}
+		return s.runPod(ctx, key, pod)
+	default:
+		return s.startPod(ctx, key, pod)
+	}
+}
+
+// restorePods accounts for the pods that already run on the simulated
+// nodes, keeping their IPs, before any new pod is admitted.
+func (s *Simulator) restorePods(ctx context.Context) {
+	for _, obj := range s.pods.GetIndexer().List() {
+		pod := obj.(*corev1.Pod)
+		if _, ours := s.nodes[pod.Spec.NodeName]; !ours || pod.Status.Phase != corev1.PodRunning {
+			continue
+		}
+		key, _ := cache.MetaNamespaceKeyFunc(pod)
+		if _, rej := s.ledger.admit(key, pod.UID, pod.Spec.NodeName, pod.Spec.HostNetwork, podRequests(pod), pod.Status.PodIP, true); rej != nil {
+			klog.FromContext(ctx).Info("Could not restore pod", "pod", key, "reason", rej.Reason, "message", rej.Message)
+		}
+	}
+}
+
+func podRequests(pod *corev1.Pod) corev1.ResourceList {
+	return resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+}
+
+// startPod admits a pod like the kubelet and reports it Running, or Failed
+// with the kubelet's reason when it does not fit.
+func (s *Simulator) startPod(ctx context.Context, key string, pod *corev1.Pod) (time.Duration, error) {
+	ip, rej := s.ledger.admit(key, pod.UID, pod.Spec.NodeName, pod.Spec.HostNetwork, podRequests(pod), "", false)
+	if rej != nil {
+		s.recorder.Eventf(pod, corev1.EventTypeWarning, rej.Reason, "Pod was rejected: %s", rej.Message)
+		status := pod.Status.DeepCopy()
+		status.Phase = corev1.PodFailed
+		status.Reason = rej.Reason
+		status.Message = "Pod was rejected: " + rej.Message
+		return 0, s.updateStatus(ctx, pod, status)
+	}
+	now := metav1.NewTime(s.clock.Now())
+	status := pod.Status.DeepCopy()
+	status.Phase = corev1.PodRunning
+	status.HostIP = s.ledger.hostIP(pod.Spec.NodeName)
+	status.HostIPs = []corev1.HostIP{{IP: status.HostIP}}
+	status.PodIP = ip
+	status.PodIPs = []corev1.PodIP{{IP: ip}}
+	if status.StartTime == nil {
+		status.StartTime = &now
+	}
+	status.InitContainerStatuses = nil
+	for _, c := range pod.Spec.InitContainers {
+		status.InitContainerStatuses = append(status.InitContainerStatuses, corev1.ContainerStatus{
+			Name: c.Name, Image: c.Image, ImageID: imageID(c.Image), ContainerID: containerID(pod, c.Name),
+			Ready: true,
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Completed", StartedAt: now, FinishedAt: now}},
+		})
+	}
+	status.ContainerStatuses = nil
+	for _, c := range pod.Spec.Containers {
+		status.ContainerStatuses = append(status.ContainerStatuses, runningStatus(pod, c, now, 0, nil))
+	}
+	setReadyConditions(pod, status, now, true, "")
+	if err := s.updateStatus(ctx, pod, status); err != nil {
+		return 0, err
+	}
+	s.recorder.Event(pod, corev1.EventTypeNormal, "Started", "Started simulated containers")
+	return s.remaining(pod, status.StartTime.Time), nil
+}
+
+// runPod ends a running pod once its run duration has passed: the
+// containers exit with the pod's exit code, and the pod either restarts
+// them (restartPolicy Always, or OnFailure with a non-zero code) or ends
+// Succeeded or Failed.
+func (s *Simulator) runPod(ctx context.Context, key string, pod *corev1.Pod) (time.Duration, error) {
+	started := podStart(pod)
+	left := s.remaining(pod, started)
+	if left != 0 {
+		// Still running: only readiness may have changed (a readiness gate).
+		status := pod.Status.DeepCopy()
+		setReadyConditions(pod, status, metav1.NewTime(s.clock.Now()), true, "")
+		if conditionTrue(status.Conditions, corev1.PodReady) != conditionTrue(pod.Status.Conditions, corev1.PodReady) {
+			return 0, s.updateStatus(ctx, pod, status)
+		}
+		return max(left, 0), nil
+	}
+	d := s.runDuration(pod)
+	code := s.exitCode(pod)
+	now := metav1.NewTime(s.clock.Now())
+	status := pod.Status.DeepCopy()
+	restart := pod.Spec.RestartPolicy == corev1.RestartPolicyAlways ||
+		(pod.Spec.RestartPolicy == corev1.RestartPolicyOnFailure && code != 0)
+	status.ContainerStatuses = nil
+	for _, c := range pod.Spec.Containers {
+		prev := containerStatus(pod, c.Name)
+		terminated := &corev1.ContainerStateTerminated{
+			ExitCode: code, Reason: exitReason(code), StartedAt: containerStart(prev, started), FinishedAt: now,
+			ContainerID: containerID(pod, c.Name),
+		}
+		if restart {
+			restarts := int32(0)
+			if prev != nil {
+				restarts = prev.RestartCount + 1
+			}
+			status.ContainerStatuses = append(status.ContainerStatuses, runningStatus(pod, c, now, restarts, terminated))
+			continue
+		}
+		status.ContainerStatuses = append(status.ContainerStatuses, corev1.ContainerStatus{
+			Name: c.Name, Image: c.Image, ImageID: imageID(c.Image), ContainerID: containerID(pod, c.Name),
+			Started: ptr.To(false),
+			State:   corev1.ContainerState{Terminated: terminated},
+		})
+	}
+	if restart {
+		setReadyConditions(pod, status, now, true, "")
+		if err := s.updateStatus(ctx, pod, status); err != nil {
+			return 0, err
+		}
+		return d, nil
+	}
+	status.Phase = corev1.PodSucceeded
+	if code != 0 {
+		status.Phase = corev1.PodFailed
+	}
+	setReadyConditions(pod, status, now, false, "PodCompleted")
+	if err := s.updateStatus(ctx, pod, status); err != nil {
+		return 0, err
+	}
+	s.ledger.release(key)
+	return 0, nil
+}
+
+// deletePod finishes a graceful deletion the way the kubelet does once the
+// containers are stopped: delete with grace period 0, guarded by the UID so
+// that a new pod of the same name is not hit.
+func (s *Simulator) deletePod(ctx context.Context, key string, pod *corev1.Pod) error {
+	s.ledger.release(key)
+	if pod.DeletionGracePeriodSeconds != nil && *pod.DeletionGracePeriodSeconds == 0 {
+		// Already deleted; only finalizers keep the object.
+		return nil
+	}
+	err := s.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+		GracePeriodSeconds: ptr.To[int64](0),
+		Preconditions:      metav1.NewUIDPreconditions(string(pod.UID)),
+	})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	return err
+}
+
+func (s *Simulator) updateStatus(ctx context.Context, pod *corev1.Pod, status *corev1.PodStatus) error {
+	p := pod.DeepCopy()
+	p.Status = *status
+	_, err := s.client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// runDuration reads the run duration of a pod: -1 when it runs until
+// deleted. A malformed annotation is reported once as a Warning event on
+// the pod, and the pod runs until deleted.
+func (s *Simulator) runDuration(pod *corev1.Pod) time.Duration {
+	v, ok := pod.Annotations[RunDurationAnnotation]
+	if !ok {
+		return -1
+	}
+	d, err := time.ParseDuration(v)
+	if err == nil && d < 0 {
+		err = fmt.Errorf("must not be negative")
+	}
+	if err != nil {
+		s.warnOnce(pod, RunDurationAnnotation, v, err)
+		return -1
+	}
+	return d
+}
+
+func (s *Simulator) exitCode(pod *corev1.Pod) int32 {
+	v, ok := pod.Annotations[ExitCodeAnnotation]
+	if !ok {
+		return 0
+	}
+	code, err := strconv.ParseInt(v, 10, 32)
+	if err == nil && (code < 0 || code > 255) {
+		err = fmt.Errorf("must be between 0 and 255")
+	}
+	if err != nil {
+		s.warnOnce(pod, ExitCodeAnnotation, v, err)
+		return 0
+	}
+	return int32(code)
+}
+
+func (s *Simulator) warnOnce(pod *corev1.Pod, annotation, value string, err error) {
+	if _, seen := s.warned.LoadOrStore(string(pod.UID)+"/"+annotation, true); seen {
+		return
+	}
+	s.recorder.Eventf(pod, corev1.EventTypeWarning, "InvalidAnnotation", "annotation %s=%q: %v; ignored", annotation, value, err)
+}
+
+// remaining returns how long the pod's containers still run, 0 when they
+// are due to exit now, -1 when they run until deleted.
+func (s *Simulator) remaining(pod *corev1.Pod, started time.Time) time.Duration {
+	d := s.runDuration(pod)
+	if d < 0 {
+		return -1
+	}
+	left := started.Add(d).Sub(s.clock.Now())
+	if left <= 0 {
+		return 0
+	}
+	return left
+}
+
+// podStart is when the current run of the pod's containers began: the
+// latest container start, or the pod's start time.
+func podStart(pod *corev1.Pod) time.Time {
+	var t time.Time
+	if pod.Status.StartTime != nil {
+		t = pod.Status.StartTime.Time
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if r := cs.State.Running; r != nil && r.StartedAt.After(t) {
+			t = r.StartedAt.Time
+		}
+	}
+	return t
+}
+
+func runningStatus(pod *corev1.Pod, c corev1.Container, now metav1.Time, restarts int32, last *corev1.ContainerStateTerminated) corev1.ContainerStatus {
+	cs := corev1.ContainerStatus{
+		Name: c.Name, Image: c.Image, ImageID: imageID(c.Image), ContainerID: containerID(pod, c.Name),
+		Ready: true, Started: ptr.To(true), RestartCount: restarts,
+		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
+	}
+	if last != nil {
+		cs.LastTerminationState = corev1.ContainerState{Terminated: last}
+	}
+	return cs
+}
+
+func containerStatus(pod *corev1.Pod, name string) *corev1.ContainerStatus {
+	for i := range pod.Status.ContainerStatuses {
+		if pod.Status.ContainerStatuses[i].Name == name {
+			return &pod.Status.ContainerStatuses[i]
+		}
+	}
+	return nil
+}
+
+func containerStart(cs *corev1.ContainerStatus, fallback time.Time) metav1.Time {
+	if cs != nil && cs.State.Running != nil {
+		return cs.State.Running.StartedAt
+	}
+	return metav1.NewTime(fallback)
+}
+
+func exitReason(code int32) string {
+	if code == 0 {
+		return "Completed"
+	}
+	return "Error"
+}
+
+func imageID(image string) string { return "aisched-sim://" + image }
+
+func containerID(pod *corev1.Pod, container string) string {
+	return fmt.Sprintf("aisched-sim://%s/%s", pod.UID, container)
+}
+
+// setReadyConditions sets the kubelet-owned pod conditions. Ready also
+// needs every readiness gate of the pod to be True, as on a real node.
+func setReadyConditions(pod *corev1.Pod, status *corev1.PodStatus, now metav1.Time, running bool, reason string) {
+	ready := running
+	for _, gate := range pod.Spec.ReadinessGates {
+		if !conditionTrue(status.Conditions, gate.ConditionType) {
+			ready = false
+		}
+	}
+	set := func(t corev1.PodConditionType, ok bool, reason string) {
+		c := corev1.PodCondition{Type: t, Status: corev1.ConditionFalse, Reason: reason, LastTransitionTime: now}
+		if ok {
+			c.Status, c.Reason = corev1.ConditionTrue, ""
+		}
+		for i := range status.Conditions {
+			if status.Conditions[i].Type == t {
+				if status.Conditions[i].Status == c.Status {
+					c.LastTransitionTime = status.Conditions[i].LastTransitionTime
+				}
+				status.Conditions[i] = c
+				return
+			}
+		}
+		status.Conditions = append(status.Conditions, c)
+	}
+	set(corev1.PodReadyToStartContainers, running, "")
+	set(corev1.PodInitialized, true, "")
+	set(corev1.ContainersReady, running, reason)
+	set(corev1.PodReady, ready, reason)
+}
+
+func conditionTrue(conds []corev1.PodCondition, t corev1.PodConditionType) bool {
+	for _, c := range conds {
+		if c.Type == t {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}

@@ -1,0 +1,215 @@
+// Package nodesim simulates the kubelets of a cluster's nodes. One
+// Simulator serves every node: it registers the Node objects with their
+// capacity (nvidia.com/gpu for GPU nodes), keeps their Ready condition and
+// leases fresh, removes the not-ready taint, admits pods bound to them like
+// a kubelet (resources, pod count), reports them Running with an IP, ends
+// them after their run duration and honours their deletion.
+//
+// Pods are never started for real; a pod's behaviour is driven by its
+// annotations (RunDurationAnnotation, ExitCodeAnnotation).
+package nodesim
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+)
+
+// Defaults of Options.
+const (
+	DefaultLeaseDuration        = 40 * time.Second
+	DefaultLeaseRenewInterval   = 10 * time.Second
+	DefaultStatusReportInterval = 5 * time.Minute
+	DefaultHeartbeatQPS         = 200
+	DefaultWorkers              = 8
+	// registerParallelism bounds concurrent node registrations at start.
+	registerParallelism = 16
+)
+
+// Options configure a Simulator.
+type Options struct {
+	// Client talks to the apiserver.
+	Client kubernetes.Interface
+	// Nodes are the nodes to simulate, usually Nodes(cluster).
+	Nodes []Node
+	// Clock drives heartbeats and run durations; default: the real clock.
+	Clock clock.WithTicker
+	// LeaseDuration is the duration written in node leases.
+	LeaseDuration time.Duration
+	// LeaseRenewInterval is how often each node lease is renewed (the
+	// kubelet renews at a quarter of the lease duration).
+	LeaseRenewInterval time.Duration
+	// StatusReportInterval is how often the Ready condition's heartbeat
+	// time is refreshed when nothing else changed (kubelet: 5m).
+	StatusReportInterval time.Duration
+	// HeartbeatQPS bounds lease and status writes per second, so that a
+	// cluster of thousands of nodes does not saturate the apiserver; with
+	// more nodes than HeartbeatQPS*LeaseRenewInterval, renewals stretch.
+	HeartbeatQPS int
+	// Workers is the number of pods handled in parallel.
+	Workers int
+}
+
+// Simulator runs the simulated kubelets of a set of nodes.
+type Simulator struct {
+	client   kubernetes.Interface
+	clock    clock.WithTicker
+	nodes    map[string]Node
+	opts     Options
+	ledger   *ledger
+	queue    workqueue.TypedRateLimitingInterface[string]
+	pods     cache.SharedIndexInformer
+	recorder record.EventRecorder
+	// leases caches the last written lease of each node.
+	leases sync.Map
+	// warned remembers pods already warned about a bad annotation, so that
+	// each gets one event and not one per resync.
+	warned sync.Map
+}
+
+// New returns a Simulator for opts.Nodes.
+func New(opts Options) (*Simulator, error) {
+	if opts.Client == nil {
+		return nil, fmt.Errorf("nodesim: no client")
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.LeaseDuration <= 0 {
+		opts.LeaseDuration = DefaultLeaseDuration
+	}
+	if opts.LeaseRenewInterval <= 0 {
+		opts.LeaseRenewInterval = DefaultLeaseRenewInterval
+	}
+	if opts.StatusReportInterval <= 0 {
+		opts.StatusReportInterval = DefaultStatusReportInterval
+	}
+	if opts.HeartbeatQPS <= 0 {
+		opts.HeartbeatQPS = DefaultHeartbeatQPS
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = DefaultWorkers
+	}
+	s := &Simulator{
+		client: opts.Client,
+		clock:  opts.Clock,
+		nodes:  map[string]Node{},
+		opts:   opts,
+		ledger: newLedger(),
+	}
+	for _, n := range opts.Nodes {
+		if _, dup := s.nodes[n.Object.Name]; dup {
+			return nil, fmt.Errorf("nodesim: node %s given twice", n.Object.Name)
+		}
+		s.nodes[n.Object.Name] = n
+	}
+	return s, nil
+}
+
+// Run registers the nodes, then simulates them until ctx is cancelled.
+// ready is closed once every node is registered Ready and the pods already
+// bound to them are accounted for.
+func (s *Simulator) Run(ctx context.Context, ready chan<- struct{}) error {
+	logger := klog.FromContext(ctx).WithName("nodesim")
+	ctx = klog.NewContext(ctx, logger)
+
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: s.client.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	s.recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubelet"})
+
+	if err := s.registerNodes(ctx); err != nil {
+		return err
+	}
+
+	s.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.DefaultTypedControllerRateLimiter[string](),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "nodesim-pods", Clock: s.clock},
+	)
+	defer s.queue.ShutDown()
+	// Only pods bound to a node matter to a kubelet.
+	factory := informers.NewSharedInformerFactoryWithOptions(s.client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermNotEqualSelector("spec.nodeName", "").String()
+	}))
+	s.pods = factory.Core().V1().Pods().Informer()
+	if _, err := s.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    s.enqueue,
+		UpdateFunc: func(_, obj interface{}) { s.enqueue(obj) },
+		DeleteFunc: s.enqueue,
+	}); err != nil {
+		return err
+	}
+	factory.Start(ctx.Done())
+	defer factory.Shutdown()
+	if !cache.WaitForCacheSync(ctx.Done(), s.pods.HasSynced) {
+		return ctx.Err()
+	}
+	s.restorePods(ctx)
+
+	var wg sync.WaitGroup
+	for range s.opts.Workers {
+		wg.Go(func() { s.runWorker(ctx) })
+	}
+	wg.Go(func() { s.heartbeat(ctx) })
+	close(ready)
+	logger.Info("Simulating nodes", "count", len(s.nodes))
+	<-ctx.Done()
+	s.queue.ShutDown()
+	wg.Wait()
+	return nil
+}
+
+func (s *Simulator) enqueue(obj interface{}) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	if _, ours := s.nodes[pod.Spec.NodeName]; !ours {
+		return
+	}
+	key, err := cache.MetaNamespaceKeyFunc(pod)
+	if err != nil {
+		utilruntime.HandleError(err)
+		return
+	}
+	s.queue.Add(key)
+}
+
+func (s *Simulator) runWorker(ctx context.Context) {
+	for {
+		key, quit := s.queue.Get()
+		if quit {
+			return
+		}
+		after, err := s.syncPod(ctx, key)
+		switch {
+		case err != nil:
+			klog.FromContext(ctx).V(2).Info("Retrying pod", "pod", key, "err", err)
+			s.queue.AddRateLimited(key)
+		case after > 0:
+			s.queue.Forget(key)
+			s.queue.AddAfter(key, after)
+		default:
+			s.queue.Forget(key)
+		}
+		s.queue.Done(key)
+	}
+}

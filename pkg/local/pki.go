@@ -1,0 +1,152 @@
+package local
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	certutil "k8s.io/client-go/util/cert"
+	"k8s.io/client-go/util/keyutil"
+)
+
+// pki holds the paths of the cluster's certificates and keys. They are
+// created once per data dir and reused, so a restarted cluster keeps its
+// kubeconfig and service-account tokens valid.
+type pki struct {
+	dir string
+}
+
+const certValidity = 10 * 365 * 24 * time.Hour
+
+func (p pki) path(name string) string { return filepath.Join(p.dir, name) }
+
+// CACert is the cluster CA; it signs the serving and client certificates.
+func (p pki) CACert() string            { return p.path("ca.crt") }
+func (p pki) caKey() string             { return p.path("ca.key") }
+func (p pki) ServingCert() string       { return p.path("apiserver.crt") }
+func (p pki) ServingKey() string        { return p.path("apiserver.key") }
+func (p pki) AdminCert() string         { return p.path("admin.crt") }
+func (p pki) AdminKey() string          { return p.path("admin.key") }
+func (p pki) ServiceAccountKey() string { return p.path("sa.key") }
+
+// ensure creates whatever is missing. The serving certificate is valid for
+// localhost, 127.0.0.1 and the in-cluster names of the kubernetes Service.
+func (p pki) ensure(serviceIP net.IP) error {
+	if err := os.MkdirAll(p.dir, 0o700); err != nil {
+		return err
+	}
+	caKey, caCert, err := p.loadOrCreateCA()
+	if err != nil {
+		return fmt.Errorf("cluster CA: %w", err)
+	}
+	serving := &x509.Certificate{
+		Subject:     pkix.Name{CommonName: "kube-apiserver"},
+		DNSNames:    []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.IPv6loopback, serviceIP},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	if err := p.ensureLeaf(p.ServingCert(), p.ServingKey(), serving, caCert, caKey); err != nil {
+		return fmt.Errorf("apiserver serving certificate: %w", err)
+	}
+	// system:masters is the group the apiserver authorizes for everything;
+	// the admin kubeconfig and the in-process components use this identity.
+	admin := &x509.Certificate{
+		Subject:     pkix.Name{CommonName: "aisched-admin", Organization: []string{"system:masters"}},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	if err := p.ensureLeaf(p.AdminCert(), p.AdminKey(), admin, caCert, caKey); err != nil {
+		return fmt.Errorf("admin client certificate: %w", err)
+	}
+	if _, _, err := keyutil.LoadOrGenerateKeyFile(p.ServiceAccountKey()); err != nil {
+		return fmt.Errorf("service-account key: %w", err)
+	}
+	return nil
+}
+
+func (p pki) loadOrCreateCA() (crypto.Signer, *x509.Certificate, error) {
+	if exists(p.CACert()) && exists(p.caKey()) {
+		certs, err := certutil.CertsFromFile(p.CACert())
+		if err != nil {
+			return nil, nil, err
+		}
+		key, err := keyutil.PrivateKeyFromFile(p.caKey())
+		if err != nil {
+			return nil, nil, err
+		}
+		signer, ok := key.(crypto.Signer)
+		if !ok {
+			return nil, nil, errors.New(p.caKey() + " is not a signing key")
+		}
+		return signer, certs[0], nil
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	cert, err := certutil.NewSelfSignedCACert(certutil.Config{CommonName: "aisched-local-ca"}, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := writeKeyPair(p.CACert(), p.caKey(), cert, key); err != nil {
+		return nil, nil, err
+	}
+	return key, cert, nil
+}
+
+func (p pki) ensureLeaf(certPath, keyPath string, tmpl, ca *x509.Certificate, caKey crypto.Signer) error {
+	if exists(certPath) && exists(keyPath) {
+		return nil
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+	if err != nil {
+		return err
+	}
+	tmpl.SerialNumber = serial
+	tmpl.NotBefore = time.Now().Add(-time.Hour).UTC()
+	tmpl.NotAfter = tmpl.NotBefore.Add(certValidity)
+	tmpl.KeyUsage = x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, key.Public(), caKey)
+	if err != nil {
+		return err
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return err
+	}
+	return writeKeyPair(certPath, keyPath, cert, key)
+}
+
+func writeKeyPair(certPath, keyPath string, cert *x509.Certificate, key crypto.PrivateKey) error {
+	keyPEM, err := keyutil.MarshalPrivateKeyToPEM(key)
+	if err != nil {
+		return err
+	}
+	if err := keyutil.WriteKey(keyPath, keyPEM); err != nil {
+		return err
+	}
+	return certutil.WriteCert(certPath, encodeCert(cert))
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+func encodeCert(cert *x509.Certificate) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: certutil.CertificateBlockType, Bytes: cert.Raw})
+}

@@ -1,0 +1,110 @@
+package integration
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/aisched/aisched/pkg/local"
+	"github.com/aisched/aisched/pkg/local/localtest"
+	"github.com/aisched/aisched/pkg/scheduler"
+	utiltesting "github.com/aisched/aisched/pkg/util/testing"
+)
+
+// TestExternalScheduler runs `aisched scheduler --kubeconfig --config` as
+// its own process, as deploy/scheduler ships it: the manifests apply, and
+// with only the permissions of its ServiceAccount, against a cluster whose
+// in-process scheduler serves only default-scheduler, it takes its leader
+// lease, serves /healthz and binds the pods that name its profile.
+func TestExternalScheduler(t *testing.T) {
+	t.Parallel()
+	cfg, err := scheduler.DecodeConfig([]byte("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nleaderElection: {leaderElect: false}\nprofiles: [{schedulerName: default-scheduler}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := localtest.Start(t, local.Options{SchedulerConfig: cfg})
+	ctx := context.Background()
+	ns := createNamespace(t, c.Client)
+	pod := utiltesting.MakePod("p", ns).SchedulerName(scheduler.AischedProfile).Req(corev1.ResourceCPU, "1").Obj()
+	pod.UID = ""
+	if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Nobody serves the profile yet: the pod stays unbound.
+	time.Sleep(2 * time.Second)
+	if p, err := c.Client.CoreV1().Pods(ns).Get(ctx, "p", metav1.GetOptions{}); err != nil || p.Spec.NodeName != "" {
+		t.Fatalf("pod bound to %q (err %v) before the external scheduler started", p.Spec.NodeName, err)
+	}
+
+	applyFile(t, c, filepath.Join("..", "..", "deploy", "scheduler", "rbac.yaml"))
+	applyFile(t, c, filepath.Join("..", "..", "deploy", "scheduler", "deployment.yaml"))
+	waitDeploymentAvailable(t, c.Client, "aisched-system", "aisched-scheduler", 2)
+	kubeconfig := serviceAccountKubeconfig(t, c, "aisched-system", "aisched-scheduler")
+
+	port := freePort(t)
+	sched := startCommand(t, nil, "scheduler",
+		"--kubeconfig", kubeconfig,
+		"--config", filepath.Join("..", "..", "deploy", "scheduler", "scheduler-config.yaml"),
+		"--secure-port", strconv.Itoa(port))
+	localtest.Eventually(t, time.Minute, "pod bound by the external scheduler", func(ctx context.Context) (bool, error) {
+		p, err := c.Client.CoreV1().Pods(ns).Get(ctx, "p", metav1.GetOptions{})
+		return err == nil && p.Spec.NodeName != "" && p.Status.Phase == corev1.PodRunning, err
+	})
+	lease, err := c.Client.CoordinationV1().Leases("aisched-system").Get(ctx, "aisched-scheduler", metav1.GetOptions{})
+	if err != nil || lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
+		t.Errorf("leader lease aisched-system/aisched-scheduler: %v; want one held", err)
+	}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	resp, err := client.Get(fmt.Sprintf("https://127.0.0.1:%d/healthz", port))
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /healthz of the external scheduler: %v %v, want 200", err, resp)
+	} else {
+		resp.Body.Close()
+	}
+
+	if err := sched.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	stopCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if err := sched.wait(stopCtx); err != nil {
+		t.Errorf("external scheduler after SIGTERM: %v, want a clean exit", err)
+	}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// TestSchedulerFlags covers the command line of `aisched scheduler` that
+// fails before it talks to a cluster, and `aisched version`.
+func TestSchedulerFlags(t *testing.T) {
+	t.Parallel()
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	writeFile(t, cfg, "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nclientConnection: {kubeconfig: /etc/a.kubeconfig}\nprofiles: [{schedulerName: aisched}]\n")
+	out, err := runCommand(t, "scheduler", "--config", cfg, "--kubeconfig", "/etc/b.kubeconfig")
+	if err == nil || !strings.Contains(out, "--kubeconfig /etc/b.kubeconfig conflicts with clientConnection.kubeconfig /etc/a.kubeconfig") {
+		t.Errorf("conflicting kubeconfigs: err=%v output=%q, want a refusal naming both", err, out)
+	}
+	out, err = runCommand(t, "version")
+	if err != nil || !strings.Contains(out, "kubernetes v1.37.0") {
+		t.Errorf("aisched version: err=%v output=%q, want the embedded Kubernetes version", err, out)
+	}
+}
