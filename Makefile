@@ -3,7 +3,12 @@
 GO      ?= go
 TOOLS   := $(GO) tool -modfile=hack/tools/go.mod
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.0.0-dev)
-LDFLAGS := -s -w -X github.com/aisched/aisched/pkg/version.gitVersion=$(VERSION)
+KUBE_VERSION := v1.37.0
+# The embedded Kubernetes components report KUBE_VERSION (kubectl version,
+# /version, scheduler --version) instead of v0.0.0-master.
+LDFLAGS := -s -w -X github.com/aisched/aisched/pkg/version.gitVersion=$(VERSION) \
+	$(foreach pkg,k8s.io/component-base/version k8s.io/client-go/pkg/version,\
+	  -X $(pkg).gitVersion=$(KUBE_VERSION) -X $(pkg).gitMajor=1 -X $(pkg).gitMinor=37 -X $(pkg).gitTreeState=clean)
 # Unit-test packages: everything but the integration tests, which link the
 # whole control plane and run without the race detector (see test-integration).
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v /test/integration)
@@ -20,8 +25,8 @@ build: ## Build bin/aisched.
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/aisched ./cmd/aisched
 
 .PHONY: up
-up: ## Run a whole simulated cluster (aisched up) from source.
-	$(GO) run ./cmd/aisched up
+up: ## Run a whole simulated cluster (aisched up) from source; ARGS=... adds flags.
+	$(GO) run -ldflags '$(LDFLAGS)' ./cmd/aisched up $(ARGS)
 
 .PHONY: test
 test: test-unit test-integration ## Run every test: the command CI runs.

@@ -1,5 +1,32 @@
 #!/usr/bin/env bash
-# Regenerates the generated files of the repository (go generate directives).
+# Regenerates everything generated from apis/: deepcopy functions and CRD
+# manifests (controller-gen), typed clientset, listers and informers
+# (k8s.io/code-generator). Tool versions are pinned in hack/tools/go.mod.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-go generate ./...
+
+tool() { go tool -modfile=hack/tools/go.mod "$@"; }
+module=github.com/aisched/aisched
+header=hack/boilerplate.go.txt
+
+tool controller-gen object:headerFile="$header" paths=./apis/...
+rm -f deploy/crds/*.yaml
+tool controller-gen crd paths=./apis/... output:crd:dir=deploy/crds
+
+rm -rf pkg/generated
+groups=()
+for dir in apis/*/v*; do
+  groups+=(--input "${dir#apis/}")
+done
+tool client-gen --go-header-file "$header" --input-base "$module/apis" "${groups[@]}" \
+  --clientset-name versioned --output-dir pkg/generated/clientset --output-pkg "$module/pkg/generated/clientset"
+pkgs=()
+for dir in apis/*/v*; do
+  pkgs+=("$module/$dir")
+done
+tool lister-gen --go-header-file "$header" --output-dir pkg/generated/listers \
+  --output-pkg "$module/pkg/generated/listers" "${pkgs[@]}"
+tool informer-gen --go-header-file "$header" --output-dir pkg/generated/informers \
+  --output-pkg "$module/pkg/generated/informers" \
+  --versioned-clientset-package "$module/pkg/generated/clientset/versioned" \
+  --listers-package "$module/pkg/generated/listers" "${pkgs[@]}"

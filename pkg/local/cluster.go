@@ -25,6 +25,7 @@ import (
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
 	"github.com/aisched/aisched/pkg/clusterfile"
+	"github.com/aisched/aisched/pkg/generated/clientset/versioned"
 	"github.com/aisched/aisched/pkg/local/nodesim"
 	"github.com/aisched/aisched/pkg/scheduler"
 )
@@ -52,7 +53,7 @@ type Options struct {
 	Registry frameworkruntime.Registry
 	// APIServerArgs are extra kube-apiserver flags, e.g. --runtime-config=...
 	APIServerArgs []string
-	// Nodes tunes the simulated kubelets; Client and Nodes are filled in.
+	// Nodes tunes the simulated kubelets; the clients and Nodes are filled in.
 	Nodes nodesim.Options
 	// LogOutput receives etcd's log; nil discards it. (The other components
 	// log through klog, which the caller configures.)
@@ -178,11 +179,19 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err := writeKubeconfig(c.KubeconfigPath, c.Host, p); err != nil {
 		return nil, err
 	}
+	if err := installCRDs(ctx, c.Config); err != nil {
+		return nil, err
+	}
+	aischedClient, err := versioned.NewForConfig(c.Config)
+	if err != nil {
+		return nil, err
+	}
 
 	compCtx, compCancel := context.WithCancel(context.WithoutCancel(ctx))
 	c.compCancel = compCancel
 	nodeOpts := opts.Nodes
 	nodeOpts.Client = c.Client
+	nodeOpts.AischedClient = aischedClient
 	nodeOpts.Nodes = nodesim.Nodes(opts.Cluster)
 	sim, err := nodesim.New(nodeOpts)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 
+	"github.com/aisched/aisched/pkg/gpu"
 	"github.com/aisched/aisched/pkg/local"
 	"github.com/aisched/aisched/pkg/local/localtest"
 	"github.com/aisched/aisched/pkg/local/nodesim"
@@ -102,7 +103,7 @@ func TestKubeletAdmission(t *testing.T) {
 		if err != nil {
 			return false, err
 		}
-		return big.Status.Phase == corev1.PodFailed && big.Status.Reason == "OutOf"+string(nodesim.ResourceGPU) &&
+		return big.Status.Phase == corev1.PodFailed && big.Status.Reason == "OutOf"+string(gpu.ResourceName) &&
 			ok.Status.Phase == corev1.PodRunning, nil
 	})
 }

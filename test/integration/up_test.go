@@ -20,8 +20,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/aisched/aisched/pkg/clusterfile"
+	"github.com/aisched/aisched/pkg/gpu"
 	"github.com/aisched/aisched/pkg/local/localtest"
-	"github.com/aisched/aisched/pkg/local/nodesim"
 	"github.com/aisched/aisched/pkg/scheduler"
 	utiltesting "github.com/aisched/aisched/pkg/util/testing"
 )
@@ -109,12 +109,12 @@ func TestUp(t *testing.T) {
 				t.Errorf("node %s still has the not-ready taint", n.Name)
 			}
 		}
-		if q, ok := n.Status.Capacity[nodesim.ResourceGPU]; ok && q.Value() > 0 {
+		if q, ok := n.Status.Capacity[gpu.ResourceName]; ok && q.Value() > 0 {
 			gpuNodes++
 		}
 	}
 	if gpuNodes == 0 {
-		t.Errorf("no node shows %s capacity", nodesim.ResourceGPU)
+		t.Errorf("no node shows %s capacity", gpu.ResourceName)
 	}
 
 	// A second up on the same data directory is refused while this one runs.

@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // NewCommand returns the root command with every subcommand.
@@ -30,6 +31,9 @@ a whole simulated cluster in this process.`,
 // Main runs the command line and returns the process exit code. Errors are
 // printed on one line, prefixed with the subcommand.
 func Main(args []string) int {
+	// kube-scheduler's packages register --version on the process-wide flag
+	// set, which cobra shows on every command; it belongs to "scheduler".
+	_ = pflag.CommandLine.MarkHidden("version")
 	root := NewCommand()
 	root.SetArgs(args)
 	cmd, err := root.ExecuteC()

@@ -21,8 +21,8 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 
 	"github.com/aisched/aisched/pkg/clusterfile"
+	"github.com/aisched/aisched/pkg/gpu"
 	"github.com/aisched/aisched/pkg/local"
-	"github.com/aisched/aisched/pkg/local/nodesim"
 	"github.com/aisched/aisched/pkg/scheduler"
 )
 
@@ -176,7 +176,7 @@ func printReady(out io.Writer, c *local.Cluster, cluster *clusterfile.Cluster, p
 	}
 	n := cluster.NodeCount()
 	fmt.Fprintf(out, "aisched is ready in %.1fs: %d nodes (%d CPU-only, %d with %d %s), scheduler profiles %s\n",
-		took.Seconds(), n, n-gpuNodes, gpuNodes, gpus, nodesim.ResourceGPU, strings.Join(profiles, ", "))
+		took.Seconds(), n, n-gpuNodes, gpuNodes, gpus, gpu.ResourceName, strings.Join(profiles, ", "))
 	fmt.Fprintf(out, "  kubeconfig: %s\n", c.KubeconfigPath)
 	fmt.Fprintf(out, "  apiserver:  %s\n", c.Host)
 	fmt.Fprintf(out, "  memory:     %s\n", memoryUse())

@@ -8,6 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/aisched/aisched/pkg/gpu"
 )
 
 func testNode(cidr string, cpu string, pods int64) *corev1.Node {
@@ -77,7 +79,7 @@ func TestLedgerResources(t *testing.T) {
 		t.Errorf("re-admit with 4 CPUs: %v, want success", rej)
 	}
 	// A resource the node does not have at all cannot be granted.
-	_, rej = l.admit("c", "3", "n", false, corev1.ResourceList{ResourceGPU: resource.MustParse("1")}, "", false)
+	_, rej = l.admit("c", "3", "n", false, corev1.ResourceList{gpu.ResourceName: resource.MustParse("1")}, "", false)
 	if rej == nil || rej.Reason != "OutOfnvidia.com/gpu" {
 		t.Errorf("GPU on a CPU node: %v, want OutOfnvidia.com/gpu", rej)
 	}

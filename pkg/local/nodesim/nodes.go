@@ -8,11 +8,14 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/google/uuid"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	aischedv1alpha1 "github.com/aisched/aisched/apis/aisched/v1alpha1"
 	"github.com/aisched/aisched/pkg/clusterfile"
+	"github.com/aisched/aisched/pkg/gpu"
 )
 
 // Labels and annotations of simulated nodes and pods. Keys under
@@ -29,18 +32,6 @@ const (
 	// exit after the run duration; default 0.
 	ExitCodeAnnotation = "sim.aisched.io/exit-code"
 
-	// ResourceGPU is the extended resource of NVIDIA's device plugin.
-	ResourceGPU corev1.ResourceName = "nvidia.com/gpu"
-
-	// NVIDIA GPU Feature Discovery labels, set on simulated GPU nodes as GFD
-	// would set them on real ones.
-	GFDPresentLabel      = "nvidia.com/gpu.present"
-	GFDProductLabel      = "nvidia.com/gpu.product"
-	GFDCountLabel        = "nvidia.com/gpu.count"
-	GFDMemoryLabel       = "nvidia.com/gpu.memory"
-	GFDComputeMajorLabel = "nvidia.com/gpu.compute.major"
-	GFDComputeMinorLabel = "nvidia.com/gpu.compute.minor"
-
 	// kubeletVersion is what simulated nodes report as their kubelet version.
 	kubeletVersion = "v1.37.0"
 	// podCIDRBits is the prefix length of each node's pod CIDR (1022 pods).
@@ -54,10 +45,12 @@ var (
 	nodeNetwork = net.IPv4(172, 16, 0, 0)
 )
 
-// Node is a simulated node: the object to register and the pool it comes from.
+// Node is a simulated node: the object to register, its GPU inventory
+// (nil for CPU-only nodes) and the pool it comes from.
 type Node struct {
-	Object *corev1.Node
-	Pool   *clusterfile.NodePool
+	Object    *corev1.Node
+	Inventory *aischedv1alpha1.GPUInventory
+	Pool      *clusterfile.NodePool
 }
 
 // Nodes builds the nodes of every pool of the cluster, in file order. The
@@ -67,7 +60,8 @@ func Nodes(c *clusterfile.Cluster) []Node {
 	for p := range c.NodePools {
 		pool := &c.NodePools[p]
 		for i := range pool.Count {
-			nodes = append(nodes, Node{Object: BuildNode(pool, i, len(nodes)), Pool: pool})
+			node := BuildNode(pool, i, len(nodes))
+			nodes = append(nodes, Node{Object: node, Inventory: BuildInventory(pool, node.Name), Pool: pool})
 		}
 	}
 	return nodes
@@ -91,14 +85,15 @@ func BuildNode(pool *clusterfile.NodePool, i, global int) *corev1.Node {
 		corev1.ResourcePods:             *resource.NewQuantity(int64(pool.MaxPods), resource.DecimalSI),
 	}
 	if g := pool.GPUs; g != nil {
-		capacity[ResourceGPU] = *resource.NewQuantity(int64(g.Count), resource.DecimalSI)
-		labels[GFDPresentLabel] = "true"
-		labels[GFDProductLabel] = labelValue(g.Model)
-		labels[GFDCountLabel] = strconv.Itoa(g.Count)
-		labels[GFDMemoryLabel] = strconv.FormatInt(g.MemoryMiB, 10)
+		// The labels GPU Feature Discovery would set on a real node.
+		capacity[gpu.ResourceName] = *resource.NewQuantity(int64(g.Count), resource.DecimalSI)
+		labels[gpu.GFDPresentLabel] = "true"
+		labels[gpu.GFDProductLabel] = labelValue(g.Model)
+		labels[gpu.GFDCountLabel] = strconv.Itoa(g.Count)
+		labels[gpu.GFDMemoryLabel] = strconv.FormatInt(g.MemoryMiB, 10)
 		if major, minor, ok := strings.Cut(g.ComputeCapability, "."); ok {
-			labels[GFDComputeMajorLabel] = major
-			labels[GFDComputeMinorLabel] = minor
+			labels[gpu.GFDComputeMajorLabel] = major
+			labels[gpu.GFDComputeMinorLabel] = minor
 		}
 	}
 	for k, v := range pool.Labels {
@@ -138,6 +133,34 @@ func BuildNode(pool *clusterfile.NodePool, i, global int) *corev1.Node {
 		},
 	}
 }
+
+// BuildInventory returns the GPUInventory of a node of the pool, nil when
+// the pool has no GPUs. Card UUIDs are derived from the node name and index,
+// so they stay the same across restarts.
+func BuildInventory(pool *clusterfile.NodePool, nodeName string) *aischedv1alpha1.GPUInventory {
+	g := pool.GPUs
+	if g == nil {
+		return nil
+	}
+	inv := &aischedv1alpha1.GPUInventory{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}
+	for i := range g.Count {
+		inv.Spec.GPUs = append(inv.Spec.GPUs, aischedv1alpha1.GPU{
+			Index:               int32(i),
+			UUID:                "GPU-" + uuid.NewSHA1(uuidSpace, fmt.Appendf(nil, "%s/%d", nodeName, i)).String(),
+			Model:               g.Model,
+			MemoryMiB:           g.MemoryMiB,
+			CUDACores:           g.CUDACores,
+			ComputeCapability:   g.ComputeCapability,
+			MemoryBandwidthGBps: g.MemoryBandwidthGBps,
+			MaxClockMHz:         g.MaxClockMHz,
+			Health:              aischedv1alpha1.GPUHealthy,
+		})
+	}
+	return inv
+}
+
+// uuidSpace is the name space of simulated card UUIDs.
+var uuidSpace = uuid.MustParse("5b7a0c52-8f0e-4d2b-9f57-6a1d2c3e4f50")
 
 func podCIDR(global int) string {
 	return fmt.Sprintf("%s/%d", nthIP(podNetwork, uint32(global)<<(32-podCIDRBits)), podCIDRBits)

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/time/rate"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -16,6 +17,8 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
+
+	aischedv1alpha1 "github.com/aisched/aisched/apis/aisched/v1alpha1"
 )
 
 // registerNodes creates or updates every node, marks it Ready, removes the
@@ -32,6 +35,9 @@ func (s *Simulator) registerNodes(ctx context.Context) error {
 			}
 			if err := s.ledger.addNode(node); err != nil {
 				return err
+			}
+			if err := s.publishInventory(gctx, node, n.Inventory); err != nil {
+				return fmt.Errorf("GPU inventory of node %s: %w", node.Name, err)
 			}
 			return s.renewLease(gctx, node)
 		})
@@ -127,6 +133,31 @@ func (s *Simulator) conditions(node *corev1.Node) []corev1.NodeCondition {
 		}
 	}
 	return want
+}
+
+// publishInventory creates or updates the node's GPUInventory, owned by
+// the node so that it goes when the node goes; nodes without GPUs have none.
+func (s *Simulator) publishInventory(ctx context.Context, node *corev1.Node, want *aischedv1alpha1.GPUInventory) error {
+	api := s.aisched.AischedV1alpha1().GPUInventories()
+	existing, err := api.Get(ctx, node.Name, metav1.GetOptions{})
+	switch {
+	case want == nil && apierrors.IsNotFound(err):
+		return nil
+	case want == nil && err == nil:
+		return api.Delete(ctx, node.Name, metav1.DeleteOptions{})
+	case apierrors.IsNotFound(err):
+		inv := want.DeepCopy()
+		inv.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}}
+		_, err = api.Create(ctx, inv, metav1.CreateOptions{})
+		return err
+	case err != nil:
+		return err
+	case equality.Semantic.DeepEqual(existing.Spec, want.Spec):
+		return nil
+	}
+	existing.Spec = want.Spec
+	_, err = api.Update(ctx, existing, metav1.UpdateOptions{})
+	return err
 }
 
 // removeStaleNodes deletes nodes that carry SimulatedLabel but are not in

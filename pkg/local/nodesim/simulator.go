@@ -1,9 +1,10 @@
 // Package nodesim simulates the kubelets of a cluster's nodes. One
 // Simulator serves every node: it registers the Node objects with their
-// capacity (nvidia.com/gpu for GPU nodes), keeps their Ready condition and
-// leases fresh, removes the not-ready taint, admits pods bound to them like
-// a kubelet (resources, pod count), reports them Running with an IP, ends
-// them after their run duration and honours their deletion.
+// capacity (nvidia.com/gpu for GPU nodes), publishes their GPUInventory as
+// the node agent would, keeps their Ready condition and leases fresh,
+// removes the not-ready taint, admits pods bound to them like a kubelet
+// (resources, pod count), reports them Running with an IP, ends them after
+// their run duration and honours their deletion.
 //
 // Pods are never started for real; a pod's behaviour is driven by its
 // annotations (RunDurationAnnotation, ExitCodeAnnotation).
@@ -28,6 +29,8 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+
+	"github.com/aisched/aisched/pkg/generated/clientset/versioned"
 )
 
 // Defaults of Options.
@@ -45,6 +48,8 @@ const (
 type Options struct {
 	// Client talks to the apiserver.
 	Client kubernetes.Interface
+	// AischedClient publishes the GPU inventories.
+	AischedClient versioned.Interface
 	// Nodes are the nodes to simulate, usually Nodes(cluster).
 	Nodes []Node
 	// Clock drives heartbeats and run durations; default: the real clock.
@@ -68,6 +73,7 @@ type Options struct {
 // Simulator runs the simulated kubelets of a set of nodes.
 type Simulator struct {
 	client   kubernetes.Interface
+	aisched  versioned.Interface
 	clock    clock.WithTicker
 	nodes    map[string]Node
 	opts     Options
@@ -84,7 +90,7 @@ type Simulator struct {
 
 // New returns a Simulator for opts.Nodes.
 func New(opts Options) (*Simulator, error) {
-	if opts.Client == nil {
+	if opts.Client == nil || opts.AischedClient == nil {
 		return nil, fmt.Errorf("nodesim: no client")
 	}
 	if opts.Clock == nil {
@@ -106,11 +112,12 @@ func New(opts Options) (*Simulator, error) {
 		opts.Workers = DefaultWorkers
 	}
 	s := &Simulator{
-		client: opts.Client,
-		clock:  opts.Clock,
-		nodes:  map[string]Node{},
-		opts:   opts,
-		ledger: newLedger(),
+		client:  opts.Client,
+		aisched: opts.AischedClient,
+		clock:   opts.Clock,
+		nodes:   map[string]Node{},
+		opts:    opts,
+		ledger:  newLedger(),
 	}
 	for _, n := range opts.Nodes {
 		if _, dup := s.nodes[n.Object.Name]; dup {

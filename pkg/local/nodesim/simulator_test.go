@@ -16,6 +16,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/aisched/aisched/pkg/clusterfile"
+	aischedfake "github.com/aisched/aisched/pkg/generated/clientset/versioned/fake"
+	"github.com/aisched/aisched/pkg/gpu"
 	utiltesting "github.com/aisched/aisched/pkg/util/testing"
 )
 
@@ -36,9 +38,10 @@ nodePools:
 `)
 
 type fixture struct {
-	client *fake.Clientset
-	clock  *clocktesting.FakeClock
-	sim    *Simulator
+	client  *fake.Clientset
+	aisched *aischedfake.Clientset
+	clock   *clocktesting.FakeClock
+	sim     *Simulator
 }
 
 // start runs a Simulator of testCluster on a fake clientset that already
@@ -49,13 +52,13 @@ func start(t *testing.T, objects ...*corev1.Pod) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{client: fake.NewClientset(), clock: clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
+	f := &fixture{client: fake.NewClientset(), aisched: aischedfake.NewSimpleClientset(), clock: clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
 	for _, p := range objects {
 		if _, err := f.client.CoreV1().Pods(p.Namespace).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	f.sim, err = New(Options{Client: f.client, Nodes: Nodes(c), Clock: f.clock})
+	f.sim, err = New(Options{Client: f.client, AischedClient: f.aisched, Nodes: Nodes(c), Clock: f.clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,38 +131,51 @@ func (f *fixture) stepUntil(t *testing.T, d time.Duration, name, what string, co
 func TestRegisterNodes(t *testing.T) {
 	f := start(t)
 	ctx := context.Background()
-	gpu, err := f.client.CoreV1().Nodes().Get(ctx, "gpu-0", metav1.GetOptions{})
+	node, err := f.client.CoreV1().Nodes().Get(ctx, "gpu-0", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := gpu.Status.Capacity[ResourceGPU]; got.Cmp(resource.MustParse("2")) != 0 {
-		t.Errorf("gpu-0 capacity %s = %s, want 2", ResourceGPU, got.String())
+	if got := node.Status.Capacity[gpu.ResourceName]; got.Cmp(resource.MustParse("2")) != 0 {
+		t.Errorf("gpu-0 capacity %s = %s, want 2", gpu.ResourceName, got.String())
 	}
-	if got := gpu.Status.Allocatable.Cpu().String(); got != "8" {
+	if got := node.Status.Allocatable.Cpu().String(); got != "8" {
 		t.Errorf("gpu-0 allocatable cpu = %s, want 8", got)
 	}
 	wantLabels := map[string]string{
-		GFDProductLabel:      "NVIDIA-A100-40GB", // spaces become dashes, as GFD does
-		GFDCountLabel:        "2",
-		GFDMemoryLabel:       "40960",
-		GFDComputeMajorLabel: "8",
-		GFDComputeMinorLabel: "0",
-		NodePoolLabel:        "gpu",
-		SimulatedLabel:       "true",
+		gpu.GFDProductLabel:      "NVIDIA-A100-40GB", // spaces become dashes, as GFD does
+		gpu.GFDCountLabel:        "2",
+		gpu.GFDMemoryLabel:       "40960",
+		gpu.GFDComputeMajorLabel: "8",
+		gpu.GFDComputeMinorLabel: "0",
+		NodePoolLabel:            "gpu",
+		SimulatedLabel:           "true",
 	}
 	for k, v := range wantLabels {
-		if gpu.Labels[k] != v {
-			t.Errorf("gpu-0 label %s = %q, want %q", k, gpu.Labels[k], v)
+		if node.Labels[k] != v {
+			t.Errorf("gpu-0 label %s = %q, want %q", k, node.Labels[k], v)
 		}
 	}
-	if len(gpu.Spec.Taints) != 1 || gpu.Spec.Taints[0].Key != "nvidia.com/gpu" {
-		t.Errorf("gpu-0 taints = %v, want the pool's taint only", gpu.Spec.Taints)
+	if len(node.Spec.Taints) != 1 || node.Spec.Taints[0].Key != "nvidia.com/gpu" {
+		t.Errorf("gpu-0 taints = %v, want the pool's taint only", node.Spec.Taints)
 	}
-	if !nodeCondition(gpu, corev1.NodeReady, corev1.ConditionTrue) {
-		t.Errorf("gpu-0 is not Ready: %v", gpu.Status.Conditions)
+	if !nodeCondition(node, corev1.NodeReady, corev1.ConditionTrue) {
+		t.Errorf("gpu-0 is not Ready: %v", node.Status.Conditions)
 	}
-	if _, _, err := net.ParseCIDR(gpu.Spec.PodCIDR); err != nil {
-		t.Errorf("gpu-0 pod CIDR %q: %v", gpu.Spec.PodCIDR, err)
+	if _, _, err := net.ParseCIDR(node.Spec.PodCIDR); err != nil {
+		t.Errorf("gpu-0 pod CIDR %q: %v", node.Spec.PodCIDR, err)
+	}
+	inv, err := f.aisched.AischedV1alpha1().GPUInventories().Get(ctx, "gpu-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("GPU inventory of gpu-0: %v", err)
+	}
+	if len(inv.Spec.GPUs) != 2 || inv.Spec.GPUs[1].Index != 1 || inv.Spec.GPUs[1].MemoryMiB != 40960 || !strings.HasPrefix(inv.Spec.GPUs[1].UUID, "GPU-") {
+		t.Errorf("GPU inventory of gpu-0 = %+v, want 2 cards of 40960 MiB with UUIDs", inv.Spec.GPUs)
+	}
+	if len(inv.OwnerReferences) != 1 || inv.OwnerReferences[0].Name != "gpu-0" {
+		t.Errorf("GPU inventory owners = %v, want node gpu-0", inv.OwnerReferences)
+	}
+	if _, err := f.aisched.AischedV1alpha1().GPUInventories().Get(ctx, "cpu-0", metav1.GetOptions{}); err == nil {
+		t.Error("CPU-only node cpu-0 has a GPU inventory")
 	}
 	lease, err := f.client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, "gpu-0", metav1.GetOptions{})
 	if err != nil {
@@ -196,7 +212,7 @@ func TestRegisterRemovesNotReadyTaintAndStaleNodes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	sim, err := New(Options{Client: client, Nodes: Nodes(c), Clock: clocktesting.NewFakeClock(time.Now())})
+	sim, err := New(Options{Client: client, AischedClient: aischedfake.NewSimpleClientset(), Nodes: Nodes(c), Clock: clocktesting.NewFakeClock(time.Now())})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,118 @@
+package gpu
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	aischedv1alpha1 "github.com/aisched/aisched/apis/aisched/v1alpha1"
+)
+
+func TestPick(t *testing.T) {
+	// A mixed node: two 16 GiB cards, two 32 GiB cards, card 3 unhealthy.
+	cards := []Card{
+		{Index: 0, Model: "V100", MemoryMiB: 32768, Cores: 5120, Healthy: true},
+		{Index: 1, Model: "T4", MemoryMiB: 16384, Cores: 2560, Healthy: true},
+		{Index: 2, Model: "T4", MemoryMiB: 16384, Cores: 2560, Healthy: true},
+		{Index: 3, Model: "V100", MemoryMiB: 32768, Cores: 5120, Healthy: false},
+		{Index: 4, Model: "V100", MemoryMiB: 32768, Cores: 5120, Healthy: true},
+	}
+	tests := []struct {
+		name   string
+		used   []int
+		req    Request
+		want   []int
+		wantOK bool
+	}{
+		{"smallest cards first", nil, Request{Count: 2}, []int{1, 2}, true},
+		{"memory constraint skips small cards", nil, Request{Count: 2, MemoryMiB: 30000}, []int{0, 4}, true},
+		{"unhealthy card never given", []int{0}, Request{Count: 2, MemoryMiB: 30000}, nil, false},
+		{"used cards skipped", []int{1}, Request{Count: 2}, []int{0, 2}, true},
+		{"cores constraint", nil, Request{Count: 1, Cores: 3000}, []int{0}, true},
+		{"model constraint", nil, Request{Count: 1, Models: []string{"v100"}}, []int{0}, true},
+		{"too many", nil, Request{Count: 5}, nil, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			used := map[int]bool{}
+			for _, i := range tc.used {
+				used[i] = true
+			}
+			got, ok := Pick(cards, func(i int) bool { return used[i] }, tc.req)
+			if ok != tc.wantOK {
+				t.Fatalf("ok = %v, want %v", ok, tc.wantOK)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("picked (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestFromInventory(t *testing.T) {
+	inv := &aischedv1alpha1.GPUInventory{Spec: aischedv1alpha1.GPUInventorySpec{GPUs: []aischedv1alpha1.GPU{
+		{Index: 1, UUID: "GPU-b", Model: "T4", MemoryMiB: 15360, ComputeCapability: "7.5", Health: aischedv1alpha1.GPUUnhealthy},
+		{Index: 0, UUID: "GPU-a", Model: "T4", MemoryMiB: 15360, CUDACores: 2560, MemoryBandwidthGBps: 320, MaxClockMHz: 1590},
+	}}}
+	want := []Card{
+		{Index: 0, UUID: "GPU-a", Model: "T4", MemoryMiB: 15360, Cores: 2560, BandwidthGBps: 320, ClockMHz: 1590, Healthy: true},
+		{Index: 1, UUID: "GPU-b", Model: "T4", MemoryMiB: 15360, ComputeCapability: 7.5, Healthy: false},
+	}
+	if diff := cmp.Diff(want, FromInventory(inv)); diff != "" {
+		t.Errorf("cards (-want,+got):\n%s", diff)
+	}
+}
+
+func TestFromNodeLabels(t *testing.T) {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{
+		GFDCountLabel: "2", GFDMemoryLabel: "40960", GFDProductLabel: "NVIDIA-A100-SXM4-40GB",
+		GFDComputeMajorLabel: "8", GFDComputeMinorLabel: "0",
+	}}}
+	// Cores, bandwidth and clock come from the table for A100.
+	card := Card{Model: "NVIDIA-A100-SXM4-40GB", MemoryMiB: 40960, Cores: 6912, ComputeCapability: 8.0, BandwidthGBps: 1555, ClockMHz: 1410, Healthy: true}
+	second := card
+	second.Index = 1
+	if diff := cmp.Diff([]Card{card, second}, FromNodeLabels(node)); diff != "" {
+		t.Errorf("cards (-want,+got):\n%s", diff)
+	}
+	node.Labels[GFDMemoryLabel] = "lots"
+	if got := FromNodeLabels(node); got != nil {
+		t.Errorf("malformed memory label gave cards %v, want none", got)
+	}
+}
+
+func TestLookupModel(t *testing.T) {
+	tests := map[string]int64{
+		"NVIDIA-A100-SXM4-80GB":   6912,
+		"NVIDIA H100 PCIe":        14592,
+		"NVIDIA-H100-80GB-HBM3":   16896,
+		"Tesla-T4":                2560,
+		"NVIDIA-A10":              9216, // not the A100
+		"NVIDIA-L40S":             18176,
+		"NVIDIA GeForce RTX 4090": 16384,
+	}
+	for model, cores := range tests {
+		spec, ok := LookupModel(model)
+		if !ok || spec.Cores != cores {
+			t.Errorf("LookupModel(%q) = %+v, %v; want %d cores", model, spec, ok, cores)
+		}
+	}
+	if _, ok := LookupModel("Voodoo 5"); ok {
+		t.Error("an unknown model was found")
+	}
+}
+
+func TestIndices(t *testing.T) {
+	s := FormatIndices([]int{0, 3})
+	got, ok := ParseIndices(s)
+	if !ok || !cmp.Equal(got, []int{0, 3}) || s != "0,3" {
+		t.Errorf("round trip of [0 3]: %q -> %v %v", s, got, ok)
+	}
+	for _, bad := range []string{"", "a", "1,,2", "-1", "99"} {
+		if _, ok := ParseIndices(bad); ok {
+			t.Errorf("ParseIndices(%q) accepted", bad)
+		}
+	}
+}

@@ -1,0 +1,216 @@
+// Package gpu is aisched's model of NVIDIA GPUs: what a pod asks for
+// (count, memory and cores per card, models), what a node has (its cards,
+// from a GPUInventory or from GPU Feature Discovery labels), and which cards
+// fit a request best. The scheduler plugins, the node agent and the
+// simulated nodes share it.
+package gpu
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	resourcehelper "k8s.io/component-helpers/resource"
+)
+
+// ResourceName is the extended resource of NVIDIA's device plugin.
+const ResourceName corev1.ResourceName = "nvidia.com/gpu"
+
+// Pod annotations that constrain each card a pod gets. The card count is
+// always the nvidia.com/gpu resource: it is what the kubelet and the device
+// plugin enforce.
+const (
+	// MemoryAnnotation is the least memory of each card, as a quantity ("32Gi", "40000Mi").
+	MemoryAnnotation = "gpu.aisched.io/memory"
+	// CoresAnnotation is the least number of CUDA cores of each card.
+	CoresAnnotation = "gpu.aisched.io/cores"
+	// ModelsAnnotation lists the acceptable card models, comma-separated
+	// (compared case-insensitively, spaces and dashes alike).
+	ModelsAnnotation = "gpu.aisched.io/models"
+
+	// SeedCountAnnotation is seed 001's card count; it must equal the
+	// nvidia.com/gpu request.
+	SeedCountAnnotation = "oks/gpu-number"
+	// SeedMemoryAnnotation is seed 001's least memory per card in MB (10^6 bytes).
+	SeedMemoryAnnotation = "oks/gpu-memory"
+	// SeedCoresAnnotation is seed 001's least number of cores per card.
+	SeedCoresAnnotation = "oks/gpu-core"
+
+	// AssignedAnnotation is written by the scheduler before binding: the
+	// indices of the cards the pod gets ("0,3"), for a device plugin to honour.
+	AssignedAnnotation = "gpu.aisched.io/assigned"
+	// AssignedUUIDsAnnotation lists the UUIDs of the same cards, when known.
+	AssignedUUIDsAnnotation = "gpu.aisched.io/assigned-uuids"
+)
+
+// Bounds of the per-card constraints; larger values are certainly mistakes.
+const (
+	maxMemoryMiB = 1 << 20 // 1 TiB per card
+	maxCores     = 1 << 20
+	maxCount     = 64
+)
+
+// Request is what a pod asks of GPUs.
+type Request struct {
+	// Count is the number of whole cards (the nvidia.com/gpu request).
+	Count int64
+	// MemoryMiB is the least memory of each card; 0 accepts any.
+	MemoryMiB int64
+	// Cores is the least number of CUDA cores of each card; 0 accepts any.
+	Cores int64
+	// Models are the acceptable models, normalized; empty accepts any.
+	Models []string
+}
+
+// RequestError is an invalid GPU request; it names the annotation (or
+// resource) and the value at fault.
+type RequestError struct {
+	Key    string
+	Value  string
+	Reason string
+}
+
+func (e *RequestError) Error() string {
+	return fmt.Sprintf("invalid GPU request: %s=%q: %s", e.Key, e.Value, e.Reason)
+}
+
+// ParseRequest reads the GPU request of a pod. Pods without nvidia.com/gpu
+// and without GPU annotations get a zero Request; every inconsistency is a
+// *RequestError.
+func ParseRequest(pod *corev1.Pod) (Request, error) {
+	var r Request
+	q := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})[ResourceName]
+	r.Count = q.Value()
+	a := pod.Annotations
+	if r.Count > maxCount {
+		return Request{}, &RequestError{Key: string(ResourceName), Value: q.String(), Reason: fmt.Sprintf("at most %d cards per pod", maxCount)}
+	}
+
+	if v, ok := a[SeedCountAnnotation]; ok {
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		switch {
+		case err != nil || n < 1:
+			return Request{}, &RequestError{Key: SeedCountAnnotation, Value: v, Reason: "want a whole number of cards, at least 1"}
+		case r.Count == 0:
+			return Request{}, &RequestError{Key: SeedCountAnnotation, Value: v, Reason: "the pod requests no nvidia.com/gpu; set resources.limits[nvidia.com/gpu] to the same count"}
+		case n != r.Count:
+			return Request{}, &RequestError{Key: SeedCountAnnotation, Value: v, Reason: fmt.Sprintf("disagrees with the nvidia.com/gpu request of %d", r.Count)}
+		}
+	}
+
+	mem, memKey, err := memoryMiB(a)
+	if err != nil {
+		return Request{}, err
+	}
+	cores, coresKey, err := cores(a)
+	if err != nil {
+		return Request{}, err
+	}
+	var modelsKey string
+	if v, ok := a[ModelsAnnotation]; ok {
+		modelsKey = ModelsAnnotation
+		for _, m := range strings.Split(v, ",") {
+			if m = NormalizeModel(m); m == "" {
+				return Request{}, &RequestError{Key: ModelsAnnotation, Value: v, Reason: "want comma-separated model names, none empty"}
+			}
+			r.Models = append(r.Models, m)
+		}
+	}
+	r.MemoryMiB, r.Cores = mem, cores
+	if r.Count == 0 {
+		for _, key := range []string{memKey, coresKey, modelsKey} {
+			if key != "" {
+				return Request{}, &RequestError{Key: key, Value: a[key], Reason: "the pod requests no nvidia.com/gpu; per-card constraints need a card count in resources.limits[nvidia.com/gpu]"}
+			}
+		}
+	}
+	return r, nil
+}
+
+// memoryMiB reads the per-card memory from the aisched key or the seed
+// alias; when both are given they must agree.
+func memoryMiB(a map[string]string) (int64, string, error) {
+	var own, seed int64 = -1, -1
+	if v, ok := a[MemoryAnnotation]; ok {
+		q, err := resource.ParseQuantity(strings.TrimSpace(v))
+		if err != nil || q.Sign() < 0 {
+			return 0, "", &RequestError{Key: MemoryAnnotation, Value: v, Reason: "want a quantity per card such as 32Gi or 40000Mi"}
+		}
+		own = ceilDiv(q.Value(), 1<<20)
+		if q.Value() > maxMemoryMiB<<20 {
+			return 0, "", &RequestError{Key: MemoryAnnotation, Value: v, Reason: "more than 1Ti per card"}
+		}
+	}
+	if v, ok := a[SeedMemoryAnnotation]; ok {
+		mb, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil || mb < 0 {
+			return 0, "", &RequestError{Key: SeedMemoryAnnotation, Value: v, Reason: "want a whole number of MB per card"}
+		}
+		if mb > maxMemoryMiB {
+			return 0, "", &RequestError{Key: SeedMemoryAnnotation, Value: v, Reason: "more than 1 TiB per card"}
+		}
+		seed = ceilDiv(mb*1_000_000, 1<<20)
+	}
+	switch {
+	case own >= 0 && seed >= 0 && own != seed:
+		return 0, "", &RequestError{Key: SeedMemoryAnnotation, Value: a[SeedMemoryAnnotation], Reason: fmt.Sprintf("disagrees with %s=%q", MemoryAnnotation, a[MemoryAnnotation])}
+	case own >= 0:
+		return own, MemoryAnnotation, nil
+	case seed >= 0:
+		return seed, SeedMemoryAnnotation, nil
+	}
+	return 0, "", nil
+}
+
+func cores(a map[string]string) (int64, string, error) {
+	var got int64 = -1
+	var key string
+	for _, k := range []string{CoresAnnotation, SeedCoresAnnotation} {
+		v, ok := a[k]
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil || n < 0 || n > maxCores {
+			return 0, "", &RequestError{Key: k, Value: v, Reason: fmt.Sprintf("want a whole number of CUDA cores per card, 0 to %d", maxCores)}
+		}
+		if got >= 0 && n != got {
+			return 0, "", &RequestError{Key: k, Value: v, Reason: fmt.Sprintf("disagrees with %s=%q", key, a[key])}
+		}
+		got, key = n, k
+	}
+	return max(got, 0), key, nil
+}
+
+func ceilDiv(a, b int64) int64 {
+	if a <= 0 {
+		return 0
+	}
+	if a > math.MaxInt64-b {
+		return a / b
+	}
+	return (a + b - 1) / b
+}
+
+// NormalizeModel makes model names comparable: lower case, and every run
+// of characters other than letters and digits one dash ("NVIDIA A100-SXM4"
+// and "nvidia-a100-sxm4" are the same).
+func NormalizeModel(s string) string {
+	var b strings.Builder
+	dash := false
+	for _, r := range strings.ToLower(strings.TrimSpace(s)) {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
+			if dash && b.Len() > 0 {
+				b.WriteByte('-')
+			}
+			b.WriteRune(r)
+			dash = false
+			continue
+		}
+		dash = true
+	}
+	return b.String()
+}

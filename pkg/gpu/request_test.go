@@ -1,0 +1,129 @@
+package gpu
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func gpuPod(count int64, annotations map[string]string) *corev1.Pod {
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Annotations: annotations},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c"}}},
+	}
+	if count > 0 {
+		q := *resource.NewQuantity(count, resource.DecimalSI)
+		pod.Spec.Containers[0].Resources = corev1.ResourceRequirements{
+			Limits:   corev1.ResourceList{ResourceName: q},
+			Requests: corev1.ResourceList{ResourceName: q},
+		}
+	}
+	return pod
+}
+
+func TestParseRequest(t *testing.T) {
+	tests := []struct {
+		name        string
+		count       int64
+		annotations map[string]string
+		want        Request
+		wantKey     string // the key a *RequestError must name; "" = no error
+	}{
+		{name: "CPU pod", want: Request{}},
+		{name: "count only", count: 2, want: Request{Count: 2}},
+		{name: "aisched keys", count: 1,
+			annotations: map[string]string{MemoryAnnotation: "32Gi", CoresAnnotation: "5000", ModelsAnnotation: "NVIDIA A100, Tesla-V100"},
+			want:        Request{Count: 1, MemoryMiB: 32768, Cores: 5000, Models: []string{"nvidia-a100", "tesla-v100"}}},
+		// 32000 MB = 32e9 bytes = 30517.6 MiB, rounded up to 30518.
+		{name: "seed keys", count: 2,
+			annotations: map[string]string{SeedCountAnnotation: "2", SeedMemoryAnnotation: "32000", SeedCoresAnnotation: "2000"},
+			want:        Request{Count: 2, MemoryMiB: 30518, Cores: 2000}},
+		{name: "both memory keys agree", count: 1,
+			annotations: map[string]string{MemoryAnnotation: "30518Mi", SeedMemoryAnnotation: "32000"},
+			want:        Request{Count: 1, MemoryMiB: 30518}},
+		{name: "zero memory accepts any card", count: 1, annotations: map[string]string{MemoryAnnotation: "0"}, want: Request{Count: 1}},
+		{name: "seed count disagrees", count: 1, annotations: map[string]string{SeedCountAnnotation: "2"}, wantKey: SeedCountAnnotation},
+		{name: "seed count without resource", annotations: map[string]string{SeedCountAnnotation: "2"}, wantKey: SeedCountAnnotation},
+		{name: "seed count not a number", count: 1, annotations: map[string]string{SeedCountAnnotation: "two"}, wantKey: SeedCountAnnotation},
+		{name: "seed count zero", count: 1, annotations: map[string]string{SeedCountAnnotation: "0"}, wantKey: SeedCountAnnotation},
+		{name: "memory malformed", count: 1, annotations: map[string]string{MemoryAnnotation: "lots"}, wantKey: MemoryAnnotation},
+		{name: "memory negative", count: 1, annotations: map[string]string{MemoryAnnotation: "-1Gi"}, wantKey: MemoryAnnotation},
+		{name: "memory too large", count: 1, annotations: map[string]string{MemoryAnnotation: "2Ti"}, wantKey: MemoryAnnotation},
+		{name: "seed memory with unit", count: 1, annotations: map[string]string{SeedMemoryAnnotation: "32GB"}, wantKey: SeedMemoryAnnotation},
+		{name: "memory keys disagree", count: 1, annotations: map[string]string{MemoryAnnotation: "16Gi", SeedMemoryAnnotation: "32000"}, wantKey: SeedMemoryAnnotation},
+		{name: "cores negative", count: 1, annotations: map[string]string{CoresAnnotation: "-5"}, wantKey: CoresAnnotation},
+		{name: "cores keys disagree", count: 1, annotations: map[string]string{CoresAnnotation: "100", SeedCoresAnnotation: "200"}, wantKey: SeedCoresAnnotation},
+		{name: "empty model", count: 1, annotations: map[string]string{ModelsAnnotation: "A100,,T4"}, wantKey: ModelsAnnotation},
+		{name: "constraint without count", annotations: map[string]string{MemoryAnnotation: "16Gi"}, wantKey: MemoryAnnotation},
+		{name: "too many cards", count: 65, wantKey: string(ResourceName)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParseRequest(gpuPod(tc.count, tc.annotations))
+			if tc.wantKey == "" {
+				if err != nil {
+					t.Fatalf("ParseRequest: %v", err)
+				}
+				if diff := cmp.Diff(tc.want, got); diff != "" {
+					t.Errorf("request (-want,+got):\n%s", diff)
+				}
+				return
+			}
+			var re *RequestError
+			if !errors.As(err, &re) {
+				t.Fatalf("ParseRequest = %+v, %v; want a *RequestError naming %s", got, err, tc.wantKey)
+			}
+			if re.Key != tc.wantKey || !strings.Contains(err.Error(), tc.wantKey) {
+				t.Errorf("error %q names %s, want %s", err, re.Key, tc.wantKey)
+			}
+		})
+	}
+}
+
+func FuzzParseRequest(f *testing.F) {
+	f.Add(int64(1), "32Gi", "32000", "2000", "A100", "1")
+	f.Add(int64(0), "", "", "", "", "")
+	f.Add(int64(3), "1e3", "-1", "x", ",", "3")
+	f.Fuzz(func(t *testing.T, count int64, mem, seedMem, cores, models, seedCount string) {
+		if count < 0 || count > 1000 {
+			return
+		}
+		annotations := map[string]string{}
+		for k, v := range map[string]string{MemoryAnnotation: mem, SeedMemoryAnnotation: seedMem, CoresAnnotation: cores, ModelsAnnotation: models, SeedCountAnnotation: seedCount} {
+			if v != "" {
+				annotations[k] = v
+			}
+		}
+		r, err := ParseRequest(gpuPod(count, annotations))
+		if err != nil {
+			var re *RequestError
+			if !errors.As(err, &re) || re.Key == "" {
+				t.Fatalf("error %v is not a *RequestError naming a key", err)
+			}
+			return
+		}
+		if r.Count != count || r.MemoryMiB < 0 || r.Cores < 0 || r.MemoryMiB > maxMemoryMiB {
+			t.Fatalf("accepted request %+v for count %d", r, count)
+		}
+		if r.Count == 0 && (r.MemoryMiB > 0 || r.Cores > 0 || len(r.Models) > 0) {
+			t.Fatalf("per-card constraints %+v accepted without cards", r)
+		}
+	})
+}
+
+func TestNormalizeModel(t *testing.T) {
+	for in, want := range map[string]string{
+		"NVIDIA A100-SXM4-40GB": "nvidia-a100-sxm4-40gb",
+		"  Tesla_T4 ":           "tesla-t4",
+		"--":                    "",
+	} {
+		if got := NormalizeModel(in); got != want {
+			t.Errorf("NormalizeModel(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
