@@ -49,8 +49,9 @@ type Options struct {
 	Cluster *clusterfile.Cluster
 	// SchedulerConfig is the in-process scheduler's configuration; default scheduler.LocalConfig().
 	SchedulerConfig *config.KubeSchedulerConfiguration
-	// Registry holds the scheduler's out-of-tree plugins; default scheduler.Registry().
-	Registry frameworkruntime.Registry
+	// NewRegistry returns the scheduler's out-of-tree plugins; default
+	// scheduler.Registry. It is called again when the scheduler restarts.
+	NewRegistry func() frameworkruntime.Registry
 	// APIServerArgs are extra kube-apiserver flags, e.g. --runtime-config=...
 	APIServerArgs []string
 	// Nodes tunes the simulated kubelets; the clients and Nodes are filled in.
@@ -77,8 +78,15 @@ type Cluster struct {
 	etcd       *embed.Etcd
 	apiCancel  context.CancelFunc
 	apiDone    <-chan error
+	compCtx    context.Context
 	compCancel context.CancelFunc
 	compWG     sync.WaitGroup
+
+	// The scheduler can be restarted on its own (RestartScheduler).
+	schedMu         sync.Mutex
+	scheduler       *component
+	schedulerConfig *config.KubeSchedulerConfiguration
+	newRegistry     func() frameworkruntime.Registry
 
 	failOnce sync.Once
 	failed   chan struct{}
@@ -114,8 +122,8 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			return nil, err
 		}
 	}
-	if opts.Registry == nil {
-		opts.Registry = scheduler.Registry()
+	if opts.NewRegistry == nil {
+		opts.NewRegistry = scheduler.Registry
 	}
 	if opts.KubeconfigPath == "" {
 		opts.KubeconfigPath = filepath.Join(opts.DataDir, "kubeconfig")
@@ -188,7 +196,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}
 
 	compCtx, compCancel := context.WithCancel(context.WithoutCancel(ctx))
-	c.compCancel = compCancel
+	c.compCtx, c.compCancel = compCtx, compCancel
 	nodeOpts := opts.Nodes
 	nodeOpts.Client = c.Client
 	nodeOpts.AischedClient = aischedClient
@@ -197,39 +205,21 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
-	components := []struct {
-		name string
-		run  func(context.Context, chan<- struct{}) error
-	}{
-		{"controllers", func(ctx context.Context, started chan<- struct{}) error {
+	c.schedulerConfig, c.newRegistry = opts.SchedulerConfig, opts.NewRegistry
+	components := []*component{
+		{name: "controllers", run: func(ctx context.Context, started chan<- struct{}) error {
 			return runControllers(ctx, c.Config, p.CACert(), started)
 		}},
-		{"scheduler", func(ctx context.Context, started chan<- struct{}) error {
-			return runScheduler(ctx, c.Config, opts.SchedulerConfig, opts.Registry, started)
-		}},
-		{"nodes", sim.Run},
+		c.newSchedulerComponent(),
+		{name: "nodes", run: sim.Run},
 	}
-	var startedChans []chan struct{}
+	c.scheduler = components[1]
 	for _, comp := range components {
-		started := make(chan struct{})
-		startedChans = append(startedChans, started)
-		c.compWG.Go(func() {
-			err := comp.run(klog.NewContext(compCtx, klog.FromContext(ctx).WithName(comp.name)), started)
-			if compCtx.Err() == nil {
-				if err == nil {
-					err = errors.New("stopped")
-				}
-				c.fail(fmt.Errorf("%s: %w", comp.name, err))
-			}
-		})
+		c.startComponent(compCtx, comp)
 	}
-	for i, started := range startedChans {
-		select {
-		case <-started:
-		case <-c.failed:
-			return nil, c.err
-		case <-ctx.Done():
-			return nil, fmt.Errorf("waiting for %s: %w", components[i].name, ctx.Err())
+	for _, comp := range components {
+		if err := c.waitStarted(ctx, comp); err != nil {
+			return nil, err
 		}
 	}
 	go func() {
@@ -253,6 +243,70 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		}
 	}()
 	return c, nil
+}
+
+// component is a part of the cluster that runs until its context ends.
+type component struct {
+	name string
+	// run closes started once the component works.
+	run     func(ctx context.Context, started chan<- struct{}) error
+	started chan struct{}
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+// startComponent runs comp under parent. A component that ends while its
+// context is live fails the cluster.
+func (c *Cluster) startComponent(parent context.Context, comp *component) {
+	ctx, cancel := context.WithCancel(parent)
+	comp.started, comp.cancel, comp.done = make(chan struct{}), cancel, make(chan struct{})
+	logger := klog.FromContext(parent).WithName(comp.name)
+	c.compWG.Go(func() {
+		defer close(comp.done)
+		err := comp.run(klog.NewContext(ctx, logger), comp.started)
+		if ctx.Err() == nil {
+			if err == nil {
+				err = errors.New("stopped")
+			}
+			c.fail(fmt.Errorf("%s: %w", comp.name, err))
+		}
+	})
+}
+
+func (c *Cluster) waitStarted(ctx context.Context, comp *component) error {
+	select {
+	case <-comp.started:
+		return nil
+	case <-c.failed:
+		return c.err
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for %s: %w", comp.name, ctx.Err())
+	}
+}
+
+func (c *Cluster) newSchedulerComponent() *component {
+	return &component{name: "scheduler", run: func(ctx context.Context, started chan<- struct{}) error {
+		return runScheduler(ctx, c.Config, c.schedulerConfig, c.newRegistry(), started)
+	}}
+}
+
+// RestartScheduler stops the in-process scheduler and starts a new one
+// with fresh plugin state, as a restarted scheduler process would be; it
+// returns once the new one schedules. Pods in flight (assumed, waiting,
+// binding) are dropped and rescheduled, as in a real restart.
+func (c *Cluster) RestartScheduler(ctx context.Context) error {
+	c.schedMu.Lock()
+	defer c.schedMu.Unlock()
+	old := c.scheduler
+	old.cancel()
+	select {
+	case <-old.done:
+	case <-time.After(stopTimeout):
+		return errors.New("scheduler did not stop in time")
+	}
+	c.scheduler = c.newSchedulerComponent()
+	c.startComponent(c.compCtx, c.scheduler)
+	return c.waitStarted(ctx, c.scheduler)
 }
 
 // Failed is closed when a component of the cluster stopped on its own; Err

@@ -4,26 +4,50 @@
 package scheduler
 
 import (
+	"context"
 	_ "embed"
 	"fmt"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	fwk "k8s.io/kube-scheduler/framework"
 
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config/scheme"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config/validation"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+
+	"github.com/aisched/aisched/pkg/scheduler/gpustate"
+	"github.com/aisched/aisched/pkg/scheduler/plugins/gpufit"
+	"github.com/aisched/aisched/pkg/scheduler/plugins/heteropriority"
+	"github.com/aisched/aisched/pkg/scheduler/plugins/pccbalance"
 )
 
-// AischedProfile is the scheduler name of aisched's profile; pods opt in
-// with spec.schedulerName: aisched.
-const AischedProfile = "aisched"
+// Profile names; pods choose one with spec.schedulerName.
+const (
+	// AischedProfile is aisched's recommended profile for mixed CPU/GPU clusters.
+	AischedProfile = "aisched"
+	// BinpackProfile packs CPU and GPUs onto as few nodes as possible.
+	BinpackProfile = "aisched-binpack"
+)
 
 //go:embed local-config.yaml
 var localConfig []byte
 
 // Registry returns the out-of-tree plugins, one entry per plugin package.
-// It is the only place plugins are registered.
+// It is the only place plugins are registered. The GPU plugins of every
+// profile built from one Registry share one view of the cards, so call it
+// once per scheduler.
 func Registry() frameworkruntime.Registry {
-	return frameworkruntime.Registry{}
+	gpus := gpustate.New()
+	return frameworkruntime.Registry{
+		gpufit.Name: func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+			return gpufit.New(ctx, obj, h, gpus)
+		},
+		heteropriority.Name: func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+			return heteropriority.New(ctx, obj, h, gpus)
+		},
+		pccbalance.Name: pccbalance.New,
+	}
 }
 
 // LocalConfig returns the defaulted and validated configuration of the

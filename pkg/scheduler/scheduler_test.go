@@ -7,6 +7,12 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins"
+
+	aischedconfig "github.com/aisched/aisched/apis/config"
+	"github.com/aisched/aisched/pkg/scheduler/plugins/gpufit"
+	"github.com/aisched/aisched/pkg/scheduler/plugins/heteropriority"
+	"github.com/aisched/aisched/pkg/scheduler/plugins/pccbalance"
 )
 
 func TestLocalConfig(t *testing.T) {
@@ -18,7 +24,7 @@ func TestLocalConfig(t *testing.T) {
 	for _, p := range cfg.Profiles {
 		names = append(names, p.SchedulerName)
 	}
-	if diff := cmp.Diff([]string{"default-scheduler", AischedProfile}, names); diff != "" {
+	if diff := cmp.Diff([]string{"default-scheduler", AischedProfile, BinpackProfile}, names); diff != "" {
 		t.Errorf("profiles (-want,+got):\n%s", diff)
 	}
 	if cfg.LeaderElection.LeaderElect {
@@ -26,7 +32,7 @@ func TestLocalConfig(t *testing.T) {
 	}
 }
 
-// The aisched profile of `aisched up` and of the shipped out-of-process
+// The aisched profiles of `aisched up` and of the shipped out-of-process
 // configuration must not drift apart.
 func TestShippedConfigMatchesLocal(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join("..", "..", "deploy", "scheduler", "scheduler-config.yaml"))
@@ -41,8 +47,10 @@ func TestShippedConfigMatchesLocal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(profile(t, local, AischedProfile), profile(t, shipped, AischedProfile)); diff != "" {
-		t.Errorf("aisched profile (-local,+shipped):\n%s", diff)
+	for _, name := range []string{AischedProfile, BinpackProfile} {
+		if diff := cmp.Diff(profile(t, local, name), profile(t, shipped, name)); diff != "" {
+			t.Errorf("%s profile (-local,+shipped):\n%s", name, diff)
+		}
 	}
 }
 
@@ -65,6 +73,42 @@ func TestDecodeConfigErrors(t *testing.T) {
 	} {
 		if _, err := DecodeConfig([]byte(in)); err == nil {
 			t.Errorf("DecodeConfig(%q) succeeded, want an error", in)
+		}
+	}
+}
+
+// Every plugin the shipped profiles name is either upstream's or in
+// Registry, and every argument they give our plugins decodes.
+func TestProfilesUseKnownPlugins(t *testing.T) {
+	cfg, err := LocalConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inTree := plugins.NewInTreeRegistry()
+	ours := Registry()
+	for _, p := range cfg.Profiles {
+		for _, set := range []config.PluginSet{p.Plugins.MultiPoint, p.Plugins.Score, p.Plugins.Filter} {
+			for _, pl := range append(set.Enabled, set.Disabled...) {
+				if _, ok := inTree[pl.Name]; !ok && ours[pl.Name] == nil && pl.Name != "*" {
+					t.Errorf("profile %s names unknown plugin %q", p.SchedulerName, pl.Name)
+				}
+			}
+		}
+		for _, pc := range p.PluginConfig {
+			var args aischedconfig.Args
+			switch pc.Name {
+			case pccbalance.Name:
+				args = &aischedconfig.PCCBalanceArgs{}
+			case heteropriority.Name:
+				args = &aischedconfig.HeteroPriorityArgs{}
+			case gpufit.Name:
+				args = &aischedconfig.GPUFitArgs{}
+			default:
+				continue
+			}
+			if err := aischedconfig.Decode(pc.Name, pc.Args, args); err != nil {
+				t.Errorf("profile %s: %v", p.SchedulerName, err)
+			}
 		}
 	}
 }

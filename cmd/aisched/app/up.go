@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
@@ -151,6 +152,9 @@ loop:
 	stop()
 	stopping := time.Now()
 	fmt.Fprintln(out, "stopping...")
+	// Components cancelled mid-request complain on stderr through loggers
+	// built at init (the apiserver's etcd client); send that to the log.
+	redirectStderr(logOut)
 	if err := c.Stop(); err != nil {
 		return fmt.Errorf("stop: %w", err)
 	}
@@ -198,6 +202,16 @@ func setupKlog(w io.Writer, v int) error {
 	// Silence client-go's deprecation warnings on the terminal; they go to the log.
 	rest.SetDefaultWarningHandler(rest.NewWarningWriter(w, rest.WarningWriterOptions{}))
 	return nil
+}
+
+// redirectStderr points file descriptor 2 at w when w is a file; the
+// process's own messages are printed to stdout by then.
+func redirectStderr(w io.Writer) {
+	f, ok := w.(*os.File)
+	if !ok || f == os.Stderr {
+		return
+	}
+	_ = unix.Dup2(int(f.Fd()), 2)
 }
 
 func openLog(path string) (io.Writer, func(), error) {

@@ -8,12 +8,18 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
+	resourcehelper "k8s.io/component-helpers/resource"
+
+	"github.com/aisched/aisched/pkg/gpu"
 )
 
 // ledger is what the simulated kubelets have admitted: per node the
-// resources in use and the pod IPs handed out, per pod what it holds. It is
-// the kubelet's admission check, so a pod bound to a full node (by a
-// scheduler bug or a hand-written spec.nodeName) fails like on a real node.
+// resources in use, the pod IPs and the GPU cards handed out, per pod what
+// it holds. It is the kubelet's admission check, so a pod bound to a full
+// node (by a scheduler bug or a hand-written spec.nodeName) fails like on a
+// real node, and it plays NVIDIA's device plugin: a pod gets the cards of
+// its gpu.aisched.io/assigned annotation, or the lowest free ones, and a
+// card is never given twice.
 type ledger struct {
 	mu    sync.Mutex
 	nodes map[string]*nodeLedger
@@ -31,6 +37,8 @@ type nodeLedger struct {
 	// the network and broadcast addresses.
 	ips  []bool
 	next int
+	// cards[i] names the pod holding GPU i, "" when free.
+	cards []string
 }
 
 type podRecord struct {
@@ -40,6 +48,36 @@ type podRecord struct {
 	// ipIndex is the host offset in the node CIDR, 0 for host-network pods.
 	ipIndex  int
 	requests corev1.ResourceList
+	cards    []int
+}
+
+// claim is what a pod asks of its node.
+type claim struct {
+	uid         types.UID
+	node        string
+	hostNetwork bool
+	requests    corev1.ResourceList
+	// ip is the address to keep (a pod restored after a restart).
+	ip string
+	// cards are the GPU indices the scheduler assigned; nil when it did not.
+	cards []int
+}
+
+// claimOf reads the claim of a pod.
+func claimOf(pod *corev1.Pod) claim {
+	c := claim{
+		uid: pod.UID, node: pod.Spec.NodeName, hostNetwork: pod.Spec.HostNetwork,
+		requests: resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}),
+		ip:       pod.Status.PodIP,
+	}
+	if v, ok := pod.Annotations[gpu.AssignedAnnotation]; ok {
+		c.cards, ok = gpu.ParseIndices(v)
+		if !ok {
+			// Malformed: let admission reject it rather than guess.
+			c.cards = []int{-1}
+		}
+	}
+	return c
 }
 
 // rejection is an admission failure as the kubelet reports it.
@@ -62,7 +100,9 @@ func (l *ledger) addNode(n *corev1.Node) error {
 	ones, bits := cidr.Mask.Size()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	gpus := n.Status.Allocatable[gpu.ResourceName]
 	l.nodes[n.Name] = &nodeLedger{
+		cards:       make([]string, gpus.Value()),
 		allocatable: n.Status.Allocatable.DeepCopy(),
 		maxPods:     n.Status.Allocatable.Pods().Value(),
 		used:        corev1.ResourceList{},
@@ -86,16 +126,17 @@ func (l *ledger) holds(key string, uid types.UID) (ip string, ok bool) {
 }
 
 // admit checks that the pod fits next to what the node already runs and
-// records it. force skips the check; it is for pods that were already
+// records it. force skips the checks; it is for pods that were already
 // running before a restart.
-func (l *ledger) admit(key string, uid types.UID, nodeName string, hostNetwork bool, requests corev1.ResourceList, wantIP string, force bool) (string, *rejection) {
+func (l *ledger) admit(key string, c claim, force bool) (string, *rejection) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.releaseLocked(key)
-	n, ok := l.nodes[nodeName]
+	n, ok := l.nodes[c.node]
 	if !ok {
-		return "", &rejection{Reason: "NodeNotSimulated", Message: fmt.Sprintf("node %s is not simulated here", nodeName)}
+		return "", &rejection{Reason: "NodeNotSimulated", Message: fmt.Sprintf("node %s is not simulated here", c.node)}
 	}
+	requests := c.requests
 	if !force {
 		if n.pods+1 > n.maxPods {
 			return "", &rejection{Reason: "OutOfpods", Message: fmt.Sprintf("Node didn't have enough resource: pods, requested: 1, used: %d, capacity: %d", n.pods, n.maxPods)}
@@ -119,11 +160,16 @@ func (l *ledger) admit(key string, uid types.UID, nodeName string, hostNetwork b
 			}
 		}
 	}
-	r := &podRecord{uid: uid, node: nodeName, requests: requests.DeepCopy()}
-	if hostNetwork {
+	gpus := requests[gpu.ResourceName]
+	cards, rej := n.allocateCards(key, c.cards, gpus.Value(), force)
+	if rej != nil {
+		return "", rej
+	}
+	r := &podRecord{uid: c.uid, node: c.node, requests: requests.DeepCopy(), cards: cards}
+	if c.hostNetwork {
 		r.ip = n.hostIP
 	} else {
-		idx := n.take(wantIP)
+		idx := n.take(c.ip)
 		if idx == 0 {
 			return "", &rejection{Reason: "PodIPsExhausted", Message: fmt.Sprintf("no free address in pod CIDR %s", n.cidr)}
 		}
@@ -134,9 +180,47 @@ func (l *ledger) admit(key string, uid types.UID, nodeName string, hostNetwork b
 		sum.Add(q)
 		n.used[name] = sum
 	}
+	for _, i := range cards {
+		n.cards[i] = key
+	}
 	n.pods++
 	l.pods[key] = r
 	return r.ip, nil
+}
+
+// allocateCards plays the device plugin: the assigned cards when the
+// scheduler chose them, else the lowest free ones.
+func (n *nodeLedger) allocateCards(key string, assigned []int, count int64, force bool) ([]int, *rejection) {
+	if count == 0 {
+		return nil, nil
+	}
+	reject := func(format string, args ...interface{}) ([]int, *rejection) {
+		return nil, &rejection{Reason: "UnexpectedAdmissionError", Message: "Allocate failed due to " + fmt.Sprintf(format, args...)}
+	}
+	if assigned != nil {
+		if int64(len(assigned)) != count && !force {
+			return reject("%s=%v naming %d cards for a request of %d", gpu.AssignedAnnotation, assigned, len(assigned), count)
+		}
+		for _, i := range assigned {
+			switch {
+			case i < 0 || i >= len(n.cards):
+				return reject("%s=%v: no card %d on a node with %d", gpu.AssignedAnnotation, assigned, i, len(n.cards))
+			case n.cards[i] != "" && !force:
+				return reject("card %d of %s is already allocated to pod %s", i, gpu.ResourceName, n.cards[i])
+			}
+		}
+		return assigned, nil
+	}
+	var picked []int
+	for i, holder := range n.cards {
+		if holder == "" && int64(len(picked)) < count {
+			picked = append(picked, i)
+		}
+	}
+	if int64(len(picked)) < count && !force {
+		return reject("%d free cards of %s for a request of %d", len(picked), gpu.ResourceName, count)
+	}
+	return picked, nil
 }
 
 // hostIP returns the InternalIP of a registered node.
@@ -174,6 +258,11 @@ func (l *ledger) releaseLocked(key string) {
 	n.pods--
 	if r.ipIndex > 0 {
 		n.ips[r.ipIndex] = false
+	}
+	for _, i := range r.cards {
+		if i >= 0 && i < len(n.cards) && n.cards[i] == key {
+			n.cards[i] = ""
+		}
 	}
 }
 

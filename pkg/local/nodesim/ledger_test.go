@@ -35,7 +35,7 @@ func TestLedgerIPs(t *testing.T) {
 	}
 	var got []string
 	for _, key := range []string{"a", "b"} {
-		ip, rej := l.admit(key, types.UID("uid-"+key), "n", false, nil, "", false)
+		ip, rej := l.admit(key, claim{uid: types.UID("uid-" + key), node: "n"}, false)
 		if rej != nil {
 			t.Fatalf("admit %s: %v", key, rej)
 		}
@@ -44,16 +44,16 @@ func TestLedgerIPs(t *testing.T) {
 	if diff := cmp.Diff([]string{"10.0.0.1", "10.0.0.2"}, got); diff != "" {
 		t.Errorf("IPs (-want,+got):\n%s", diff)
 	}
-	if _, rej := l.admit("c", "uid-c", "n", false, nil, "", false); rej == nil || rej.Reason != "PodIPsExhausted" {
+	if _, rej := l.admit("c", claim{uid: "uid-c", node: "n"}, false); rej == nil || rej.Reason != "PodIPsExhausted" {
 		t.Errorf("third pod in a /30: %v, want PodIPsExhausted", rej)
 	}
 	l.release("a")
-	if ip, rej := l.admit("c", "uid-c", "n", false, nil, "", false); rej != nil || ip != "10.0.0.1" {
+	if ip, rej := l.admit("c", claim{uid: "uid-c", node: "n"}, false); rej != nil || ip != "10.0.0.1" {
 		t.Errorf("after release: ip %q, %v; want the freed 10.0.0.1", ip, rej)
 	}
 	// Asking for a taken address gives another; asking for a free one gives it.
 	l.release("b")
-	if ip, _ := l.admit("d", "uid-d", "n", false, nil, "10.0.0.1", true); ip != "10.0.0.2" {
+	if ip, _ := l.admit("d", claim{uid: "uid-d", node: "n", ip: "10.0.0.1"}, true); ip != "10.0.0.2" {
 		t.Errorf("want of a taken IP gave %q, want 10.0.0.2", ip)
 	}
 }
@@ -66,21 +66,64 @@ func TestLedgerResources(t *testing.T) {
 	req := func(cpu string) corev1.ResourceList {
 		return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}
 	}
-	if _, rej := l.admit("a", "1", "n", false, req("3"), "", false); rej != nil {
+	if _, rej := l.admit("a", claim{uid: "1", node: "n", requests: req("3")}, false); rej != nil {
 		t.Fatal(rej)
 	}
-	_, rej := l.admit("b", "2", "n", false, req("1500m"), "", false)
+	_, rej := l.admit("b", claim{uid: "2", node: "n", requests: req("1500m")}, false)
 	want := &rejection{Reason: "OutOfcpu", Message: "Node didn't have enough resource: cpu, requested: 1500m, used: 3, capacity: 4"}
 	if diff := cmp.Diff(want, rej); diff != "" {
 		t.Errorf("rejection (-want,+got):\n%s", diff)
 	}
 	// Re-admitting the same key replaces its old claim instead of adding to it.
-	if _, rej := l.admit("a", "1", "n", false, req("4"), "", false); rej != nil {
+	if _, rej := l.admit("a", claim{uid: "1", node: "n", requests: req("4")}, false); rej != nil {
 		t.Errorf("re-admit with 4 CPUs: %v, want success", rej)
 	}
 	// A resource the node does not have at all cannot be granted.
-	_, rej = l.admit("c", "3", "n", false, corev1.ResourceList{gpu.ResourceName: resource.MustParse("1")}, "", false)
+	_, rej = l.admit("c", claim{uid: "3", node: "n", requests: corev1.ResourceList{gpu.ResourceName: resource.MustParse("1")}}, false)
 	if rej == nil || rej.Reason != "OutOfnvidia.com/gpu" {
 		t.Errorf("GPU on a CPU node: %v, want OutOfnvidia.com/gpu", rej)
+	}
+}
+
+func TestLedgerCards(t *testing.T) {
+	l := newLedger()
+	node := testNode("10.0.0.0/24", "64", 10)
+	node.Status.Allocatable[gpu.ResourceName] = resource.MustParse("4")
+	if err := l.addNode(node); err != nil {
+		t.Fatal(err)
+	}
+	gpus := func(n string) corev1.ResourceList {
+		return corev1.ResourceList{gpu.ResourceName: resource.MustParse(n)}
+	}
+	tests := []struct {
+		name       string
+		key        string
+		claim      claim
+		wantReason string
+	}{
+		{name: "assigned cards", key: "a", claim: claim{uid: "a", node: "n", requests: gpus("2"), cards: []int{2, 3}}},
+		{name: "card taken", key: "b", claim: claim{uid: "b", node: "n", requests: gpus("1"), cards: []int{3}}, wantReason: "UnexpectedAdmissionError"},
+		{name: "card out of range", key: "b", claim: claim{uid: "b", node: "n", requests: gpus("1"), cards: []int{4}}, wantReason: "UnexpectedAdmissionError"},
+		{name: "count mismatch", key: "b", claim: claim{uid: "b", node: "n", requests: gpus("2"), cards: []int{0}}, wantReason: "UnexpectedAdmissionError"},
+		// No annotation: the lowest free cards, 0 and 1.
+		{name: "device plugin picks", key: "c", claim: claim{uid: "c", node: "n", requests: gpus("2")}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, rej := l.admit(tc.key, tc.claim, false)
+			switch {
+			case tc.wantReason == "" && rej != nil:
+				t.Fatalf("rejected: %v", rej)
+			case tc.wantReason != "" && (rej == nil || rej.Reason != tc.wantReason):
+				t.Fatalf("rejection %v, want %s", rej, tc.wantReason)
+			}
+		})
+	}
+	if diff := cmp.Diff([]string{"c", "c", "a", "a"}, l.nodes["n"].cards); diff != "" {
+		t.Errorf("card holders (-want,+got):\n%s", diff)
+	}
+	l.release("a")
+	if _, rej := l.admit("b", claim{uid: "b", node: "n", requests: gpus("1"), cards: []int{3}}, false); rej != nil {
+		t.Errorf("card 3 after its holder left: %v", rej)
 	}
 }

@@ -10,7 +10,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
-	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 )
@@ -40,7 +39,7 @@ func (s *Simulator) syncPod(ctx context.Context, key string) (time.Duration, err
 	case pod.Status.Phase == corev1.PodRunning:
 		if _, ok := s.ledger.holds(key, pod.UID); !ok {
 			// Running before a restart but not restored: account for it.
-			s.ledger.admit(key, pod.UID, pod.Spec.NodeName, pod.Spec.HostNetwork, podRequests(pod), pod.Status.PodIP, true)
+			s.ledger.admit(key, claimOf(pod), true)
 		}
 		return s.runPod(ctx, key, pod)
 	default:
@@ -57,20 +56,18 @@ func (s *Simulator) restorePods(ctx context.Context) {
 			continue
 		}
 		key, _ := cache.MetaNamespaceKeyFunc(pod)
-		if _, rej := s.ledger.admit(key, pod.UID, pod.Spec.NodeName, pod.Spec.HostNetwork, podRequests(pod), pod.Status.PodIP, true); rej != nil {
+		if _, rej := s.ledger.admit(key, claimOf(pod), true); rej != nil {
 			klog.FromContext(ctx).Info("Could not restore pod", "pod", key, "reason", rej.Reason, "message", rej.Message)
 		}
 	}
 }
 
-func podRequests(pod *corev1.Pod) corev1.ResourceList {
-	return resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
-}
-
 // startPod admits a pod like the kubelet and reports it Running, or Failed
 // with the kubelet's reason when it does not fit.
 func (s *Simulator) startPod(ctx context.Context, key string, pod *corev1.Pod) (time.Duration, error) {
-	ip, rej := s.ledger.admit(key, pod.UID, pod.Spec.NodeName, pod.Spec.HostNetwork, podRequests(pod), "", false)
+	c := claimOf(pod)
+	c.ip = ""
+	ip, rej := s.ledger.admit(key, c, false)
 	if rej != nil {
 		s.recorder.Eventf(pod, corev1.EventTypeWarning, rej.Reason, "Pod was rejected: %s", rej.Message)
 		status := pod.Status.DeepCopy()

@@ -1,0 +1,62 @@
+package config
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+)
+
+func raw(s string) runtime.Object {
+	return &runtime.Unknown{Raw: []byte(s), ContentType: runtime.ContentTypeJSON}
+}
+
+func TestDecode(t *testing.T) {
+	tests := []struct {
+		name    string
+		plugin  string
+		obj     runtime.Object
+		args    Args
+		want    Args
+		wantErr string
+	}{
+		{name: "PCC defaults", plugin: "PCCBalance", args: &PCCBalanceArgs{},
+			want: &PCCBalanceArgs{Mode: PCCBalanceSigned, Resources: DefaultPCCResources}},
+		{name: "PCC abs with two resources", plugin: "PCCBalance", obj: raw(`{"mode":"abs","resources":["cpu","nvidia.com/gpu"]}`), args: &PCCBalanceArgs{},
+			want: &PCCBalanceArgs{Mode: PCCBalanceAbs, Resources: []string{"cpu", "nvidia.com/gpu"}}},
+		{name: "PCC bad mode", plugin: "PCCBalance", obj: raw(`{"mode":"square"}`), args: &PCCBalanceArgs{},
+			wantErr: `pluginConfig[PCCBalance].args.mode: Unsupported value: "square"`},
+		{name: "PCC one resource", plugin: "PCCBalance", obj: raw(`{"resources":["cpu"]}`), args: &PCCBalanceArgs{},
+			wantErr: "pluginConfig[PCCBalance].args.resources: Invalid value"},
+		{name: "PCC duplicate resource", plugin: "PCCBalance", obj: raw(`{"resources":["cpu","cpu"]}`), args: &PCCBalanceArgs{},
+			wantErr: "pluginConfig[PCCBalance].args.resources[1]: Duplicate value"},
+		{name: "PCC unknown field", plugin: "PCCBalance", obj: raw(`{"mod":"abs"}`), args: &PCCBalanceArgs{},
+			wantErr: `pluginConfig[PCCBalance].args: `},
+		{name: "hetero defaults", plugin: "HeteroPriority", args: &HeteroPriorityArgs{},
+			want: &HeteroPriorityArgs{CardWeights: &CardWeights{1, 1, 1}}},
+		{name: "hetero negative weight", plugin: "HeteroPriority", obj: raw(`{"cardWeights":{"computeCapability":-1,"memoryBandwidth":1,"maxClock":1}}`), args: &HeteroPriorityArgs{},
+			wantErr: "pluginConfig[HeteroPriority].args.cardWeights.computeCapability: Invalid value: -1"},
+		{name: "hetero all zero", plugin: "HeteroPriority", obj: raw(`{"cardWeights":{"computeCapability":0,"memoryBandwidth":0,"maxClock":0}}`), args: &HeteroPriorityArgs{},
+			wantErr: "pluginConfig[HeteroPriority].args.cardWeights: Invalid value"},
+		{name: "GPUFit defaults", plugin: "GPUFit", args: &GPUFitArgs{}, want: &GPUFitArgs{UseFeatureDiscoveryLabels: ptr.To(true)}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := Decode(tc.plugin, tc.obj, tc.args)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("Decode error = %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, tc.args); diff != "" {
+				t.Errorf("args (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}

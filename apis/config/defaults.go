@@ -1,0 +1,30 @@
+package config
+
+import "k8s.io/utils/ptr"
+
+// DefaultPCCResources are the dimensions of PCCBalance by default.
+var DefaultPCCResources = []string{"cpu", "memory", "nvidia.com/gpu"}
+
+// Default implements Args.
+func (a *PCCBalanceArgs) Default() {
+	if a.Mode == "" {
+		a.Mode = PCCBalanceSigned
+	}
+	if len(a.Resources) == 0 {
+		a.Resources = append([]string(nil), DefaultPCCResources...)
+	}
+}
+
+// Default implements Args.
+func (a *HeteroPriorityArgs) Default() {
+	if a.CardWeights == nil {
+		a.CardWeights = &CardWeights{ComputeCapability: 1, MemoryBandwidth: 1, MaxClock: 1}
+	}
+}
+
+// Default implements Args.
+func (a *GPUFitArgs) Default() {
+	if a.UseFeatureDiscoveryLabels == nil {
+		a.UseFeatureDiscoveryLabels = ptr.To(true)
+	}
+}

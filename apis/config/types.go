@@ -1,0 +1,55 @@
+package config
+
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+// PCCBalanceMode selects the PCCBalance formula.
+type PCCBalanceMode string
+
+const (
+	// PCCBalanceAbs is seed 000's formula: score = (1 - |rho|) * 100.
+	PCCBalanceAbs PCCBalanceMode = "abs"
+	// PCCBalanceSigned rewards negative correlation: score = (1 - rho) / 2 * 100.
+	PCCBalanceSigned PCCBalanceMode = "signed"
+)
+
+// PCCBalanceArgs are the arguments of the PCCBalance plugin.
+type PCCBalanceArgs struct {
+	// apiVersion and kind may be given; they are not checked.
+	metav1.TypeMeta `json:",inline"`
+
+	// mode is abs or signed; default signed.
+	Mode PCCBalanceMode `json:"mode,omitempty"`
+	// resources are the dimensions of the request and utilisation vectors;
+	// default cpu, memory, nvidia.com/gpu. At least two.
+	Resources []string `json:"resources,omitempty"`
+}
+
+// HeteroPriorityArgs are the arguments of the HeteroPriority plugin.
+type HeteroPriorityArgs struct {
+	// apiVersion and kind may be given; they are not checked.
+	metav1.TypeMeta `json:",inline"`
+
+	// cardWeights weigh the terms of S_card, the quality of the cards a GPU
+	// pod would get; default 1 each (the seed's 1/3 each).
+	CardWeights *CardWeights `json:"cardWeights,omitempty"`
+}
+
+// CardWeights are relative weights; at least one must be positive.
+type CardWeights struct {
+	// computeCapability weighs the compute capability (8.0 > 7.5).
+	ComputeCapability int64 `json:"computeCapability"`
+	// memoryBandwidth weighs the memory bandwidth.
+	MemoryBandwidth int64 `json:"memoryBandwidth"`
+	// maxClock weighs the maximum SM clock.
+	MaxClock int64 `json:"maxClock"`
+}
+
+// GPUFitArgs are the arguments of the GPUFit plugin.
+type GPUFitArgs struct {
+	// apiVersion and kind may be given; they are not checked.
+	metav1.TypeMeta `json:",inline"`
+
+	// useFeatureDiscoveryLabels lets nodes without a GPUInventory be read
+	// from NVIDIA GPU Feature Discovery labels; default true.
+	UseFeatureDiscoveryLabels *bool `json:"useFeatureDiscoveryLabels,omitempty"`
+}

@@ -1,0 +1,52 @@
+package config
+
+import (
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// Validate implements Args.
+func (a *PCCBalanceArgs) Validate(path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if a.Mode != PCCBalanceAbs && a.Mode != PCCBalanceSigned {
+		errs = append(errs, field.NotSupported(path.Child("mode"), a.Mode, []PCCBalanceMode{PCCBalanceAbs, PCCBalanceSigned}))
+	}
+	if len(a.Resources) < 2 {
+		errs = append(errs, field.Invalid(path.Child("resources"), a.Resources, "a correlation needs at least two resources"))
+	}
+	seen := sets.New[string]()
+	for i, r := range a.Resources {
+		p := path.Child("resources").Index(i)
+		if seen.Has(r) {
+			errs = append(errs, field.Duplicate(p, r))
+		}
+		seen.Insert(r)
+		for _, msg := range validation.IsQualifiedName(r) {
+			errs = append(errs, field.Invalid(p, r, msg))
+		}
+	}
+	return errs
+}
+
+// Validate implements Args.
+func (a *HeteroPriorityArgs) Validate(path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	w := a.CardWeights
+	p := path.Child("cardWeights")
+	for _, f := range []struct {
+		name  string
+		value int64
+	}{{"computeCapability", w.ComputeCapability}, {"memoryBandwidth", w.MemoryBandwidth}, {"maxClock", w.MaxClock}} {
+		if f.value < 0 || f.value > 100 {
+			errs = append(errs, field.Invalid(p.Child(f.name), f.value, "must be between 0 and 100"))
+		}
+	}
+	if w.ComputeCapability+w.MemoryBandwidth+w.MaxClock <= 0 {
+		errs = append(errs, field.Invalid(p, *w, "at least one weight must be positive"))
+	}
+	return errs
+}
+
+// Validate implements Args.
+func (a *GPUFitArgs) Validate(*field.Path) field.ErrorList { return nil }

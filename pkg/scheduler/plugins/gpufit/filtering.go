@@ -1,0 +1,88 @@
+package gpufit
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/aisched/aisched/pkg/gpu"
+)
+
+// Filter reasons; stable strings, so that the scheduler's summary counts
+// nodes per reason ("0/4 nodes are available: 2 node(s) have no GPUs, ...").
+const (
+	reasonNoGPUs     = "node(s) have no GPUs"
+	reasonNoCardFits = "node(s) have no GPU that meets the pod's per-card request"
+	reasonNotEnough  = "node(s) have too few free GPUs that meet the pod's request"
+)
+
+type preFilterState struct {
+	req gpu.Request
+}
+
+// Clone implements fwk.StateData; the state is read-only.
+func (s *preFilterState) Clone() fwk.StateData { return s }
+
+// PreFilter reads the pod's GPU request. CPU pods skip the plugin; an
+// invalid request makes the pod unschedulable until it is fixed, with a
+// message that names the annotation and its value.
+func (pl *GPUFit) PreFilter(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	req, err := gpu.ParseRequest(pod)
+	if err != nil {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
+	}
+	if req.Count == 0 {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	cs.Write(preFilterStateKey, &preFilterState{req: req})
+	return nil, nil
+}
+
+// PreFilterExtensions implements fwk.PreFilterPlugin. Filter reads the
+// pods of the node from the NodeInfo it is given, so preemption's what-if
+// additions and removals need no bookkeeping here.
+func (pl *GPUFit) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+
+func getPreFilterState(cs fwk.CycleState) (*preFilterState, bool) {
+	s, err := cs.Read(preFilterStateKey)
+	if err != nil {
+		return nil, false
+	}
+	st, ok := s.(*preFilterState)
+	return st, ok
+}
+
+// Filter admits nodes with enough free healthy cards that meet the
+// per-card request. Cards of GPU pods that no aisched profile placed are
+// counted as taken from the qualifying ones, the worst case, since which
+// cards they hold is not known.
+func (pl *GPUFit) Filter(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
+	s, ok := getPreFilterState(cs)
+	if !ok {
+		return fwk.AsStatus(fmt.Errorf("%s: no PreFilter state", Name))
+	}
+	cards := pl.state.Cards(nodeInfo.Node(), pl.useLabels)
+	if len(cards) == 0 {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reasonNoGPUs)
+	}
+	var capable, free int64
+	usage := pl.state.Usage(nodeInfo, pod.UID, s.req.Count)
+	for i := range cards {
+		if !cards[i].Satisfies(s.req) {
+			continue
+		}
+		capable++
+		if !usage.Used[cards[i].Index] {
+			free++
+		}
+	}
+	switch {
+	case capable < s.req.Count:
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reasonNoCardFits)
+	case free-usage.Unknown < s.req.Count:
+		return fwk.NewStatus(fwk.Unschedulable, reasonNotEnough)
+	}
+	return nil
+}

@@ -1,0 +1,159 @@
+// Package heteropriority is the HeteroPriority score plugin (seed 001) for
+// clusters that mix CPU-only and GPU nodes. CPU pods prefer CPU nodes and
+// use the spare CPU of GPU nodes only when CPU nodes are full, so GPU pods
+// do not find their GPUs stranded without CPU; GPU pods prefer the node
+// whose free cards fit them most tightly and whose cards are best.
+package heteropriority
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	resourcehelper "k8s.io/component-helpers/resource"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/aisched/aisched/apis/config"
+	"github.com/aisched/aisched/pkg/gpu"
+	"github.com/aisched/aisched/pkg/scheduler/gpustate"
+)
+
+// Name is the plugin name in KubeSchedulerConfiguration.
+const Name = "HeteroPriority"
+
+const preScoreStateKey = "PreScore" + Name
+
+// HeteroPriority scores nodes by node type and, for GPU pods, card fit and quality.
+type HeteroPriority struct {
+	handle  fwk.Handle
+	state   *gpustate.State
+	weights config.CardWeights
+}
+
+var (
+	_ fwk.PreScorePlugin = &HeteroPriority{}
+	_ fwk.ScorePlugin    = &HeteroPriority{}
+	_ fwk.SignPlugin     = &HeteroPriority{}
+)
+
+// New builds the plugin; state is the GPU view shared by the scheduler's profiles.
+func New(ctx context.Context, obj runtime.Object, h fwk.Handle, state *gpustate.State) (fwk.Plugin, error) {
+	args := &config.HeteroPriorityArgs{}
+	if err := config.Decode(Name, obj, args); err != nil {
+		return nil, err
+	}
+	if err := state.Init(ctx, h); err != nil {
+		return nil, fmt.Errorf("%s: %w", Name, err)
+	}
+	return &HeteroPriority{handle: h, state: state, weights: *args.CardWeights}, nil
+}
+
+// Name implements fwk.Plugin.
+func (pl *HeteroPriority) Name() string { return Name }
+
+// podRequest is what the score reads of a pod.
+type podRequest struct {
+	GPU      gpu.Request
+	MilliCPU int64
+	Memory   int64
+}
+
+func requestOf(pod *corev1.Pod) (podRequest, error) {
+	req, err := gpu.ParseRequest(pod)
+	if err != nil {
+		return podRequest{}, err
+	}
+	r := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	return podRequest{GPU: req, MilliCPU: r.Cpu().MilliValue(), Memory: r.Memory().Value()}, nil
+}
+
+// SignPod implements fwk.SignPlugin: the score depends on the pod through
+// its CPU, memory and GPU request only. The cluster-wide terms (the share
+// of GPU nodes, the best card values) do not change when a pod is placed.
+func (pl *HeteroPriority) SignPod(_ context.Context, pod *corev1.Pod) ([]fwk.SignFragment, *fwk.Status) {
+	r, err := requestOf(pod)
+	if err != nil {
+		return nil, fwk.NewStatus(fwk.Unschedulable, err.Error())
+	}
+	return []fwk.SignFragment{{Key: "aisched.io/" + Name, Value: r}}, nil
+}
+
+type preScoreState struct {
+	req podRequest
+	// gpuShare is a: GPU nodes / all nodes.
+	gpuShare float64
+	// best card values in the cluster, the denominators of S_card.
+	maxCC, maxBandwidth, maxClock float64
+}
+
+// Clone implements fwk.StateData; the state is read-only after PreScore.
+func (s *preScoreState) Clone() fwk.StateData { return s }
+
+// PreScore computes the cluster-wide terms of the score once per cycle.
+func (pl *HeteroPriority) PreScore(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) *fwk.Status {
+	s, err := pl.preScore(pod)
+	if err != nil {
+		return fwk.AsStatus(err)
+	}
+	cs.Write(preScoreStateKey, s)
+	return nil
+}
+
+func (pl *HeteroPriority) preScore(pod *corev1.Pod) (*preScoreState, error) {
+	req, err := requestOf(pod)
+	if err != nil {
+		// GPUFit rejects such pods first; without GPUFit score them as CPU pods.
+		req = podRequest{}
+	}
+	all, err := pl.handle.SnapshotSharedLister().NodeInfos().List()
+	if err != nil {
+		return nil, err
+	}
+	s := &preScoreState{req: req}
+	var gpuNodes int
+	for _, ni := range all {
+		if !isGPUNode(ni) {
+			continue
+		}
+		gpuNodes++
+		if req.GPU.Count == 0 {
+			continue
+		}
+		for _, c := range pl.state.Cards(ni.Node(), true) {
+			s.maxCC = max(s.maxCC, c.ComputeCapability)
+			s.maxBandwidth = max(s.maxBandwidth, float64(c.BandwidthGBps))
+			s.maxClock = max(s.maxClock, float64(c.ClockMHz))
+		}
+	}
+	if len(all) > 0 {
+		s.gpuShare = float64(gpuNodes) / float64(len(all))
+	}
+	return s, nil
+}
+
+// isGPUNode: a node that offers nvidia.com/gpu.
+func isGPUNode(ni fwk.NodeInfo) bool {
+	return ni.GetAllocatable().GetScalarResources()[gpu.ResourceName] > 0
+}
+
+// Score implements fwk.ScorePlugin; see the package README for the formulas.
+func (pl *HeteroPriority) Score(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
+	var s *preScoreState
+	if data, err := cs.Read(preScoreStateKey); err == nil {
+		s = data.(*preScoreState)
+	} else {
+		// The batching path of the scheduler may score without PreScore.
+		var err error
+		if s, err = pl.preScore(pod); err != nil {
+			return 0, fwk.AsStatus(err)
+		}
+	}
+	if s.req.GPU.Count == 0 {
+		return cpuPodScore(s.gpuShare, isGPUNode(nodeInfo), leastRequested(s.req, nodeInfo)), nil
+	}
+	return pl.gpuPodScore(s, pod, nodeInfo), nil
+}
+
+// ScoreExtensions implements fwk.ScorePlugin: scores are already in [0, 100].
+func (pl *HeteroPriority) ScoreExtensions() fwk.ScoreExtensions { return nil }

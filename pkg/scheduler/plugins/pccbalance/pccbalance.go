@@ -1,0 +1,171 @@
+// Package pccbalance is the PCCBalance score plugin (seed 000): it prefers
+// the node whose resource utilisation is least correlated with the pod's
+// request (Pearson correlation coefficient), so that CPU-heavy pods go where
+// memory or GPUs are busy and the other way round, balancing every node's
+// CPU, memory and GPU use.
+package pccbalance
+
+import (
+	"context"
+	"math"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	resourcehelper "k8s.io/component-helpers/resource"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/aisched/aisched/apis/config"
+)
+
+// Name is the plugin name in KubeSchedulerConfiguration.
+const Name = "PCCBalance"
+
+// preScoreStateKey holds the pod's request vector for Score.
+const preScoreStateKey = "PreScore" + Name
+
+// PCCBalance scores nodes by the complementarity of the pod's request and
+// the node's utilisation.
+type PCCBalance struct {
+	mode      config.PCCBalanceMode
+	resources []corev1.ResourceName
+}
+
+var (
+	_ fwk.PreScorePlugin = &PCCBalance{}
+	_ fwk.ScorePlugin    = &PCCBalance{}
+	_ fwk.SignPlugin     = &PCCBalance{}
+)
+
+// New builds the plugin from its pluginConfig arguments.
+func New(_ context.Context, obj runtime.Object, _ fwk.Handle) (fwk.Plugin, error) {
+	args := &config.PCCBalanceArgs{}
+	if err := config.Decode(Name, obj, args); err != nil {
+		return nil, err
+	}
+	pl := &PCCBalance{mode: args.Mode}
+	for _, r := range args.Resources {
+		pl.resources = append(pl.resources, corev1.ResourceName(r))
+	}
+	return pl, nil
+}
+
+// Name implements fwk.Plugin.
+func (pl *PCCBalance) Name() string { return Name }
+
+type preScoreState struct {
+	// requests holds the pod's request of each resource, in the plugin's order.
+	requests []int64
+}
+
+// Clone implements fwk.StateData; the state is read-only after PreScore.
+func (s *preScoreState) Clone() fwk.StateData { return s }
+
+// SignPod implements fwk.SignPlugin: the score depends on the pod only
+// through its requests of the configured resources.
+func (pl *PCCBalance) SignPod(_ context.Context, pod *corev1.Pod) ([]fwk.SignFragment, *fwk.Status) {
+	return []fwk.SignFragment{{Key: "aisched.io/" + Name, Value: pl.podRequests(pod)}}, nil
+}
+
+// PreScore computes the pod's request vector once per cycle.
+func (pl *PCCBalance) PreScore(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) *fwk.Status {
+	cs.Write(preScoreStateKey, &preScoreState{requests: pl.podRequests(pod)})
+	return nil
+}
+
+func (pl *PCCBalance) podRequests(pod *corev1.Pod) []int64 {
+	req := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	out := make([]int64, len(pl.resources))
+	for i, name := range pl.resources {
+		q := req[name]
+		if name == corev1.ResourceCPU {
+			out[i] = q.MilliValue()
+		} else {
+			out[i] = q.Value()
+		}
+	}
+	return out
+}
+
+// Score returns the complementarity of the pod and the node in [0, 100].
+func (pl *PCCBalance) Score(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
+	var podReq []int64
+	if s, err := cs.Read(preScoreStateKey); err == nil {
+		podReq = s.(*preScoreState).requests
+	} else {
+		// The batching path of the scheduler may score without PreScore.
+		podReq = pl.podRequests(pod)
+	}
+	alloc, used := nodeInfo.GetAllocatable(), nodeInfo.GetRequested()
+	p := make([]float64, len(pl.resources))
+	n := make([]float64, len(pl.resources))
+	for i, name := range pl.resources {
+		a := amount(alloc, name)
+		if a <= 0 {
+			// A dimension the node lacks counts as 0 in both vectors.
+			continue
+		}
+		p[i] = float64(podReq[i]) / float64(a)
+		n[i] = float64(amount(used, name)) / float64(a)
+	}
+	rho := Pearson(p, n)
+	return Complementarity(pl.mode, rho), nil
+}
+
+// ScoreExtensions implements fwk.ScorePlugin: scores are already in [0, 100].
+func (pl *PCCBalance) ScoreExtensions() fwk.ScoreExtensions { return nil }
+
+// amount reads one resource of a scheduler Resource: millicores for CPU,
+// bytes for memory and ephemeral storage, units for extended resources.
+func amount(r fwk.Resource, name corev1.ResourceName) int64 {
+	switch name {
+	case corev1.ResourceCPU:
+		return r.GetMilliCPU()
+	case corev1.ResourceMemory:
+		return r.GetMemory()
+	case corev1.ResourceEphemeralStorage:
+		return r.GetEphemeralStorage()
+	case corev1.ResourcePods:
+		return int64(r.GetAllowedPodNumber())
+	default:
+		return r.GetScalarResources()[name]
+	}
+}
+
+// Pearson is the correlation coefficient of x and y; 0 when either has no
+// variance (a constant vector correlates with nothing).
+func Pearson(x, y []float64) float64 {
+	if len(x) != len(y) || len(x) == 0 {
+		return 0
+	}
+	var mx, my float64
+	for i := range x {
+		mx += x[i]
+		my += y[i]
+	}
+	mx /= float64(len(x))
+	my /= float64(len(y))
+	var sxy, sxx, syy float64
+	for i := range x {
+		dx, dy := x[i]-mx, y[i]-my
+		sxy += dx * dy
+		sxx += dx * dx
+		syy += dy * dy
+	}
+	// Variances below this are rounding noise of equal values.
+	const eps = 1e-12
+	if sxx < eps || syy < eps {
+		return 0
+	}
+	return math.Max(-1, math.Min(1, sxy/math.Sqrt(sxx*syy)))
+}
+
+// Complementarity turns a correlation into a framework score in [0, 100]:
+// abs (seed formula 8, times 10): (1 - |rho|) * 100; signed (every other
+// mode, which validation rules out): (1 - rho) / 2 * 100.
+func Complementarity(mode config.PCCBalanceMode, rho float64) int64 {
+	s := (1 - rho) / 2 * float64(fwk.MaxNodeScore)
+	if mode == config.PCCBalanceAbs {
+		s = (1 - math.Abs(rho)) * float64(fwk.MaxNodeScore)
+	}
+	return int64(math.Round(s))
+}

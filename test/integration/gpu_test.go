@@ -1,0 +1,335 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+
+	"github.com/aisched/aisched/pkg/clusterfile"
+	"github.com/aisched/aisched/pkg/gpu"
+	"github.com/aisched/aisched/pkg/local"
+	"github.com/aisched/aisched/pkg/local/localtest"
+	"github.com/aisched/aisched/pkg/scheduler"
+	utiltesting "github.com/aisched/aisched/pkg/util/testing"
+)
+
+// startCluster starts a local cluster of the given node pools (cluster
+// file YAML under nodePools:).
+func startCluster(t *testing.T, pools string) *local.Cluster {
+	t.Helper()
+	c, err := clusterfile.Parse(t.Name(), []byte("apiVersion: aisched.io/v1alpha1\nkind: Cluster\nnodePools:\n"+pools))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return localtest.Start(t, local.Options{Cluster: c})
+}
+
+func createPods(t *testing.T, c *local.Cluster, pods ...*corev1.Pod) {
+	t.Helper()
+	for _, p := range pods {
+		p.UID = ""
+		if _, err := c.Client.CoreV1().Pods(p.Namespace).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// settle waits until every pod of the namespace is Running, marked
+// unschedulable by the scheduler, or Failed (which fails the test), and
+// returns the first two.
+func settle(t *testing.T, c *local.Cluster, ns string, want int) (running, unschedulable []corev1.Pod) {
+	t.Helper()
+	var failed []corev1.Pod
+	localtest.Eventually(t, 2*time.Minute, fmt.Sprintf("%d pods in %s running or unschedulable", want, ns), func(ctx context.Context) (bool, error) {
+		pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		running, unschedulable, failed = nil, nil, nil
+		for _, p := range pods.Items {
+			switch {
+			case p.Status.Phase == corev1.PodRunning:
+				running = append(running, p)
+			case p.Status.Phase == corev1.PodFailed:
+				failed = append(failed, p)
+			case unschedulableCondition(&p) != nil:
+				unschedulable = append(unschedulable, p)
+			}
+		}
+		return len(running)+len(unschedulable)+len(failed) == want, nil
+	})
+	for _, p := range failed {
+		t.Errorf("pod %s failed: %s: %s", p.Name, p.Status.Reason, p.Status.Message)
+	}
+	return running, unschedulable
+}
+
+func unschedulableCondition(p *corev1.Pod) *corev1.PodCondition {
+	for i, cond := range p.Status.Conditions {
+		if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse {
+			return &p.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// TestSeed001MixedDeployment reproduces seed 001's mixed deployment: two
+// CPU and two GPU nodes that each fit 5 test pods; 16 CPU pods, then 4 GPU
+// pods. default-scheduler spreads the CPU pods and strands GPU pods without
+// CPU; aisched fills the CPU nodes first and runs every GPU pod.
+func TestSeed001MixedDeployment(t *testing.T) {
+	t.Parallel()
+	const pools = `  - {name: cpu, count: 2, cpu: "5", memory: 20Gi}
+  - name: gpu
+    count: 2
+    cpu: "5"
+    memory: 20Gi
+    gpus: {count: 4, model: Tesla-T4, memoryMiB: 15360, cudaCores: 2560, computeCapability: "7.5"}
+`
+	pending := map[string]int{}
+	var mu sync.Mutex
+	t.Run("profiles", func(t *testing.T) {
+		for _, profile := range []string{"default-scheduler", scheduler.AischedProfile} {
+			t.Run(profile, func(t *testing.T) {
+				t.Parallel()
+				c := startCluster(t, pools)
+				ns := createNamespace(t, c.Client)
+				for i := range 16 {
+					createPods(t, c, utiltesting.MakePod(fmt.Sprintf("cpu-%02d", i), ns).SchedulerName(profile).
+						Req(corev1.ResourceCPU, "1").Req(corev1.ResourceMemory, "1Gi").Obj())
+				}
+				settle(t, c, ns, 16)
+				for i := range 4 {
+					createPods(t, c, utiltesting.MakePod(fmt.Sprintf("gpu-%d", i), ns).SchedulerName(profile).
+						Req(corev1.ResourceCPU, "1").Req(corev1.ResourceMemory, "1Gi").GPU(1).Obj())
+				}
+				running, unschedulable := settle(t, c, ns, 20)
+				perNode := map[string]int{}
+				for _, p := range running {
+					perNode[p.Spec.NodeName]++
+				}
+				t.Logf("%s: pods per node %v, %d unschedulable", profile, perNode, len(unschedulable))
+				mu.Lock()
+				pending[profile] = len(unschedulable)
+				mu.Unlock()
+			})
+		}
+	})
+	if pending["default-scheduler"] == 0 {
+		t.Errorf("default-scheduler left no GPU pod pending; the seed's contrast needs it to strand some")
+	}
+	if pending[scheduler.AischedProfile] != 0 {
+		t.Errorf("aisched left %d pods pending, want 0", pending[scheduler.AischedProfile])
+	}
+}
+
+// TestSeed001FineGrained reproduces seed 001's fine-grained experiment:
+// pods that need 32000 MB per card land only on 32 GB cards under aisched,
+// while default-scheduler, which counts cards, puts some on 16 GB cards.
+func TestSeed001FineGrained(t *testing.T) {
+	t.Parallel()
+	const pools = `  - name: small
+    count: 1
+    cpu: "32"
+    memory: 128Gi
+    gpus: {count: 4, model: Tesla-V100-16GB, memoryMiB: 16384, cudaCores: 5120, computeCapability: "7.0"}
+  - name: large
+    count: 1
+    cpu: "32"
+    memory: 128Gi
+    gpus: {count: 4, model: Tesla-V100-32GB, memoryMiB: 32768, cudaCores: 5120, computeCapability: "7.0"}
+`
+	onSmall := map[string]int{}
+	var mu sync.Mutex
+	t.Run("profiles", func(t *testing.T) {
+		for _, profile := range []string{"default-scheduler", scheduler.AischedProfile} {
+			t.Run(profile, func(t *testing.T) {
+				t.Parallel()
+				c := startCluster(t, pools)
+				ns := createNamespace(t, c.Client)
+				for i := 1; i <= 4; i++ {
+					createPods(t, c, utiltesting.MakePod(fmt.Sprintf("test%d", i), ns).SchedulerName(profile).
+						Req(corev1.ResourceCPU, "1").GPU(1).
+						Annotation(gpu.SeedCountAnnotation, "1").Annotation(gpu.SeedMemoryAnnotation, "32000").Obj())
+				}
+				running, unschedulable := settle(t, c, ns, 4)
+				if len(unschedulable) > 0 {
+					t.Errorf("%d pods unschedulable, want all 4 running", len(unschedulable))
+				}
+				small := 0
+				for _, p := range running {
+					if p.Spec.NodeName == "small-0" {
+						small++
+					}
+					if profile == scheduler.AischedProfile && p.Annotations[gpu.AssignedAnnotation] == "" {
+						t.Errorf("pod %s has no %s annotation", p.Name, gpu.AssignedAnnotation)
+					}
+				}
+				mu.Lock()
+				onSmall[profile] = small
+				mu.Unlock()
+			})
+		}
+	})
+	if onSmall["default-scheduler"] == 0 {
+		t.Errorf("default-scheduler put no pod on the 16 GB cards; the seed's contrast needs at least one")
+	}
+	if onSmall[scheduler.AischedProfile] != 0 {
+		t.Errorf("aisched put %d pods on 16 GB cards, want 0", onSmall[scheduler.AischedProfile])
+	}
+}
+
+// TestGPURestartNoDoubleAssignment schedules 200 GPU pods onto exactly 200
+// cards while the scheduler restarts twice: the restarted scheduler must
+// rebuild its card map from the bound pods, or it gives a card twice, which
+// the simulated device plugin refuses (the pod fails).
+func TestGPURestartNoDoubleAssignment(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, `  - name: gpu
+    count: 25
+    cpu: "64"
+    memory: 256Gi
+    gpus: {count: 8, model: NVIDIA-A100-SXM4-40GB, memoryMiB: 40960}
+`)
+	ctx := context.Background()
+	ns := createNamespace(t, c.Client)
+	const total = 200
+	go func() {
+		for i := range total {
+			p := utiltesting.MakePod(fmt.Sprintf("p-%03d", i), ns).SchedulerName(scheduler.AischedProfile).
+				Req(corev1.ResourceCPU, "100m").GPU(1).Obj()
+			p.UID = ""
+			if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+				t.Errorf("create %s: %v", p.Name, err)
+			}
+		}
+	}()
+	bound := func(ctx context.Context) (int, error) {
+		pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermNotEqualSelector("spec.nodeName", "").String()})
+		if err != nil {
+			return 0, err
+		}
+		return len(pods.Items), nil
+	}
+	for _, after := range []int{50, 120} {
+		localtest.Eventually(t, 2*time.Minute, fmt.Sprintf("%d pods bound", after), func(ctx context.Context) (bool, error) {
+			n, err := bound(ctx)
+			return n >= after, err
+		})
+		if err := c.RestartScheduler(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	running, unschedulable := settle(t, c, ns, total)
+	if len(running) != total {
+		t.Errorf("%d of %d pods running, %d unschedulable", len(running), total, len(unschedulable))
+	}
+	holders := map[string]string{}
+	for _, p := range running {
+		cards, ok := gpu.ParseIndices(p.Annotations[gpu.AssignedAnnotation])
+		if !ok || len(cards) != 1 {
+			t.Errorf("pod %s: %s=%q, want one card", p.Name, gpu.AssignedAnnotation, p.Annotations[gpu.AssignedAnnotation])
+			continue
+		}
+		key := fmt.Sprintf("%s/%d", p.Spec.NodeName, cards[0])
+		if other, dup := holders[key]; dup {
+			t.Errorf("card %s given to %s and %s", key, other, p.Name)
+		}
+		holders[key] = p.Name
+	}
+}
+
+// TestInvalidGPURequest: a malformed annotation makes the pod
+// unschedulable with a condition and an event that name the annotation and
+// its value; other pods keep scheduling, and fixing the annotation
+// requeues the pod at once.
+func TestInvalidGPURequest(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, `  - name: gpu
+    count: 1
+    cpu: "16"
+    memory: 64Gi
+    gpus: {count: 2, model: Tesla-T4, memoryMiB: 15360}
+`)
+	ctx := context.Background()
+	ns := createNamespace(t, c.Client)
+	bad := utiltesting.MakePod("bad", ns).SchedulerName(scheduler.AischedProfile).GPU(1).Annotation(gpu.SeedMemoryAnnotation, "16GB").Obj()
+	createPods(t, c, bad)
+	const want = `oks/gpu-memory="16GB"`
+	localtest.Eventually(t, time.Minute, "condition names the annotation", func(ctx context.Context) (bool, error) {
+		p, err := c.Client.CoreV1().Pods(ns).Get(ctx, "bad", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		cond := unschedulableCondition(p)
+		return cond != nil && cond.Reason == corev1.PodReasonUnschedulable && strings.Contains(cond.Message, want), nil
+	})
+	localtest.Eventually(t, time.Minute, "FailedScheduling event names the annotation", func(ctx context.Context) (bool, error) {
+		events, err := c.Client.EventsV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("regarding.name", "bad").String()})
+		if err != nil {
+			return false, err
+		}
+		for _, e := range events.Items {
+			if e.Reason == "FailedScheduling" && strings.Contains(e.Note, want) {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+
+	createPods(t, c, utiltesting.MakePod("good", ns).SchedulerName(scheduler.AischedProfile).GPU(1).Obj())
+	waitRunning(t, c, ns, "good")
+
+	p, err := c.Client.CoreV1().Pods(ns).Get(ctx, "bad", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Annotations[gpu.SeedMemoryAnnotation] = "15000"
+	if _, err := c.Client.CoreV1().Pods(ns).Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitRunning(t, c, ns, "bad")
+}
+
+// TestGPURequeue: a pod that found no free card is scheduled as soon as a
+// GPU pod leaves, not at the periodic flush of unschedulable pods (5 min).
+func TestGPURequeue(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, `  - name: gpu
+    count: 1
+    cpu: "16"
+    memory: 64Gi
+    gpus: {count: 2, model: Tesla-T4, memoryMiB: 15360}
+`)
+	ns := createNamespace(t, c.Client)
+	for _, name := range []string{"a", "b"} {
+		createPods(t, c, utiltesting.MakePod(name, ns).SchedulerName(scheduler.AischedProfile).GPU(1).Obj())
+		waitRunning(t, c, ns, name)
+	}
+	createPods(t, c, utiltesting.MakePod("c", ns).SchedulerName(scheduler.AischedProfile).GPU(1).Obj())
+	localtest.Eventually(t, time.Minute, "pod c unschedulable", func(ctx context.Context) (bool, error) {
+		p, err := c.Client.CoreV1().Pods(ns).Get(ctx, "c", metav1.GetOptions{})
+		return err == nil && unschedulableCondition(p) != nil, err
+	})
+	if err := c.Client.CoreV1().Pods(ns).Delete(context.Background(), "a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	begin := time.Now()
+	waitRunning(t, c, ns, "c")
+	t.Logf("pod c running %.1fs after a GPU pod left", time.Since(begin).Seconds())
+}
+
+func waitRunning(t *testing.T, c *local.Cluster, ns, name string) {
+	t.Helper()
+	localtest.Eventually(t, 45*time.Second, "pod "+name+" running", func(ctx context.Context) (bool, error) {
+		p, err := c.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		return err == nil && p.Status.Phase == corev1.PodRunning, err
+	})
+}
