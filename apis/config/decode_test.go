@@ -39,7 +39,9 @@ func TestDecode(t *testing.T) {
 		{name: "hetero negative weight", plugin: "HeteroPriority", obj: raw(`{"cardWeights":{"computeCapability":-1,"memoryBandwidth":1,"maxClock":1}}`), args: &HeteroPriorityArgs{},
 			wantErr: "pluginConfig[HeteroPriority].args.cardWeights.computeCapability: Invalid value: -1"},
 		{name: "hetero all zero", plugin: "HeteroPriority", obj: raw(`{"cardWeights":{"computeCapability":0,"memoryBandwidth":0,"maxClock":0}}`), args: &HeteroPriorityArgs{},
-			wantErr: "pluginConfig[HeteroPriority].args.cardWeights: Invalid value"},
+			want: &HeteroPriorityArgs{CardWeights: &CardWeights{}}},
+		{name: "hetero weight too large", plugin: "HeteroPriority", obj: raw(`{"cardWeights":{"computeCapability":101,"memoryBandwidth":0,"maxClock":0}}`), args: &HeteroPriorityArgs{},
+			wantErr: "pluginConfig[HeteroPriority].args.cardWeights.computeCapability: Invalid value: 101"},
 		{name: "GPUFit defaults", plugin: "GPUFit", args: &GPUFitArgs{}, want: &GPUFitArgs{UseFeatureDiscoveryLabels: ptr.To(true)}},
 	}
 	for _, tc := range tests {

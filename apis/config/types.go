@@ -34,7 +34,8 @@ type HeteroPriorityArgs struct {
 	CardWeights *CardWeights `json:"cardWeights,omitempty"`
 }
 
-// CardWeights are relative weights; at least one must be positive.
+// CardWeights are relative weights, 0 to 100 each; all zero leaves S_card
+// out, so that GPU nodes rank by fit alone.
 type CardWeights struct {
 	// computeCapability weighs the compute capability (8.0 > 7.5).
 	ComputeCapability int64 `json:"computeCapability"`

@@ -42,9 +42,6 @@ func (a *HeteroPriorityArgs) Validate(path *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(p.Child(f.name), f.value, "must be between 0 and 100"))
 		}
 	}
-	if w.ComputeCapability+w.MemoryBandwidth+w.MaxClock <= 0 {
-		errs = append(errs, field.Invalid(p, *w, "at least one weight must be positive"))
-	}
 	return errs
 }
 

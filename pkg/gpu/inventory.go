@@ -98,45 +98,67 @@ func FromNodeLabels(node *corev1.Node) []Card {
 	return cards
 }
 
-// Pick returns the indices of the r.Count cards to give to the pod: among
-// the free cards that satisfy r, the smallest (least memory, then fewest
-// cores, then lowest index), which keeps the large cards for the requests
-// that need them. ok is false when fewer than r.Count cards qualify.
-func Pick(cards []Card, used func(index int) bool, r Request) (picked []int, ok bool) {
-	var fit []*Card
+// Pick appends to dst the indices of the r.Count cards to give to the
+// pod: among the free cards that satisfy r, the smallest (least memory,
+// then fewest cores, then lowest index), which keeps the large cards for
+// the requests that need them. The indices come out ascending; ok is false
+// when fewer than r.Count cards qualify. It does not allocate when dst has
+// room (schedulers call it for every node in every cycle).
+func Pick(cards []Card, used func(index int) bool, r Request, dst []int) (picked []int, ok bool) {
+	// Positions in cards of the qualifying cards; a node has at most 64.
+	var fitBuf [maxCount]int
+	fit := fitBuf[:0]
 	for i := range cards {
+		if len(fit) == maxCount {
+			break
+		}
 		if !used(cards[i].Index) && cards[i].Satisfies(r) {
-			fit = append(fit, &cards[i])
+			fit = append(fit, i)
 		}
 	}
 	if int64(len(fit)) < r.Count {
-		return nil, false
+		return dst, false
 	}
-	slices.SortFunc(fit, func(a, b *Card) int {
+	less := func(a, b *Card) bool {
 		switch {
 		case a.MemoryMiB != b.MemoryMiB:
-			return cmpInt(a.MemoryMiB, b.MemoryMiB)
+			return a.MemoryMiB < b.MemoryMiB
 		case a.Cores != b.Cores:
-			return cmpInt(a.Cores, b.Cores)
+			return a.Cores < b.Cores
 		default:
-			return a.Index - b.Index
+			return a.Index < b.Index
 		}
-	})
-	for _, c := range fit[:r.Count] {
-		picked = append(picked, c.Index)
 	}
-	slices.Sort(picked)
-	return picked, true
+	// Insertion sort: few elements, often already in order, no allocation.
+	for i := 1; i < len(fit); i++ {
+		for j := i; j > 0 && less(&cards[fit[j]], &cards[fit[j-1]]); j-- {
+			fit[j], fit[j-1] = fit[j-1], fit[j]
+		}
+	}
+	start := len(dst)
+	for _, pos := range fit[:r.Count] {
+		dst = append(dst, cards[pos].Index)
+	}
+	out := dst[start:]
+	for i := 1; i < len(out); i++ {
+		for j := i; j > 0 && out[j] < out[j-1]; j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
+	return dst, true
 }
 
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
+// CardByIndex returns the card with the given index, nil when none has it.
+func CardByIndex(cards []Card, index int) *Card {
+	if index >= 0 && index < len(cards) && cards[index].Index == index {
+		return &cards[index]
 	}
-	return 0
+	for i := range cards {
+		if cards[i].Index == index {
+			return &cards[i]
+		}
+	}
+	return nil
 }
 
 func parseCapability(s string) float64 {
@@ -174,4 +196,53 @@ func ParseIndices(s string) (indices []int, ok bool) {
 		indices = append(indices, i)
 	}
 	return indices, true
+}
+
+// Set is the cards of a node with the facts a scheduler reads for every
+// node in every cycle, computed once.
+type Set struct {
+	// Cards are the cards by index.
+	Cards []Card
+	// First is a copy of Cards[0], kept beside the other facts so that the
+	// common case (Uniform) reads one object.
+	First Card
+	// Uniform is true when every card is healthy and of one model, memory
+	// and core count, so that one card (First) answers for all.
+	Uniform bool
+	// MaxMemoryMiB and MaxCores are the largest values among the cards.
+	MaxMemoryMiB, MaxCores int64
+}
+
+// NewSet returns the Set of cards; nil when there are none.
+func NewSet(cards []Card) *Set {
+	if len(cards) == 0 {
+		return nil
+	}
+	s := &Set{Cards: cards, First: cards[0], Uniform: true}
+	first := cards[0]
+	for _, c := range cards {
+		s.MaxMemoryMiB = max(s.MaxMemoryMiB, c.MemoryMiB)
+		s.MaxCores = max(s.MaxCores, c.Cores)
+		if !c.Healthy || c.Model != first.Model || c.MemoryMiB != first.MemoryMiB || c.Cores != first.Cores {
+			s.Uniform = false
+		}
+	}
+	return s
+}
+
+// Interchangeable reports whether any card stands for any other on a node
+// offering allocatable cards: all are alike and healthy and all are
+// offered, so a request fits all or none of them, and the free ones are
+// the allocatable ones that no pod requests (every pod holding a card
+// requests it). Schedulers then need not know which pod holds which card.
+func (s *Set) Interchangeable(allocatable int64) bool {
+	return s.Uniform && int64(len(s.Cards)) == allocatable
+}
+
+// Len is the number of cards; 0 for a nil Set.
+func (s *Set) Len() int {
+	if s == nil {
+		return 0
+	}
+	return len(s.Cards)
 }

@@ -40,7 +40,7 @@ func TestPick(t *testing.T) {
 			for _, i := range tc.used {
 				used[i] = true
 			}
-			got, ok := Pick(cards, func(i int) bool { return used[i] }, tc.req)
+			got, ok := Pick(cards, func(i int) bool { return used[i] }, tc.req, nil)
 			if ok != tc.wantOK {
 				t.Fatalf("ok = %v, want %v", ok, tc.wantOK)
 			}

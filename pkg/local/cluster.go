@@ -52,6 +52,9 @@ type Options struct {
 	// NewRegistry returns the scheduler's out-of-tree plugins; default
 	// scheduler.Registry. It is called again when the scheduler restarts.
 	NewRegistry func() frameworkruntime.Registry
+	// DeferScheduler leaves the scheduler stopped until StartScheduler, so
+	// that a benchmark can queue its pods first.
+	DeferScheduler bool
 	// APIServerArgs are extra kube-apiserver flags, e.g. --runtime-config=...
 	APIServerArgs []string
 	// Nodes tunes the simulated kubelets; the clients and Nodes are filled in.
@@ -210,10 +213,12 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		{name: "controllers", run: func(ctx context.Context, started chan<- struct{}) error {
 			return runControllers(ctx, c.Config, p.CACert(), started)
 		}},
-		c.newSchedulerComponent(),
 		{name: "nodes", run: sim.Run},
 	}
-	c.scheduler = components[1]
+	if !opts.DeferScheduler {
+		c.scheduler = c.newSchedulerComponent()
+		components = append(components, c.scheduler)
+	}
 	for _, comp := range components {
 		c.startComponent(compCtx, comp)
 	}
@@ -297,13 +302,38 @@ func (c *Cluster) newSchedulerComponent() *component {
 func (c *Cluster) RestartScheduler(ctx context.Context) error {
 	c.schedMu.Lock()
 	defer c.schedMu.Unlock()
-	old := c.scheduler
-	old.cancel()
+	if err := c.stopSchedulerLocked(); err != nil {
+		return err
+	}
+	return c.startSchedulerLocked(ctx)
+}
+
+// StartScheduler starts the scheduler of a cluster started with
+// DeferScheduler; it returns once the scheduler schedules.
+func (c *Cluster) StartScheduler(ctx context.Context) error {
+	c.schedMu.Lock()
+	defer c.schedMu.Unlock()
+	if c.scheduler != nil {
+		return errors.New("scheduler already running")
+	}
+	return c.startSchedulerLocked(ctx)
+}
+
+func (c *Cluster) stopSchedulerLocked() error {
+	if c.scheduler == nil {
+		return nil
+	}
+	c.scheduler.cancel()
 	select {
-	case <-old.done:
+	case <-c.scheduler.done:
 	case <-time.After(stopTimeout):
 		return errors.New("scheduler did not stop in time")
 	}
+	c.scheduler = nil
+	return nil
+}
+
+func (c *Cluster) startSchedulerLocked(ctx context.Context) error {
 	c.scheduler = c.newSchedulerComponent()
 	c.startComponent(c.compCtx, c.scheduler)
 	return c.waitStarted(ctx, c.scheduler)

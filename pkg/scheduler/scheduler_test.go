@@ -77,17 +77,39 @@ func TestDecodeConfigErrors(t *testing.T) {
 	}
 }
 
-// Every plugin the shipped profiles name is either upstream's or in
-// Registry, and every argument they give our plugins decodes.
-func TestProfilesUseKnownPlugins(t *testing.T) {
-	cfg, err := LocalConfig()
+// Every plugin the shipped configurations (the profiles and each plugin's
+// example) name is either upstream's or in Registry, and every argument
+// they give our plugins decodes.
+func TestConfigsUseKnownPlugins(t *testing.T) {
+	local, err := LocalConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkPlugins(t, local)
+	examples, err := filepath.Glob(filepath.Join("plugins", "*", "example-config.yaml"))
+	if err != nil || len(examples) == 0 {
+		t.Fatalf("no example configurations: %v", err)
+	}
+	for _, path := range examples {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := DecodeConfig(data)
+		if err != nil {
+			t.Errorf("%s: %v", path, err)
+			continue
+		}
+		checkPlugins(t, cfg)
+	}
+}
+
+func checkPlugins(t *testing.T, cfg *config.KubeSchedulerConfiguration) {
+	t.Helper()
 	inTree := plugins.NewInTreeRegistry()
 	ours := Registry()
 	for _, p := range cfg.Profiles {
-		for _, set := range []config.PluginSet{p.Plugins.MultiPoint, p.Plugins.Score, p.Plugins.Filter} {
+		for _, set := range []config.PluginSet{p.Plugins.MultiPoint, p.Plugins.Score, p.Plugins.Filter, p.Plugins.Bind} {
 			for _, pl := range append(set.Enabled, set.Disabled...) {
 				if _, ok := inTree[pl.Name]; !ok && ours[pl.Name] == nil && pl.Name != "*" {
 					t.Errorf("profile %s names unknown plugin %q", p.SchedulerName, pl.Name)

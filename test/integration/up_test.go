@@ -154,6 +154,8 @@ func TestUpBadInput(t *testing.T) {
 	busyPort := busy.Addr().(*net.TCPAddr).Port
 	badCluster := filepath.Join(dir, "cluster.yaml")
 	writeFile(t, badCluster, "apiVersion: aisched.io/v1alpha1\nkind: Cluster\nnodePools:\n  - name: gpu\n    count: 1\n    cpu: 8\n    memory: 32Gi\n    gpus:\n      count: 2\n      model: T4\n      memoryMiB: 0\n")
+	badArgs := filepath.Join(dir, "args.yaml")
+	writeFile(t, badArgs, "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: x\n  plugins: {multiPoint: {enabled: [{name: PCCBalance}]}}\n  pluginConfig:\n  - name: PCCBalance\n    args: {mode: square}\n")
 	badScheduler := filepath.Join(dir, "scheduler.yaml")
 	writeFile(t, badScheduler, "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: x\n  plugins: {score: {enabled: [{name: NoSuchPlugin}]}}\n- schedulerName: x\n")
 
@@ -166,6 +168,7 @@ func TestUpBadInput(t *testing.T) {
 		{"missing cluster file", []string{"--cluster", filepath.Join(dir, "nope.yaml")}, "cluster file: open " + filepath.Join(dir, "nope.yaml")},
 		{"bad field", []string{"--cluster", badCluster}, badCluster + ":11: nodePools[0].gpus.memoryMiB: Invalid value: 0"},
 		{"bad scheduler config", []string{"--scheduler-config", badScheduler}, badScheduler + ": "},
+		{"bad plugin argument", []string{"--port", "0", "--scheduler-config", badArgs}, `pluginConfig[PCCBalance].args.mode: Unsupported value: "square"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

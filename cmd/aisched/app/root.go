@@ -23,6 +23,7 @@ a whole simulated cluster in this process.`,
 	root.AddCommand(
 		newUpCommand(),
 		newSchedulerCommand(),
+		newBenchCommand(),
 		newVersionCommand(),
 	)
 	return root

@@ -152,8 +152,8 @@ loop:
 	stop()
 	stopping := time.Now()
 	fmt.Fprintln(out, "stopping...")
-	// Components cancelled mid-request complain on stderr through loggers
-	// built at init (the apiserver's etcd client); send that to the log.
+	// Components cancelled mid-request complain on stderr; send that to the
+	// log. Until now stderr stays the terminal's, for errors and crashes.
 	redirectStderr(logOut)
 	if err := c.Stop(); err != nil {
 		return fmt.Errorf("stop: %w", err)
@@ -204,14 +204,24 @@ func setupKlog(w io.Writer, v int) error {
 	return nil
 }
 
-// redirectStderr points file descriptor 2 at w when w is a file; the
-// process's own messages are printed to stdout by then.
-func redirectStderr(w io.Writer) {
+// redirectStderr points file descriptor 2 at the log w (when w is a file
+// other than stderr), so that what libraries write to stderr through
+// loggers built at init (the apiserver's etcd client) lands in the log. It
+// returns a file for the terminal's stderr, which the caller keeps using.
+func redirectStderr(w io.Writer) *os.File {
 	f, ok := w.(*os.File)
 	if !ok || f == os.Stderr {
-		return
+		return os.Stderr
 	}
-	_ = unix.Dup2(int(f.Fd()), 2)
+	saved, err := unix.Dup(2)
+	if err != nil {
+		return os.Stderr
+	}
+	if err := unix.Dup2(int(f.Fd()), 2); err != nil {
+		unix.Close(saved)
+		return os.Stderr
+	}
+	return os.NewFile(uintptr(saved), "/dev/stderr")
 }
 
 func openLog(path string) (io.Writer, func(), error) {

@@ -68,6 +68,10 @@ type Options struct {
 	HeartbeatQPS int
 	// Workers is the number of pods handled in parallel.
 	Workers int
+	// NodesOnly registers and heartbeats the nodes but leaves the pods bound
+	// to them alone (Pending), so that a benchmark measures the scheduler
+	// without kubelet traffic.
+	NodesOnly bool
 }
 
 // Simulator runs the simulated kubelets of a set of nodes.
@@ -142,6 +146,12 @@ func (s *Simulator) Run(ctx context.Context, ready chan<- struct{}) error {
 
 	if err := s.registerNodes(ctx); err != nil {
 		return err
+	}
+
+	if s.opts.NodesOnly {
+		close(ready)
+		s.heartbeat(ctx)
+		return nil
 	}
 
 	s.queue = workqueue.NewTypedRateLimitingQueueWithConfig(

@@ -1,9 +1,14 @@
 // Package gpustate is the GPU view that aisched's scheduler plugins share
 // within one scheduler: the cards of every node (GPUInventory, or GPU
-// Feature Discovery labels when a node has none) and which pod holds which
-// card. Profiles have their own plugin instances, so the view must be shared
-// for two profiles never to give the same card away; it lives as long as
-// the scheduler's plugin registry (scheduler.Registry), not the process.
+// Feature Discovery labels when a node has none), which pod holds which
+// card, and cluster-wide facts such as the share of GPU nodes. Profiles
+// have their own plugin instances, so the view must be shared for two
+// profiles never to give the same card away; it lives as long as the
+// scheduler's plugin registry (scheduler.Registry), not the process.
+//
+// Everything is kept up to date by informer event handlers, so that the
+// plugins' Filter and Score read a node's cards and usage in a few map
+// lookups, with nothing converted or allocated per call.
 package gpustate
 
 import (
@@ -16,13 +21,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
-	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
 
 	aischedv1alpha1 "github.com/aisched/aisched/apis/aisched/v1alpha1"
 	"github.com/aisched/aisched/pkg/generated/clientset/versioned"
 	"github.com/aisched/aisched/pkg/generated/informers/externalversions"
-	listers "github.com/aisched/aisched/pkg/generated/listers/aisched/v1alpha1"
 	"github.com/aisched/aisched/pkg/gpu"
 )
 
@@ -33,43 +37,59 @@ const InventoryEvent fwk.EventResource = "gpuinventories.v1alpha1.aisched.io"
 // syncTimeout bounds the wait for the inventory cache at scheduler start.
 const syncTimeout = 30 * time.Second
 
-// State is the shared GPU view. The zero value is not usable; use New.
+// State is the shared GPU view. Create it with New or NewStandalone.
 type State struct {
 	once    sync.Once
 	initErr error
-	// inventories is nil when the GPUInventory CRD is not installed.
-	inventories listers.GPUInventoryLister
+	// inventoryServed is false when the GPUInventory CRD is not installed.
+	inventoryServed bool
 
 	mu sync.RWMutex
 	// pods maps pod UID to the cards it holds.
 	pods map[types.UID]holding
-}
-
-type holding struct {
-	node  string
-	cards []int
+	// cards holds what is known of each node's cards, by node name.
+	cards map[string]nodeCards
+	// byNode caches Cards by node object: the scheduler hands the same
+	// *Node to every Filter and Score call until the node changes, and a
+	// pointer hashes far faster than a name (this lookup runs for every node
+	// in every cycle). ptrs lists the cached objects of each node name, and
+	// gen counts inventory changes, so that a change drops stale entries.
+	byNode map[cardsKey]*gpu.Set
+	ptrs   map[string][]*corev1.Node
+	gen    uint64
+	// nodes are the cluster's nodes, for the cluster-wide facts.
+	nodes    map[string]*corev1.Node
+	gpuNodes int
+	// facts is recomputed when stale (a node or an inventory changed).
+	facts      ClusterFacts
+	factsStale bool
 }
 
 // New returns an empty State, to be connected to a scheduler with Init.
 func New() *State {
-	return &State{pods: map[types.UID]holding{}}
+	return &State{
+		pods:   map[types.UID]holding{},
+		cards:  map[string]nodeCards{},
+		byNode: map[cardsKey]*gpu.Set{},
+		ptrs:   map[string][]*corev1.Node{},
+		nodes:  map[string]*corev1.Node{},
+	}
 }
 
-// NewStatic returns a State that reads inventories from the lister (nil:
-// GPU Feature Discovery labels only) and learns of pods only through
-// ObservePod, ForgetPod and Assign; Init does nothing. It serves unit tests
-// and tools without a scheduler.
-func NewStatic(inventories listers.GPUInventoryLister) *State {
+// NewStandalone returns a State that is not connected to a scheduler: it
+// learns only through its Observe, Forget and Assign methods, and Init
+// does nothing. It serves unit tests, benchmarks and tools.
+func NewStandalone() *State {
 	s := New()
-	s.inventories = inventories
+	s.inventoryServed = true
 	s.once.Do(func() {})
 	return s
 }
 
-// Init connects the State to the scheduler, once: it starts a GPUInventory
-// informer when the CRD is served, and follows pods through the
-// scheduler's pod informer so that cards held by bound pods are known,
-// also after a restart. Later calls return the first call's result.
+// Init connects the State to the scheduler, once: it follows
+// GPUInventories (when the CRD is served), nodes and pods through
+// informers, so that the cards of bound pods are known, also after a
+// restart. Later calls return the first call's result.
 func (s *State) Init(ctx context.Context, h fwk.Handle) error {
 	s.once.Do(func() { s.initErr = s.init(ctx, h) })
 	return s.initErr
@@ -89,134 +109,39 @@ func (s *State) init(ctx context.Context, h fwk.Handle) error {
 	case err != nil:
 		return fmt.Errorf("discover %s: %w", aischedv1alpha1.SchemeGroupVersion, err)
 	default:
+		s.inventoryServed = true
 		factory := externalversions.NewSharedInformerFactory(client, 0)
-		informer := factory.Aisched().V1alpha1().GPUInventories()
-		s.inventories = informer.Lister()
+		informer := factory.Aisched().V1alpha1().GPUInventories().Informer()
+		if _, err := informer.AddEventHandler(handlers(s.ObserveInventory, s.ForgetInventory)); err != nil {
+			return err
+		}
 		factory.Start(ctx.Done())
 		syncCtx, cancel := context.WithTimeout(ctx, syncTimeout)
 		defer cancel()
-		if !cache.WaitForCacheSync(syncCtx.Done(), informer.Informer().HasSynced) {
+		if !cache.WaitForCacheSync(syncCtx.Done(), informer.HasSynced) {
 			return fmt.Errorf("GPUInventory cache not synced after %s", syncTimeout)
 		}
 	}
-	_, err = h.SharedInformerFactory().Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    s.ObservePod,
-		UpdateFunc: func(_, obj interface{}) { s.ObservePod(obj) },
-		DeleteFunc: s.ForgetPod,
-	})
+	core := h.SharedInformerFactory().Core().V1()
+	if _, err := core.Pods().Informer().AddEventHandler(handlers(s.ObservePod, s.ForgetPod)); err != nil {
+		return err
+	}
+	_, err = core.Nodes().Informer().AddEventHandler(handlers(s.ObserveNode, s.ForgetNode))
 	return err
 }
 
-// InventoryServed reports whether GPUInventory objects are read.
-func (s *State) InventoryServed() bool { return s.inventories != nil }
-
-// ObservePod records the cards of a bound, running pod from its assigned
-// annotation, and forgets the pod once it has ended. It is the pod
-// informer's add and update handler.
-func (s *State) ObservePod(obj interface{}) {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		return
-	}
-	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
-		s.Release(pod.UID, "")
-		return
-	}
-	if pod.Spec.NodeName == "" {
-		// An unbound pod may carry the annotation of an attempt that failed
-		// to bind; only binding makes it true.
-		return
-	}
-	cards, ok := gpu.ParseIndices(pod.Annotations[gpu.AssignedAnnotation])
-	if !ok {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.pods[pod.UID] = holding{node: pod.Spec.NodeName, cards: cards}
-}
-
-// ForgetPod forgets a deleted pod's cards; the pod informer's delete handler.
-func (s *State) ForgetPod(obj interface{}) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	if pod, ok := obj.(*corev1.Pod); ok {
-		s.Release(pod.UID, "")
-	}
-}
-
-// Cards returns the cards of a node: its GPUInventory when there is one,
-// else its GPU Feature Discovery labels when useLabels, else none.
-func (s *State) Cards(node *corev1.Node, useLabels bool) []gpu.Card {
-	if s.inventories != nil {
-		if inv, err := s.inventories.Get(node.Name); err == nil {
-			return gpu.FromInventory(inv)
-		}
-	}
-	if useLabels {
-		return gpu.FromNodeLabels(node)
-	}
-	return nil
-}
-
-// Assign records that the pod holds the cards of node (Reserve).
-func (s *State) Assign(uid types.UID, node string, cards []int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.pods[uid] = holding{node: node, cards: cards}
-}
-
-// Release forgets the pod's cards. With a node name it only forgets cards
-// on that node (Unreserve of a placement that was replaced does nothing).
-func (s *State) Release(uid types.UID, node string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if h, ok := s.pods[uid]; ok && (node == "" || h.node == node) {
-		delete(s.pods, uid)
-	}
-}
-
-// Held returns the cards the pod holds and on which node.
-func (s *State) Held(uid types.UID) (node string, cards []int, ok bool) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	h, ok := s.pods[uid]
-	return h.node, h.cards, ok
-}
-
-// Usage is what the pods of a node hold.
-type Usage struct {
-	// Used is the set of card indices held by pods with a known assignment.
-	Used map[int]bool
-	// Unknown counts the cards held by GPU pods that no aisched profile
-	// placed (another scheduler's): which cards they have is not known.
-	Unknown int64
-}
-
-// Usage returns the cards held by the pods of nodeInfo, leaving out the
-// pod being placed (UID skip, requesting skipGPUs cards) should the node
-// already list it. It reads the node's pods from nodeInfo, so that
-// preemption's what-if copies (victims removed) are honoured.
-func (s *State) Usage(nodeInfo fwk.NodeInfo, skip types.UID, skipGPUs int64) Usage {
-	u := Usage{Used: map[int]bool{}}
-	requested := nodeInfo.GetRequested().GetScalarResources()[gpu.ResourceName]
-	var known int64
-	s.mu.RLock()
-	for _, pi := range nodeInfo.GetPods() {
-		pod := pi.GetPod()
-		if pod.UID == skip {
-			requested -= skipGPUs
-			continue
-		}
-		if h, ok := s.pods[pod.UID]; ok && h.node == nodeInfo.Node().Name {
-			for _, c := range h.cards {
-				u.Used[c] = true
+func handlers(observe, forget func(interface{})) cache.ResourceEventHandlerFuncs {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    observe,
+		UpdateFunc: func(_, obj interface{}) { observe(obj) },
+		DeleteFunc: func(obj interface{}) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
 			}
-			known += int64(len(h.cards))
-		}
+			forget(obj)
+		},
 	}
-	s.mu.RUnlock()
-	u.Unknown = max(requested-known, 0)
-	return u
 }
+
+// InventoryServed reports whether GPUInventory objects are followed.
+func (s *State) InventoryServed() bool { return s.inventoryServed }

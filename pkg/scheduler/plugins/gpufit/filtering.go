@@ -63,18 +63,30 @@ func (pl *GPUFit) Filter(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, 
 	if !ok {
 		return fwk.AsStatus(fmt.Errorf("%s: no PreFilter state", Name))
 	}
-	cards := pl.state.Cards(nodeInfo.Node(), pl.useLabels)
-	if len(cards) == 0 {
+	set := pl.state.Cards(nodeInfo.Node(), pl.useLabels)
+	if set == nil {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reasonNoGPUs)
+	}
+	if allocatable := nodeInfo.GetAllocatable().GetScalarResources()[gpu.ResourceName]; set.Interchangeable(allocatable) {
+		// No scan of the node's pods for most nodes, and a full node is
+		// rejected before NodeResourcesFit's costlier check (the aisched
+		// profiles run GPUFit's Filter first).
+		switch {
+		case !set.First.Satisfies(s.req) || allocatable < s.req.Count:
+			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reasonNoCardFits)
+		case allocatable-nodeInfo.GetRequested().GetScalarResources()[gpu.ResourceName] < s.req.Count:
+			return fwk.NewStatus(fwk.Unschedulable, reasonNotEnough)
+		}
+		return nil
 	}
 	var capable, free int64
 	usage := pl.state.Usage(nodeInfo, pod.UID, s.req.Count)
-	for i := range cards {
-		if !cards[i].Satisfies(s.req) {
+	for i := range set.Cards {
+		if !set.Cards[i].Satisfies(s.req) {
 			continue
 		}
 		capable++
-		if !usage.Used[cards[i].Index] {
+		if !usage.Used(set.Cards[i].Index) {
 			free++
 		}
 	}

@@ -8,10 +8,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/tools/cache"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	schedcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
@@ -20,7 +21,6 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	aischedv1alpha1 "github.com/aisched/aisched/apis/aisched/v1alpha1"
-	listers "github.com/aisched/aisched/pkg/generated/listers/aisched/v1alpha1"
 	"github.com/aisched/aisched/pkg/gpu"
 	"github.com/aisched/aisched/pkg/scheduler/gpustate"
 )
@@ -66,11 +66,8 @@ type fixture struct {
 func newFixture(t *testing.T, running ...*corev1.Pod) *fixture {
 	t.Helper()
 	ctx := context.Background()
-	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-	if err := indexer.Add(inventory()); err != nil {
-		t.Fatal(err)
-	}
-	state := gpustate.NewStatic(listers.NewGPUInventoryLister(indexer))
+	state := gpustate.NewStandalone()
+	state.ObserveInventory(inventory())
 	client := fake.NewClientset()
 	for _, p := range running {
 		if _, err := client.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
@@ -178,7 +175,7 @@ func TestFilter(t *testing.T) {
 	}
 }
 
-func TestReserveUnreservePreBind(t *testing.T) {
+func TestReserveUnreserveBind(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
 	// Best fit: a pod without a memory constraint gets the small cards, a
@@ -208,18 +205,20 @@ func TestReserveUnreservePreBind(t *testing.T) {
 		}
 	}
 
-	if _, s := f.pl.PreBindPreFlight(ctx, cs, small, "mixed"); !s.IsSuccess() {
-		t.Errorf("PreBindPreFlight of a GPU pod: %v, want success", s)
-	}
-	if s := f.pl.PreBind(ctx, cs, small, "mixed"); !s.IsSuccess() {
+	var binding *corev1.Binding
+	f.client.PrependReactor("create", "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		if action.GetSubresource() != "binding" {
+			return false, nil, nil
+		}
+		binding = action.(k8stesting.CreateAction).GetObject().(*corev1.Binding)
+		return true, binding, nil
+	})
+	if s := f.pl.Bind(ctx, cs, small, "mixed"); !s.IsSuccess() {
 		t.Fatal(s)
 	}
-	got, err := f.client.CoreV1().Pods("ns").Get(ctx, "small", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.Annotations[gpu.AssignedAnnotation] != "0,1" || got.Annotations[gpu.AssignedUUIDsAnnotation] != "GPU-a,GPU-b" {
-		t.Errorf("annotations after PreBind: %v, want cards 0,1 and their UUIDs", got.Annotations)
+	wantAnnotations := map[string]string{gpu.AssignedAnnotation: "0,1", gpu.AssignedUUIDsAnnotation: "GPU-a,GPU-b"}
+	if binding == nil || binding.Target.Name != "mixed" || binding.UID != small.UID || !cmp.Equal(wantAnnotations, binding.Annotations) {
+		t.Errorf("binding %+v, want one to node mixed for the pod's UID with annotations %v", binding, wantAnnotations)
 	}
 
 	f.pl.Unreserve(ctx, cs, small, "other-node") // not where it was reserved: no effect
@@ -237,8 +236,8 @@ func TestReserveUnreservePreBind(t *testing.T) {
 	if s := f.pl.Reserve(ctx, ccs, cpuPod, "cpu"); !s.IsSuccess() {
 		t.Errorf("Reserve of a CPU pod: %v", s)
 	}
-	if _, s := f.pl.PreBindPreFlight(ctx, ccs, cpuPod, "cpu"); !s.IsSkip() {
-		t.Errorf("PreBindPreFlight of a CPU pod: %v, want Skip", s)
+	if s := f.pl.Bind(ctx, ccs, cpuPod, "cpu"); !s.IsSkip() {
+		t.Errorf("Bind of a CPU pod: %v, want Skip (left to DefaultBinder)", s)
 	}
 }
 

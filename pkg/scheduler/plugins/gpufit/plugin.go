@@ -2,8 +2,8 @@
 // per-card GPU constraints (memory, CUDA cores, model) on top of the card
 // count, picks the concrete cards of a pod at Reserve (best fit: the
 // smallest cards that satisfy the request), releases them at Unreserve and
-// records them on the pod before binding, in the gpu.aisched.io/assigned
-// annotation, for a device plugin to honour.
+// binds the pod with the cards in its gpu.aisched.io/assigned annotation,
+// for a device plugin to honour.
 package gpufit
 
 import (
@@ -13,8 +13,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/util"
 
 	"github.com/aisched/aisched/apis/config"
@@ -41,7 +41,7 @@ var (
 	_ fwk.PreFilterPlugin   = &GPUFit{}
 	_ fwk.FilterPlugin      = &GPUFit{}
 	_ fwk.ReservePlugin     = &GPUFit{}
-	_ fwk.PreBindPlugin     = &GPUFit{}
+	_ fwk.BindPlugin        = &GPUFit{}
 	_ fwk.EnqueueExtensions = &GPUFit{}
 	_ fwk.SignPlugin        = &GPUFit{}
 )
@@ -107,7 +107,7 @@ func (pl *GPUFit) afterNodeChanged(_ klog.Logger, _ *corev1.Pod, _, newObj inter
 	if err != nil {
 		return fwk.Queue, err
 	}
-	if len(pl.state.Cards(node, pl.useLabels)) > 0 {
+	if pl.state.Cards(node, pl.useLabels).Len() > 0 {
 		return fwk.Queue, nil
 	}
 	return fwk.QueueSkip, nil

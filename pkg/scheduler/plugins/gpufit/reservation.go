@@ -2,15 +2,12 @@ package gpufit
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/aisched/aisched/pkg/gpu"
 )
@@ -35,18 +32,20 @@ func (pl *GPUFit) Reserve(ctx context.Context, cs fwk.CycleState, pod *corev1.Po
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
-	cards := pl.state.Cards(nodeInfo.Node(), pl.useLabels)
+	set := pl.state.Cards(nodeInfo.Node(), pl.useLabels)
+	if set == nil {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reasonNoGPUs)
+	}
+	cards := set.Cards
 	usage := pl.state.Usage(nodeInfo, pod.UID, s.req.Count)
-	picked, ok := gpu.Pick(cards, func(i int) bool { return usage.Used[i] }, s.req)
+	picked, ok := gpu.Pick(cards, usage.Used, s.req, nil)
 	if !ok {
 		return fwk.NewStatus(fwk.Unschedulable, reasonNotEnough)
 	}
 	r := &reservation{node: nodeName, cards: picked}
-	for _, c := range cards {
-		for _, p := range picked {
-			if c.Index == p && c.UUID != "" {
-				r.uuids = append(r.uuids, c.UUID)
-			}
+	for _, idx := range picked {
+		if c := gpu.CardByIndex(cards, idx); c != nil && c.UUID != "" {
+			r.uuids = append(r.uuids, c.UUID)
 		}
 	}
 	pl.state.Assign(pod.UID, nodeName, picked)
@@ -69,32 +68,31 @@ func getReservation(cs fwk.CycleState) (*reservation, bool) {
 	return r, ok
 }
 
-// PreBindPreFlight implements fwk.PreBindPlugin: only pods with cards are
-// patched, and the patch may run beside other plugins' PreBind.
-func (pl *GPUFit) PreBindPreFlight(_ context.Context, cs fwk.CycleState, _ *corev1.Pod, _ string) (*fwk.PreBindPreFlightResult, *fwk.Status) {
-	if _, ok := getReservation(cs); !ok {
-		return nil, fwk.NewStatus(fwk.Skip)
-	}
-	return &fwk.PreBindPreFlightResult{AllowParallel: true}, nil
-}
-
-// PreBind writes the reserved cards on the pod before it is bound.
-func (pl *GPUFit) PreBind(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, _ string) *fwk.Status {
+// Bind binds a pod that holds cards, with the assignment as annotations of
+// the Binding, which the apiserver copies onto the pod in the same write;
+// a device plugin reads them from the pod. Other pods are left to
+// DefaultBinder (Skip). One write per pod, like DefaultBinder's: a PreBind
+// patch would add two (the patch and the nominated-node update the
+// scheduler makes before any PreBind).
+func (pl *GPUFit) Bind(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, nodeName string) *fwk.Status {
 	r, ok := getReservation(cs)
 	if !ok {
-		return nil
+		return fwk.NewStatus(fwk.Skip)
 	}
-	annotations := map[string]interface{}{gpu.AssignedAnnotation: gpu.FormatIndices(r.cards)}
+	annotations := map[string]string{gpu.AssignedAnnotation: gpu.FormatIndices(r.cards)}
 	if len(r.uuids) == len(r.cards) {
 		annotations[gpu.AssignedUUIDsAnnotation] = strings.Join(r.uuids, ",")
 	}
-	// The UID makes the patch fail on a new pod that reuses the name.
-	patch, err := json.Marshal(map[string]interface{}{"metadata": map[string]interface{}{"uid": pod.UID, "annotations": annotations}})
-	if err != nil {
-		return fwk.AsStatus(err)
+	binding := &corev1.Binding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, Annotations: annotations},
+		Target:     corev1.ObjectReference{Kind: "Node", Name: nodeName},
 	}
-	if _, err := pl.handle.ClientSet().CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		return fwk.AsStatus(fmt.Errorf("record GPU assignment: %w", err))
+	if cacher := pl.handle.APICacher(); cacher != nil {
+		onFinish, err := cacher.BindPod(binding)
+		if err != nil {
+			return fwk.AsStatus(err)
+		}
+		return fwk.AsStatus(cacher.WaitOnFinish(ctx, onFinish))
 	}
-	return nil
+	return fwk.AsStatus(pl.handle.ClientSet().CoreV1().Pods(pod.Namespace).Bind(ctx, binding, metav1.CreateOptions{}))
 }

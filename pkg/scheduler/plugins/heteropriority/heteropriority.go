@@ -90,7 +90,7 @@ type preScoreState struct {
 // Clone implements fwk.StateData; the state is read-only after PreScore.
 func (s *preScoreState) Clone() fwk.StateData { return s }
 
-// PreScore computes the cluster-wide terms of the score once per cycle.
+// PreScore reads the cluster-wide terms of the score once per cycle.
 func (pl *HeteroPriority) PreScore(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) *fwk.Status {
 	s, err := pl.preScore(pod)
 	if err != nil {
@@ -106,28 +106,10 @@ func (pl *HeteroPriority) preScore(pod *corev1.Pod) (*preScoreState, error) {
 		// GPUFit rejects such pods first; without GPUFit score them as CPU pods.
 		req = podRequest{}
 	}
-	all, err := pl.handle.SnapshotSharedLister().NodeInfos().List()
-	if err != nil {
-		return nil, err
-	}
-	s := &preScoreState{req: req}
-	var gpuNodes int
-	for _, ni := range all {
-		if !isGPUNode(ni) {
-			continue
-		}
-		gpuNodes++
-		if req.GPU.Count == 0 {
-			continue
-		}
-		for _, c := range pl.state.Cards(ni.Node(), true) {
-			s.maxCC = max(s.maxCC, c.ComputeCapability)
-			s.maxBandwidth = max(s.maxBandwidth, float64(c.BandwidthGBps))
-			s.maxClock = max(s.maxClock, float64(c.ClockMHz))
-		}
-	}
-	if len(all) > 0 {
-		s.gpuShare = float64(gpuNodes) / float64(len(all))
+	f := pl.state.Facts()
+	s := &preScoreState{req: req, maxCC: f.BestComputeCapability, maxBandwidth: f.BestBandwidthGBps, maxClock: f.BestClockMHz}
+	if f.Nodes > 0 {
+		s.gpuShare = float64(f.GPUNodes) / float64(f.Nodes)
 	}
 	return s, nil
 }

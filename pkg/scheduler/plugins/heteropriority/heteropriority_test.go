@@ -8,14 +8,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/tools/cache"
 	schedcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	aischedv1alpha1 "github.com/aisched/aisched/apis/aisched/v1alpha1"
-	listers "github.com/aisched/aisched/pkg/generated/listers/aisched/v1alpha1"
 	"github.com/aisched/aisched/pkg/gpu"
 	"github.com/aisched/aisched/pkg/scheduler/gpustate"
 )
@@ -57,12 +55,6 @@ func testInventories() []*aischedv1alpha1.GPUInventory {
 
 func newPlugin(t *testing.T) *HeteroPriority {
 	t.Helper()
-	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-	for _, inv := range testInventories() {
-		if err := indexer.Add(inv); err != nil {
-			t.Fatal(err)
-		}
-	}
 	client := fake.NewClientset()
 	h, err := frameworkruntime.NewFramework(context.Background(), nil, nil,
 		frameworkruntime.WithSnapshotSharedLister(schedcache.NewSnapshot(nil, testNodes())),
@@ -70,7 +62,14 @@ func newPlugin(t *testing.T) *HeteroPriority {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pl, err := New(context.Background(), nil, h, gpustate.NewStatic(listers.NewGPUInventoryLister(indexer)))
+	state := gpustate.NewStandalone()
+	for _, inv := range testInventories() {
+		state.ObserveInventory(inv)
+	}
+	for _, n := range testNodes() {
+		state.ObserveNode(n)
+	}
+	pl, err := New(context.Background(), nil, h, state)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/aisched/aisched/pkg/gpu"
 )
 
-const maxScore = float64(fwk.MaxNodeScore)
+const maxScore = float64(fwk.MaxScore)
 
 // cpuPodScore is seed 001's PriorityScore (formula 5): with a the share of
 // GPU nodes and lr the least-requested score, a CPU node scores
@@ -39,48 +39,80 @@ func leastRequested(req podRequest, ni fwk.NodeInfo) float64 {
 // gpuPodScore is 100 * (S_card + S_similarity) / 2 for the cards the pod
 // would get on the node (the best-fit pick of GPUFit's Reserve).
 func (pl *HeteroPriority) gpuPodScore(s *preScoreState, pod *corev1.Pod, ni fwk.NodeInfo) int64 {
-	cards := pl.state.Cards(ni.Node(), true)
-	usage := pl.state.Usage(ni, pod.UID, s.req.GPU.Count)
-	picked, ok := gpu.Pick(cards, func(i int) bool { return usage.Used[i] }, s.req.GPU)
-	if !ok {
+	set := pl.state.Cards(ni.Node(), true)
+	if set == nil {
 		return 0
 	}
-	chosen := make([]gpu.Card, 0, len(picked))
-	for _, c := range cards {
-		for _, p := range picked {
-			if c.Index == p {
-				chosen = append(chosen, c)
-			}
+	var chosen summary
+	var freeCards int64
+	if allocatable := ni.GetAllocatable().GetScalarResources()[gpu.ResourceName]; set.Interchangeable(allocatable) {
+		// Any card stands for the pick; no scan of the node's pods.
+		if !set.First.Satisfies(s.req.GPU) {
+			return 0
 		}
+		chosen = summaryOf(&set.First)
+		freeCards = allocatable - ni.GetRequested().GetScalarResources()[gpu.ResourceName]
+	} else {
+		usage := pl.state.Usage(ni, pod.UID, s.req.GPU.Count)
+		var buf [64]int
+		picked, ok := gpu.Pick(set.Cards, usage.Used, s.req.GPU, buf[:0])
+		if !ok || len(picked) == 0 {
+			return 0
+		}
+		chosen = chosenSummary(set.Cards, picked)
+		freeCards = int64(len(set.Cards)-usage.Count()) - usage.Unknown
+	}
+	if freeCards < s.req.GPU.Count {
+		return 0
 	}
 	sCard := pl.cardQuality(s, chosen)
-	sSim := similarity(s.req, ni, cards, chosen, int64(len(cards)-len(usage.Used))-usage.Unknown)
+	sSim := similarity(s.req, ni, set, chosen, freeCards)
 	return int64(math.Round(maxScore * (sCard + sSim) / 2))
+}
+
+// summary holds the means over the cards a pod would get.
+type summary struct {
+	cc, bandwidth, clock, memoryMiB, cores float64
+}
+
+func summaryOf(c *gpu.Card) summary {
+	return summary{c.ComputeCapability, float64(c.BandwidthGBps), float64(c.ClockMHz), float64(c.MemoryMiB), float64(c.Cores)}
+}
+
+func chosenSummary(cards []gpu.Card, picked []int) summary {
+	var s summary
+	for _, idx := range picked {
+		if c := gpu.CardByIndex(cards, idx); c != nil {
+			one := summaryOf(c)
+			s.cc += one.cc
+			s.bandwidth += one.bandwidth
+			s.clock += one.clock
+			s.memoryMiB += one.memoryMiB
+			s.cores += one.cores
+		}
+	}
+	n := float64(len(picked))
+	return summary{s.cc / n, s.bandwidth / n, s.clock / n, s.memoryMiB / n, s.cores / n}
 }
 
 // cardQuality is S_card: the weighted mean of the chosen cards' compute
 // capability, memory bandwidth and clock, each divided by the best in the
 // cluster. A term that no card in the cluster reports is left out.
-func (pl *HeteroPriority) cardQuality(s *preScoreState, chosen []gpu.Card) float64 {
+func (pl *HeteroPriority) cardQuality(s *preScoreState, chosen summary) float64 {
 	w := pl.weights
 	var sum, weights float64
-	for _, t := range []struct {
-		weight int64
-		best   float64
-		value  func(gpu.Card) float64
+	for _, t := range [...]struct {
+		weight      int64
+		best, value float64
 	}{
-		{w.ComputeCapability, s.maxCC, func(c gpu.Card) float64 { return c.ComputeCapability }},
-		{w.MemoryBandwidth, s.maxBandwidth, func(c gpu.Card) float64 { return float64(c.BandwidthGBps) }},
-		{w.MaxClock, s.maxClock, func(c gpu.Card) float64 { return float64(c.ClockMHz) }},
+		{w.ComputeCapability, s.maxCC, chosen.cc},
+		{w.MemoryBandwidth, s.maxBandwidth, chosen.bandwidth},
+		{w.MaxClock, s.maxClock, chosen.clock},
 	} {
 		if t.weight == 0 || t.best <= 0 {
 			continue
 		}
-		var mean float64
-		for _, c := range chosen {
-			mean += t.value(c) / t.best
-		}
-		sum += float64(t.weight) * mean / float64(len(chosen))
+		sum += float64(t.weight) * t.value / t.best
 		weights += float64(t.weight)
 	}
 	if weights == 0 {
@@ -94,24 +126,12 @@ func (pl *HeteroPriority) cardQuality(s *preScoreState, chosen []gpu.Card) float
 // node left with the least of each after the pod is placed scores highest
 // (best fit keeps large holes for large jobs). Dimensions the node has no
 // capacity in are left out.
-func similarity(req podRequest, ni fwk.NodeInfo, cards, chosen []gpu.Card, freeCards int64) float64 {
-	var maxMem, maxCores int64
-	for _, c := range cards {
-		maxMem = max(maxMem, c.MemoryMiB)
-		maxCores = max(maxCores, c.Cores)
-	}
-	var memPerCard, coresPerCard float64
-	for _, c := range chosen {
-		memPerCard += float64(c.MemoryMiB)
-		coresPerCard += float64(c.Cores)
-	}
-	memPerCard /= float64(len(chosen))
-	coresPerCard /= float64(len(chosen))
+func similarity(req podRequest, ni fwk.NodeInfo, set *gpu.Set, chosen summary, freeCards int64) float64 {
 	alloc, used := ni.GetAllocatable(), ni.GetRequested()
-	dims := []struct{ n, r, c float64 }{
-		{float64(freeCards), float64(req.GPU.Count), float64(len(cards))},
-		{memPerCard, float64(req.GPU.MemoryMiB), float64(maxMem)},
-		{coresPerCard, float64(req.GPU.Cores), float64(maxCores)},
+	dims := [...]struct{ n, r, c float64 }{
+		{float64(freeCards), float64(req.GPU.Count), float64(len(set.Cards))},
+		{chosen.memoryMiB, float64(req.GPU.MemoryMiB), float64(set.MaxMemoryMiB)},
+		{chosen.cores, float64(req.GPU.Cores), float64(set.MaxCores)},
 		{float64(alloc.GetMilliCPU() - used.GetMilliCPU()), float64(req.MilliCPU), float64(alloc.GetMilliCPU())},
 		{float64(alloc.GetMemory() - used.GetMemory()), float64(req.Memory), float64(alloc.GetMemory())},
 	}

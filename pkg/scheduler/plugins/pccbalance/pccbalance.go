@@ -163,9 +163,9 @@ func Pearson(x, y []float64) float64 {
 // abs (seed formula 8, times 10): (1 - |rho|) * 100; signed (every other
 // mode, which validation rules out): (1 - rho) / 2 * 100.
 func Complementarity(mode config.PCCBalanceMode, rho float64) int64 {
-	s := (1 - rho) / 2 * float64(fwk.MaxNodeScore)
+	s := (1 - rho) / 2 * float64(fwk.MaxScore)
 	if mode == config.PCCBalanceAbs {
-		s = (1 - math.Abs(rho)) * float64(fwk.MaxNodeScore)
+		s = (1 - math.Abs(rho)) * float64(fwk.MaxScore)
 	}
 	return int64(math.Round(s))
 }

@@ -1,0 +1,363 @@
+// Package bench measures aisched's scheduler against the upstream default
+// on the embedded control plane: the same pods on the same simulated
+// cluster, one profile after the other, in one run on one machine, so that
+// only the ratio between them is compared.
+package bench
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/component-base/metrics/legacyregistry"
+
+	"github.com/aisched/aisched/pkg/clusterfile"
+	"github.com/aisched/aisched/pkg/gpu"
+	"github.com/aisched/aisched/pkg/local"
+	"github.com/aisched/aisched/pkg/local/nodesim"
+)
+
+// ThroughputOptions configure a throughput run.
+type ThroughputOptions struct {
+	// Nodes is the number of simulated nodes (32 CPU, 128Gi, 110 pods; 8
+	// A100 GPUs each with GPU).
+	Nodes int
+	// Pods is the number of pods scheduled per profile (100m CPU, 256Mi;
+	// one whole GPU each with GPU).
+	Pods int
+	// GPU makes nodes GPU nodes and pods whole-GPU pods.
+	GPU bool
+	// Profiles are compared; the ratio is last / first.
+	Profiles []string
+	// Rounds is how often each profile is measured, in alternating order
+	// (A B, B A, A B, ...) so that what one measurement leaves behind in the
+	// process does not favour one profile; the median counts. Default 1.
+	Rounds int
+	// Timeout bounds the scheduling of one profile's pods.
+	Timeout time.Duration
+	// Progress receives one line per step; nil discards them.
+	Progress io.Writer
+	// Measure measures one profile; default Measure in this process. The
+	// command runs each measurement in a child process instead, so that
+	// none inherits the heap a previous control plane left behind (upstream
+	// components keep process-wide references to their caches).
+	Measure func(ctx context.Context, opts ThroughputOptions, profile string) (ProfileResult, error)
+}
+
+// ProfileResult is the measurement of one profile.
+type ProfileResult struct {
+	Name string `json:"name"`
+	// PodsPerSecond is pods bound per second between the first and the last
+	// binding; with several rounds, the median.
+	PodsPerSecond float64 `json:"pods_per_second"`
+	// Rounds lists pods/s of every round.
+	Rounds []float64 `json:"rounds,omitempty"`
+	// Seconds is the time from the first to the last binding.
+	Seconds   float64 `json:"seconds"`
+	Scheduled int     `json:"scheduled"`
+	// Batching counts the scheduler's opportunistic-batching outcomes
+	// (scheduler_batch_attempts_total and scheduler_batch_cache_flushed_total
+	// by result or reason) during this profile's run.
+	Batching map[string]float64 `json:"batching,omitempty"`
+}
+
+// ThroughputResult is the outcome of a run.
+type ThroughputResult struct {
+	Nodes    int             `json:"nodes"`
+	Pods     int             `json:"pods"`
+	GPU      bool            `json:"gpu"`
+	CPUs     int             `json:"cpus"`
+	Profiles []ProfileResult `json:"profiles"`
+	// Ratio is the last profile's pods/s over the first's.
+	Ratio float64 `json:"ratio"`
+}
+
+// Throughput schedules opts.Pods pods with each profile, each on a fresh
+// cluster of opts.Nodes nodes. Pods are created before the scheduler
+// starts, and the simulated kubelets leave them alone, so the measure is
+// the scheduler's alone (like upstream scheduler_perf).
+func Throughput(ctx context.Context, opts ThroughputOptions) (*ThroughputResult, error) {
+	if opts.Nodes < 1 || opts.Pods < 1 || len(opts.Profiles) < 1 {
+		return nil, errors.New("need at least one node, one pod and one profile")
+	}
+	if opts.Timeout == 0 {
+		opts.Timeout = 30 * time.Minute
+	}
+	progress := opts.Progress
+	if progress == nil {
+		progress = io.Discard
+	}
+	if opts.Rounds < 1 {
+		opts.Rounds = 1
+	}
+	if opts.Measure == nil {
+		opts.Measure = Measure
+	}
+	res := &ThroughputResult{Nodes: opts.Nodes, Pods: opts.Pods, GPU: opts.GPU, CPUs: runtime.NumCPU()}
+	samples := make([][]ProfileResult, len(opts.Profiles))
+	for round := range opts.Rounds {
+		order := make([]int, len(opts.Profiles))
+		for i := range order {
+			order[i] = i
+			if round%2 == 1 {
+				order[i] = len(order) - 1 - i
+			}
+		}
+		for _, i := range order {
+			profile := opts.Profiles[i]
+			r, err := opts.Measure(ctx, opts, profile)
+			if err != nil {
+				return nil, fmt.Errorf("profile %s: %w", profile, err)
+			}
+			fmt.Fprintf(progress, "%s (round %d): %d pods in %.1fs, %.1f pods/s\n", profile, round+1, r.Scheduled, r.Seconds, r.PodsPerSecond)
+			samples[i] = append(samples[i], r)
+		}
+	}
+	for _, s := range samples {
+		res.Profiles = append(res.Profiles, median(s))
+	}
+	if first := res.Profiles[0].PodsPerSecond; first > 0 {
+		res.Ratio = res.Profiles[len(res.Profiles)-1].PodsPerSecond / first
+	}
+	return res, nil
+}
+
+func benchCluster(opts ThroughputOptions) *clusterfile.Cluster {
+	pool := clusterfile.NodePool{
+		Name:             "node",
+		Count:            opts.Nodes,
+		CPU:              clusterfile.Quantity{Quantity: resource.MustParse("32")},
+		Memory:           clusterfile.Quantity{Quantity: resource.MustParse("128Gi")},
+		EphemeralStorage: clusterfile.Quantity{Quantity: clusterfile.DefaultEphemeralStorage},
+		MaxPods:          clusterfile.DefaultMaxPods,
+	}
+	if opts.GPU {
+		pool.GPUs = &clusterfile.GPUs{Count: 8, Model: "NVIDIA-A100-SXM4-40GB", MemoryMiB: 40960, CUDACores: 6912,
+			ComputeCapability: "8.0", MemoryBandwidthGBps: 1555, MaxClockMHz: 1410}
+	}
+	return &clusterfile.Cluster{APIVersion: clusterfile.APIVersion, Kind: clusterfile.Kind, NodePools: []clusterfile.NodePool{pool}}
+}
+
+// Measure schedules opts.Pods pods with one profile on a fresh cluster of
+// opts.Nodes nodes in this process and returns the throughput.
+func Measure(ctx context.Context, opts ThroughputOptions, profile string) (_ ProfileResult, err error) {
+	progress := opts.Progress
+	if progress == nil {
+		progress = io.Discard
+	}
+	// Start from a collected heap.
+	runtime.GC()
+	dir, err := os.MkdirTemp("", "aisched-bench-")
+	if err != nil {
+		return ProfileResult{}, err
+	}
+	defer os.RemoveAll(dir)
+	begin := time.Now()
+	c, err := local.Start(ctx, local.Options{
+		DataDir:        dir,
+		Cluster:        benchCluster(opts),
+		DeferScheduler: true,
+		// Nodes only: no pod status traffic; few heartbeats.
+		Nodes: nodesim.Options{NodesOnly: true, HeartbeatQPS: 20},
+	})
+	if err != nil {
+		return ProfileResult{}, err
+	}
+	defer func() {
+		if stopErr := c.Stop(); stopErr != nil && err == nil {
+			err = fmt.Errorf("stopping the bench cluster: %w", stopErr)
+		}
+	}()
+	fmt.Fprintf(progress, "%s: cluster of %d nodes ready in %.1fs\n", profile, opts.Nodes, time.Since(begin).Seconds())
+
+	const ns = "bench"
+	if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		return ProfileResult{}, err
+	}
+	// Pods are admitted once the namespace's default service account exists.
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := c.Client.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, nil
+	})
+	if err != nil {
+		return ProfileResult{}, fmt.Errorf("no default service account: %w", err)
+	}
+	begin = time.Now()
+	if err := createPods(ctx, c, ns, profile, opts); err != nil {
+		return ProfileResult{}, err
+	}
+	fmt.Fprintf(progress, "%s: %d pods created in %.1fs\n", profile, opts.Pods, time.Since(begin).Seconds())
+
+	// Record when each pod is seen bound.
+	var mu sync.Mutex
+	var first, last time.Time
+	var bound atomic.Int64
+	done := make(chan struct{})
+	factory := informers.NewSharedInformerFactoryWithOptions(c.Client, 0, informers.WithNamespace(ns))
+	informer := factory.Core().V1().Pods().Informer()
+	seen := map[string]bool{}
+	record := func(obj interface{}) {
+		pod, ok := obj.(*corev1.Pod)
+		if !ok || pod.Spec.NodeName == "" {
+			return
+		}
+		now := time.Now()
+		mu.Lock()
+		defer mu.Unlock()
+		if seen[pod.Name] {
+			return
+		}
+		seen[pod.Name] = true
+		if first.IsZero() {
+			first = now
+		}
+		last = now
+		if bound.Add(1) == int64(opts.Pods) {
+			close(done)
+		}
+	}
+	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    record,
+		UpdateFunc: func(_, obj interface{}) { record(obj) },
+	}); err != nil {
+		return ProfileResult{}, err
+	}
+	stop := make(chan struct{})
+	defer close(stop)
+	factory.Start(stop)
+	cache.WaitForCacheSync(stop, informer.HasSynced)
+
+	if err := c.StartScheduler(ctx); err != nil {
+		return ProfileResult{}, err
+	}
+	select {
+	case <-done:
+	case <-time.After(opts.Timeout):
+		return ProfileResult{}, fmt.Errorf("%d of %d pods bound after %s", bound.Load(), opts.Pods, opts.Timeout)
+	case <-ctx.Done():
+		return ProfileResult{}, ctx.Err()
+	case <-c.Failed():
+		return ProfileResult{}, c.Err()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	r := ProfileResult{Name: profile, Scheduled: int(bound.Load()), Seconds: last.Sub(first).Seconds(), Batching: batchingStats(profile)}
+	if r.Seconds > 0 {
+		r.PodsPerSecond = float64(r.Scheduled-1) / r.Seconds
+	}
+	return r, nil
+}
+
+// createPods creates the pods with 32 concurrent clients.
+func createPods(ctx context.Context, c *local.Cluster, ns, profile string, opts ThroughputOptions) error {
+	requests := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("256Mi")}
+	limits := corev1.ResourceList{}
+	if opts.GPU {
+		requests[gpu.ResourceName] = resource.MustParse("1")
+		limits[gpu.ResourceName] = resource.MustParse("1")
+	}
+	next := make(chan int)
+	errs := make(chan error, 32)
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Go(func() {
+			for i := range next {
+				pod := &corev1.Pod{
+					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pod-%05d", i), Namespace: ns},
+					Spec: corev1.PodSpec{
+						SchedulerName: profile,
+						Containers: []corev1.Container{{
+							Name: "c", Image: "bench",
+							Resources: corev1.ResourceRequirements{Requests: requests, Limits: limits},
+						}},
+					},
+				}
+				if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+					return
+				}
+			}
+		})
+	}
+	var err error
+	for i := range opts.Pods {
+		select {
+		case next <- i:
+			continue
+		case err = <-errs:
+		}
+		break
+	}
+	close(next)
+	wg.Wait()
+	if err == nil {
+		select {
+		case err = <-errs:
+		default:
+		}
+	}
+	return err
+}
+
+// batchingStats reads the scheduler's batching counters of a profile from
+// the process's metrics registry; each run's cluster is fresh but the
+// registry is not, so a profile measured twice adds up.
+func batchingStats(profile string) map[string]float64 {
+	families, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		return nil
+	}
+	out := map[string]float64{}
+	for _, f := range families {
+		var key string
+		switch f.GetName() {
+		case "scheduler_batch_attempts_total":
+			key = "result"
+		case "scheduler_batch_cache_flushed_total":
+			key = "reason"
+		default:
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["profile"] == profile {
+				out[strings.TrimPrefix(f.GetName(), "scheduler_")+"/"+labels[key]] += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return out
+}
+
+// median returns the round with the median pods/s, with every round's pods/s.
+func median(rounds []ProfileResult) ProfileResult {
+	sorted := slices.Clone(rounds)
+	slices.SortFunc(sorted, func(a, b ProfileResult) int { return cmp.Compare(a.PodsPerSecond, b.PodsPerSecond) })
+	m := sorted[len(sorted)/2]
+	if len(rounds) > 1 {
+		for _, r := range rounds {
+			m.Rounds = append(m.Rounds, r.PodsPerSecond)
+		}
+	}
+	return m
+}

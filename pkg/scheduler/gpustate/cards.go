@@ -1,0 +1,125 @@
+package gpustate
+
+import (
+	corev1 "k8s.io/api/core/v1"
+
+	aischedv1alpha1 "github.com/aisched/aisched/apis/aisched/v1alpha1"
+	"github.com/aisched/aisched/pkg/gpu"
+)
+
+// gfdLabels are the labels the fallback inventory is built from.
+var gfdLabels = [...]string{gpu.GFDCountLabel, gpu.GFDMemoryLabel, gpu.GFDProductLabel, gpu.GFDComputeMajorLabel, gpu.GFDComputeMinorLabel}
+
+// nodeCards is what is known of a node's cards; the map holds it by value
+// so that a lookup costs no extra pointer to follow.
+type nodeCards struct {
+	// inventory is the node's GPUInventory, converted; nil when it has none.
+	inventory *gpu.Set
+	// fromLabels is the set built from the label values in labels.
+	fromLabels *gpu.Set
+	labels     [len(gfdLabels)]string
+	labelsRead bool
+}
+
+// ObserveInventory records the cards of a GPUInventory; the inventory
+// informer's add and update handler.
+func (s *State) ObserveInventory(obj interface{}) {
+	inv, ok := obj.(*aischedv1alpha1.GPUInventory)
+	if !ok {
+		return
+	}
+	set := gpu.NewSet(gpu.FromInventory(inv))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.cards[inv.Name]
+	e.inventory = set
+	s.cards[inv.Name] = e
+	s.dropCachedLocked(inv.Name)
+}
+
+// ForgetInventory forgets a deleted GPUInventory.
+func (s *State) ForgetInventory(obj interface{}) {
+	inv, ok := obj.(*aischedv1alpha1.GPUInventory)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e, ok := s.cards[inv.Name]; ok {
+		e.inventory = nil
+		s.cards[inv.Name] = e
+	}
+	s.dropCachedLocked(inv.Name)
+}
+
+// cardsKey keys the Cards cache: the node object and whether labels count.
+type cardsKey struct {
+	node      *corev1.Node
+	useLabels bool
+}
+
+// dropCachedLocked forgets the cached Cards of a node after its cards
+// changed; s.mu must be held for writing.
+func (s *State) dropCachedLocked(name string) {
+	for _, n := range s.ptrs[name] {
+		delete(s.byNode, cardsKey{n, false})
+		delete(s.byNode, cardsKey{n, true})
+	}
+	delete(s.ptrs, name)
+	s.gen++
+	s.factsStale = true
+}
+
+// Cards returns the cards of a node: its GPUInventory when there is one,
+// else its GPU Feature Discovery labels when useLabels, else nil. The Set
+// is shared; callers must not modify it.
+func (s *State) Cards(node *corev1.Node, useLabels bool) *gpu.Set {
+	key := cardsKey{node, useLabels}
+	s.mu.RLock()
+	set, cached := s.byNode[key]
+	gen := s.gen
+	s.mu.RUnlock()
+	if cached {
+		return set
+	}
+	set = s.cardsByName(node, useLabels)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// Cache only what no inventory change has overtaken meanwhile.
+	if s.gen == gen {
+		s.byNode[key] = set
+		s.ptrs[node.Name] = append(s.ptrs[node.Name], node)
+	}
+	return set
+}
+
+// cardsByName is Cards without the cache by node object.
+func (s *State) cardsByName(node *corev1.Node, useLabels bool) *gpu.Set {
+	s.mu.RLock()
+	e := s.cards[node.Name]
+	s.mu.RUnlock()
+	if e.inventory != nil {
+		return e.inventory
+	}
+	if !useLabels {
+		return nil
+	}
+	var labels [len(gfdLabels)]string
+	for i, l := range gfdLabels {
+		labels[i] = node.Labels[l]
+	}
+	if e.labelsRead && e.labels == labels {
+		return e.fromLabels
+	}
+	set := gpu.NewSet(gpu.FromNodeLabels(node))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	updated := s.cards[node.Name]
+	updated.fromLabels, updated.labels, updated.labelsRead = set, labels, true
+	s.cards[node.Name] = updated
+	if updated.inventory != nil {
+		// An inventory arrived meanwhile; it wins.
+		return updated.inventory
+	}
+	return set
+}

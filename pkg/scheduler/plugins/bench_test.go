@@ -1,0 +1,179 @@
+// Package plugins_test benchmarks each aisched plugin's Filter and Score on
+// 5000 nodes next to the upstream plugin it extends or replaces, on the
+// same snapshot, so that their costs compare:
+//
+//	go test -run '^$' -bench . -benchmem ./pkg/scheduler/plugins/
+package plugins_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config"
+	schedcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/noderesources"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+
+	aischedv1alpha1 "github.com/aisched/aisched/apis/aisched/v1alpha1"
+	"github.com/aisched/aisched/pkg/gpu"
+	"github.com/aisched/aisched/pkg/scheduler/gpustate"
+	"github.com/aisched/aisched/pkg/scheduler/plugins/gpufit"
+	"github.com/aisched/aisched/pkg/scheduler/plugins/heteropriority"
+	"github.com/aisched/aisched/pkg/scheduler/plugins/pccbalance"
+)
+
+const benchNodes = 5000
+
+// fixture is 5000 GPU nodes (64 CPU, 512Gi, 8 A100 in a GPUInventory),
+// each running two 1-GPU pods placed by aisched on cards 0 and 1.
+type fixture struct {
+	handle fwk.Handle
+	state  *gpustate.State
+	nodes  []fwk.NodeInfo
+}
+
+func newFixture(b *testing.B) *fixture {
+	b.Helper()
+	state := gpustate.NewStandalone()
+	var nodes []*corev1.Node
+	var pods []*corev1.Pod
+	for i := range benchNodes {
+		name := fmt.Sprintf("n-%04d", i)
+		node := st.MakeNode().Name(name).Capacity(map[corev1.ResourceName]string{
+			corev1.ResourceCPU: "64", corev1.ResourceMemory: "512Gi", corev1.ResourcePods: "110", gpu.ResourceName: "8",
+		}).Obj()
+		nodes = append(nodes, node)
+		state.ObserveNode(node)
+		inv := &aischedv1alpha1.GPUInventory{ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: "1"}}
+		for c := range 8 {
+			inv.Spec.GPUs = append(inv.Spec.GPUs, aischedv1alpha1.GPU{Index: int32(c), UUID: fmt.Sprintf("GPU-%s-%d", name, c),
+				Model: "NVIDIA-A100-SXM4-40GB", MemoryMiB: 40960, CUDACores: 6912, ComputeCapability: "8.0", MemoryBandwidthGBps: 1555, MaxClockMHz: 1410})
+		}
+		state.ObserveInventory(inv)
+		for p := range 2 {
+			pod := st.MakePod().Name(fmt.Sprintf("%s-p%d", name, p)).UID(fmt.Sprintf("%s-p%d", name, p)).Node(name).
+				Req(map[corev1.ResourceName]string{corev1.ResourceCPU: "4", corev1.ResourceMemory: "16Gi", gpu.ResourceName: "1"}).Obj()
+			pods = append(pods, pod)
+			state.Assign(types.UID(pod.Name), name, []int{p})
+		}
+	}
+	snapshot := schedcache.NewSnapshot(pods, nodes)
+	h, err := frameworkruntime.NewFramework(context.Background(), nil, nil,
+		frameworkruntime.WithSnapshotSharedLister(snapshot),
+		frameworkruntime.WithInformerFactory(informers.NewSharedInformerFactory(fake.NewClientset(), 0)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	list, err := snapshot.NodeInfos().List()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return &fixture{handle: h, state: state, nodes: list}
+}
+
+var (
+	gpuPod = st.MakePod().Name("p").UID("p").
+		Req(map[corev1.ResourceName]string{corev1.ResourceCPU: "8", corev1.ResourceMemory: "32Gi", gpu.ResourceName: "2"}).Obj()
+	cpuPod = st.MakePod().Name("c").UID("c").
+		Req(map[corev1.ResourceName]string{corev1.ResourceCPU: "8", corev1.ResourceMemory: "32Gi"}).Obj()
+)
+
+func newFit(b *testing.B, h fwk.Handle) fwk.Plugin {
+	args := &config.NodeResourcesFitArgs{ScoringStrategy: &config.ScoringStrategy{
+		Type:      config.LeastAllocated,
+		Resources: []config.ResourceSpec{{Name: "cpu", Weight: 1}, {Name: "memory", Weight: 1}},
+	}}
+	pl, err := noderesources.NewFit(context.Background(), args, h, feature.Features{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return pl
+}
+
+// BenchmarkFilter runs each filter on every node for a 2-GPU pod.
+func BenchmarkFilter(b *testing.B) {
+	f := newFixture(b)
+	ctx := context.Background()
+	gpuFit, err := gpufit.New(ctx, nil, f.handle, f.state)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, pl := range []fwk.Plugin{newFit(b, f.handle), gpuFit} {
+		filter := pl.(fwk.FilterPlugin)
+		b.Run(pl.Name(), func(b *testing.B) {
+			cs := framework.NewCycleState()
+			if pf, ok := pl.(fwk.PreFilterPlugin); ok {
+				if _, s := pf.PreFilter(ctx, cs, gpuPod, f.nodes); !s.IsSuccess() {
+					b.Fatal(s)
+				}
+			}
+			for b.Loop() {
+				for _, ni := range f.nodes {
+					if s := filter.Filter(ctx, cs, gpuPod, ni); !s.IsSuccess() {
+						b.Fatal(s)
+					}
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(f.nodes)), "ns/node")
+		})
+	}
+}
+
+// BenchmarkScore runs PreScore once and Score on every node.
+func BenchmarkScore(b *testing.B) {
+	f := newFixture(b)
+	ctx := context.Background()
+	hetero, err := heteropriority.New(ctx, nil, f.handle, f.state)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pcc, err := pccbalance.New(ctx, nil, f.handle)
+	if err != nil {
+		b.Fatal(err)
+	}
+	balanced, err := noderesources.NewBalancedAllocation(ctx, &config.NodeResourcesBalancedAllocationArgs{
+		Resources: []config.ResourceSpec{{Name: "cpu", Weight: 1}, {Name: "memory", Weight: 1}},
+	}, f.handle, feature.Features{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		pl   fwk.Plugin
+		pod  *corev1.Pod
+	}{
+		{"NodeResourcesFit", newFit(b, f.handle), gpuPod},
+		{"NodeResourcesBalancedAllocation", balanced, gpuPod},
+		{"HeteroPriority/gpu-pod", hetero, gpuPod},
+		{"HeteroPriority/cpu-pod", hetero, cpuPod},
+		{"PCCBalance", pcc, gpuPod},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			score := tc.pl.(fwk.ScorePlugin)
+			for b.Loop() {
+				cs := framework.NewCycleState()
+				if ps, ok := tc.pl.(fwk.PreScorePlugin); ok {
+					if s := ps.PreScore(ctx, cs, tc.pod, f.nodes); !s.IsSuccess() && !s.IsSkip() {
+						b.Fatal(s)
+					}
+				}
+				for _, ni := range f.nodes {
+					if _, s := score.Score(ctx, cs, tc.pod, ni); !s.IsSuccess() {
+						b.Fatal(s)
+					}
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(f.nodes)), "ns/node")
+		})
+	}
+}
