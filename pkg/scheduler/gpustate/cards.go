@@ -62,8 +62,8 @@ type cardsKey struct {
 // changed; s.mu must be held for writing.
 func (s *State) dropCachedLocked(name string) {
 	for _, n := range s.ptrs[name] {
-		delete(s.byNode, cardsKey{n, false})
-		delete(s.byNode, cardsKey{n, true})
+		s.byNode.Delete(cardsKey{n, false})
+		s.byNode.Delete(cardsKey{n, true})
 	}
 	delete(s.ptrs, name)
 	s.gen++
@@ -75,19 +75,18 @@ func (s *State) dropCachedLocked(name string) {
 // is shared; callers must not modify it.
 func (s *State) Cards(node *corev1.Node, useLabels bool) *gpu.Set {
 	key := cardsKey{node, useLabels}
+	if cached, ok := s.byNode.Load(key); ok {
+		return cached.(*gpu.Set)
+	}
 	s.mu.RLock()
-	set, cached := s.byNode[key]
 	gen := s.gen
 	s.mu.RUnlock()
-	if cached {
-		return set
-	}
-	set = s.cardsByName(node, useLabels)
+	set := s.cardsByName(node, useLabels)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// Cache only what no inventory change has overtaken meanwhile.
 	if s.gen == gen {
-		s.byNode[key] = set
+		s.byNode.Store(key, set)
 		s.ptrs[node.Name] = append(s.ptrs[node.Name], node)
 	}
 	return set

@@ -38,13 +38,13 @@ func (s *State) ObserveNode(obj interface{}) {
 	// are garbage (a call still holding an old one recomputes).
 	for _, n := range s.ptrs[node.Name] {
 		if n != node {
-			delete(s.byNode, cardsKey{n, false})
-			delete(s.byNode, cardsKey{n, true})
+			s.byNode.Delete(cardsKey{n, false})
+			s.byNode.Delete(cardsKey{n, true})
 		}
 	}
-	if _, ok := s.byNode[cardsKey{node, true}]; ok {
+	if _, ok := s.byNode.Load(cardsKey{node, true}); ok {
 		s.ptrs[node.Name] = []*corev1.Node{node}
-	} else if _, ok := s.byNode[cardsKey{node, false}]; ok {
+	} else if _, ok := s.byNode.Load(cardsKey{node, false}); ok {
 		s.ptrs[node.Name] = []*corev1.Node{node}
 	} else {
 		delete(s.ptrs, node.Name)
@@ -77,8 +77,8 @@ func (s *State) ForgetNode(obj interface{}) {
 		}
 	}
 	for _, n := range s.ptrs[node.Name] {
-		delete(s.byNode, cardsKey{n, false})
-		delete(s.byNode, cardsKey{n, true})
+		s.byNode.Delete(cardsKey{n, false})
+		s.byNode.Delete(cardsKey{n, true})
 	}
 	delete(s.ptrs, node.Name)
 	s.factsStale = true

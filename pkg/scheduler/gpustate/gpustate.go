@@ -27,7 +27,6 @@ import (
 	aischedv1alpha1 "github.com/aisched/aisched/apis/aisched/v1alpha1"
 	"github.com/aisched/aisched/pkg/generated/clientset/versioned"
 	"github.com/aisched/aisched/pkg/generated/informers/externalversions"
-	"github.com/aisched/aisched/pkg/gpu"
 )
 
 // InventoryEvent is the scheduler event resource of GPUInventory objects,
@@ -49,12 +48,14 @@ type State struct {
 	pods map[types.UID]holding
 	// cards holds what is known of each node's cards, by node name.
 	cards map[string]nodeCards
-	// byNode caches Cards by node object: the scheduler hands the same
-	// *Node to every Filter and Score call until the node changes, and a
-	// pointer hashes far faster than a name (this lookup runs for every node
-	// in every cycle). ptrs lists the cached objects of each node name, and
+	// byNode caches Cards by node object (cardsKey to *gpu.Set): the
+	// scheduler hands the same *Node to every Filter and Score call until
+	// the node changes, and a pointer hashes far faster than a name. This
+	// lookup runs for every node in every cycle, from parallel Filter
+	// goroutines, so it is a sync.Map, read without s.mu; it is written only
+	// with s.mu held. ptrs lists the cached objects of each node name, and
 	// gen counts inventory changes, so that a change drops stale entries.
-	byNode map[cardsKey]*gpu.Set
+	byNode sync.Map
 	ptrs   map[string][]*corev1.Node
 	gen    uint64
 	// nodes are the cluster's nodes, for the cluster-wide facts.
@@ -68,11 +69,10 @@ type State struct {
 // New returns an empty State, to be connected to a scheduler with Init.
 func New() *State {
 	return &State{
-		pods:   map[types.UID]holding{},
-		cards:  map[string]nodeCards{},
-		byNode: map[cardsKey]*gpu.Set{},
-		ptrs:   map[string][]*corev1.Node{},
-		nodes:  map[string]*corev1.Node{},
+		pods:  map[types.UID]holding{},
+		cards: map[string]nodeCards{},
+		ptrs:  map[string][]*corev1.Node{},
+		nodes: map[string]*corev1.Node{},
 	}
 }
 
