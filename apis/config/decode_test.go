@@ -43,6 +43,14 @@ func TestDecode(t *testing.T) {
 		{name: "hetero weight too large", plugin: "HeteroPriority", obj: raw(`{"cardWeights":{"computeCapability":101,"memoryBandwidth":0,"maxClock":0}}`), args: &HeteroPriorityArgs{},
 			wantErr: "pluginConfig[HeteroPriority].args.cardWeights.computeCapability: Invalid value: 101"},
 		{name: "GPUFit defaults", plugin: "GPUFit", args: &GPUFitArgs{}, want: &GPUFitArgs{UseFeatureDiscoveryLabels: ptr.To(true)}},
+		{name: "Coscheduling defaults", plugin: "Coscheduling", args: &CoschedulingArgs{},
+			want: &CoschedulingArgs{PermitWaitingTimeSeconds: ptr.To[int64](60)}},
+		{name: "Coscheduling timeout", plugin: "Coscheduling", obj: raw(`{"permitWaitingTimeSeconds":5}`), args: &CoschedulingArgs{},
+			want: &CoschedulingArgs{PermitWaitingTimeSeconds: ptr.To[int64](5)}},
+		{name: "Coscheduling zero timeout", plugin: "Coscheduling", obj: raw(`{"permitWaitingTimeSeconds":0}`), args: &CoschedulingArgs{},
+			wantErr: "pluginConfig[Coscheduling].args.permitWaitingTimeSeconds: Invalid value: 0"},
+		{name: "Coscheduling timeout too long", plugin: "Coscheduling", obj: raw(`{"permitWaitingTimeSeconds":3601}`), args: &CoschedulingArgs{},
+			wantErr: "pluginConfig[Coscheduling].args.permitWaitingTimeSeconds: Invalid value: 3601"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -28,3 +28,10 @@ func (a *GPUFitArgs) Default() {
 		a.UseFeatureDiscoveryLabels = ptr.To(true)
 	}
 }
+
+// Default implements Args.
+func (a *CoschedulingArgs) Default() {
+	if a.PermitWaitingTimeSeconds == nil {
+		a.PermitWaitingTimeSeconds = ptr.To[int64](60)
+	}
+}

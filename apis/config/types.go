@@ -54,3 +54,13 @@ type GPUFitArgs struct {
 	// from NVIDIA GPU Feature Discovery labels; default true.
 	UseFeatureDiscoveryLabels *bool `json:"useFeatureDiscoveryLabels,omitempty"`
 }
+
+// CoschedulingArgs are the arguments of the Coscheduling plugin.
+type CoschedulingArgs struct {
+	// apiVersion and kind may be given; they are not checked.
+	metav1.TypeMeta `json:",inline"`
+
+	// permitWaitingTimeSeconds is how long assumed members of a group wait
+	// in Permit for the rest; default 60, 1 to 3600.
+	PermitWaitingTimeSeconds *int64 `json:"permitWaitingTimeSeconds,omitempty"`
+}

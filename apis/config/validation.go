@@ -47,3 +47,12 @@ func (a *HeteroPriorityArgs) Validate(path *field.Path) field.ErrorList {
 
 // Validate implements Args.
 func (a *GPUFitArgs) Validate(*field.Path) field.ErrorList { return nil }
+
+// Validate implements Args.
+func (a *CoschedulingArgs) Validate(path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if v := *a.PermitWaitingTimeSeconds; v < 1 || v > 3600 {
+		errs = append(errs, field.Invalid(path.Child("permitWaitingTimeSeconds"), v, "must be between 1 and 3600"))
+	}
+	return errs
+}

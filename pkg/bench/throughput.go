@@ -25,11 +25,13 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 
 	"github.com/aisched/aisched/pkg/clusterfile"
 	"github.com/aisched/aisched/pkg/gpu"
 	"github.com/aisched/aisched/pkg/local"
 	"github.com/aisched/aisched/pkg/local/nodesim"
+	"github.com/aisched/aisched/pkg/scheduler"
 )
 
 // ThroughputOptions configure a throughput run.
@@ -137,6 +139,34 @@ func Throughput(ctx context.Context, opts ThroughputOptions) (*ThroughputResult,
 	return res, nil
 }
 
+// upstreamConfig is kube-scheduler's defaults: one default-scheduler profile.
+const upstreamConfig = `apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+leaderElection:
+  leaderElect: false
+`
+
+// profileConfig returns a scheduler configuration with the one profile
+// measured: default-scheduler exactly as upstream ships it (in aisched up
+// it shares aisched's queue order, which every profile of one scheduler
+// must), any other as in aisched up.
+func profileConfig(profile string) (*config.KubeSchedulerConfiguration, error) {
+	if profile == "default-scheduler" {
+		return scheduler.DecodeConfig([]byte(upstreamConfig))
+	}
+	cfg, err := scheduler.LocalConfig()
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range cfg.Profiles {
+		if p.SchedulerName == profile {
+			cfg.Profiles = []config.KubeSchedulerProfile{p}
+			return cfg, nil
+		}
+	}
+	return nil, fmt.Errorf("no profile %q in the aisched up configuration", profile)
+}
+
 func benchCluster(opts ThroughputOptions) *clusterfile.Cluster {
 	pool := clusterfile.NodePool{
 		Name:             "node",
@@ -168,10 +198,15 @@ func Measure(ctx context.Context, opts ThroughputOptions, profile string) (_ Pro
 	}
 	defer os.RemoveAll(dir)
 	begin := time.Now()
+	cfg, err := profileConfig(profile)
+	if err != nil {
+		return ProfileResult{}, err
+	}
 	c, err := local.Start(ctx, local.Options{
-		DataDir:        dir,
-		Cluster:        benchCluster(opts),
-		DeferScheduler: true,
+		DataDir:         dir,
+		Cluster:         benchCluster(opts),
+		SchedulerConfig: cfg,
+		DeferScheduler:  true,
 		// Nodes only: no pod status traffic; few heartbeats.
 		Nodes: nodesim.Options{NodesOnly: true, HeartbeatQPS: 20},
 	})

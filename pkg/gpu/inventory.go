@@ -36,14 +36,45 @@ type Card struct {
 	// ClockMHz is the maximum SM clock, 0 when unknown.
 	ClockMHz int64
 	Healthy  bool
+	// model is NormalizeModel(Model), set by the constructors.
+	model string
 }
 
-// Satisfies reports whether the card meets the per-card part of r.
+// Satisfies reports whether the card meets the per-card part of r. A
+// requested model matches a card whose model contains it as whole words:
+// "A100" and "a100-sxm4" match "NVIDIA-A100-SXM4-40GB", "A10" does not.
 func (c *Card) Satisfies(r Request) bool {
 	if !c.Healthy || c.MemoryMiB < r.MemoryMiB || c.Cores < r.Cores {
 		return false
 	}
-	return len(r.Models) == 0 || slices.Contains(r.Models, NormalizeModel(c.Model))
+	if len(r.Models) == 0 {
+		return true
+	}
+	model := c.model
+	if model == "" {
+		model = NormalizeModel(c.Model)
+	}
+	return slices.ContainsFunc(r.Models, func(m string) bool { return containsWords(model, m) })
+}
+
+// containsWords reports whether the dash-separated words of needle occur
+// in a row in those of hay; both normalized. It does not allocate.
+func containsWords(hay, needle string) bool {
+	if needle == "" {
+		return false
+	}
+	for i := 0; i+len(needle) <= len(hay); {
+		j := strings.Index(hay[i:], needle)
+		if j < 0 {
+			return false
+		}
+		start, end := i+j, i+j+len(needle)
+		if (start == 0 || hay[start-1] == '-') && (end == len(hay) || hay[end] == '-') {
+			return true
+		}
+		i = start + 1
+	}
+	return false
 }
 
 // FromInventory returns the cards of a GPUInventory, by index.
@@ -60,6 +91,7 @@ func FromInventory(inv *aischedv1alpha1.GPUInventory) []Card {
 			BandwidthGBps:     g.MemoryBandwidthGBps,
 			ClockMHz:          g.MaxClockMHz,
 			Healthy:           g.Health != aischedv1alpha1.GPUUnhealthy,
+			model:             NormalizeModel(g.Model),
 		})
 	}
 	slices.SortFunc(cards, func(a, b Card) int { return a.Index - b.Index })
@@ -69,11 +101,12 @@ func FromInventory(inv *aischedv1alpha1.GPUInventory) []Card {
 // FromNodeLabels returns the cards that GPU Feature Discovery labels
 // describe: gpu.count identical cards of gpu.product with gpu.memory MiB.
 // Cores, bandwidth and clock come from the table of known models when the
-// product is in it. A node without those labels has no cards.
+// product is in it. A node without those labels, or with a count above
+// 64 (no node has more; the labels are wrong), has no cards.
 func FromNodeLabels(node *corev1.Node) []Card {
 	l := node.Labels
 	count, err := strconv.Atoi(l[GFDCountLabel])
-	if err != nil || count <= 0 {
+	if err != nil || count <= 0 || count > maxCount {
 		return nil
 	}
 	mem, err := strconv.ParseInt(l[GFDMemoryLabel], 10, 64)
@@ -92,7 +125,7 @@ func FromNodeLabels(node *corev1.Node) []Card {
 		cards[i] = Card{
 			Index: i, Model: model, MemoryMiB: mem, Cores: spec.Cores,
 			ComputeCapability: cc, BandwidthGBps: spec.BandwidthGBps, ClockMHz: spec.ClockMHz,
-			Healthy: true,
+			Healthy: true, model: NormalizeModel(model),
 		}
 	}
 	return cards

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -60,7 +61,7 @@ func TestFromInventory(t *testing.T) {
 		{Index: 0, UUID: "GPU-a", Model: "T4", MemoryMiB: 15360, Cores: 2560, BandwidthGBps: 320, ClockMHz: 1590, Healthy: true},
 		{Index: 1, UUID: "GPU-b", Model: "T4", MemoryMiB: 15360, ComputeCapability: 7.5, Healthy: false},
 	}
-	if diff := cmp.Diff(want, FromInventory(inv)); diff != "" {
+	if diff := cmp.Diff(want, FromInventory(inv), cmpopts.IgnoreUnexported(Card{})); diff != "" {
 		t.Errorf("cards (-want,+got):\n%s", diff)
 	}
 }
@@ -74,7 +75,7 @@ func TestFromNodeLabels(t *testing.T) {
 	card := Card{Model: "NVIDIA-A100-SXM4-40GB", MemoryMiB: 40960, Cores: 6912, ComputeCapability: 8.0, BandwidthGBps: 1555, ClockMHz: 1410, Healthy: true}
 	second := card
 	second.Index = 1
-	if diff := cmp.Diff([]Card{card, second}, FromNodeLabels(node)); diff != "" {
+	if diff := cmp.Diff([]Card{card, second}, FromNodeLabels(node), cmpopts.IgnoreUnexported(Card{})); diff != "" {
 		t.Errorf("cards (-want,+got):\n%s", diff)
 	}
 	node.Labels[GFDMemoryLabel] = "lots"
@@ -113,6 +114,36 @@ func TestIndices(t *testing.T) {
 	for _, bad := range []string{"", "a", "1,,2", "-1", "99"} {
 		if _, ok := ParseIndices(bad); ok {
 			t.Errorf("ParseIndices(%q) accepted", bad)
+		}
+	}
+}
+
+func TestSatisfiesModel(t *testing.T) {
+	card := FromNodeLabels(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{
+		GFDCountLabel: "1", GFDMemoryLabel: "40960", GFDProductLabel: "NVIDIA-A100-SXM4-40GB",
+	}}})[0]
+	for model, want := range map[string]bool{
+		"a100": true, "A100": true, "a100-sxm4": true, "NVIDIA A100 SXM4 40GB": true,
+		"a10": false, "sxm4-a100": false, "h100": false, "100": false,
+	} {
+		r := Request{Count: 1, Models: []string{NormalizeModel(model)}}
+		if got := card.Satisfies(r); got != want {
+			t.Errorf("model %q: Satisfies = %v, want %v", model, got, want)
+		}
+	}
+	// Either of two models.
+	if !card.Satisfies(Request{Count: 1, Models: []string{"h100", "a100"}}) {
+		t.Error("a100 card does not satisfy h100,a100")
+	}
+}
+
+func TestFromNodeLabelsBounds(t *testing.T) {
+	for _, count := range []string{"65", "9999999999", "-1", "x"} {
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{
+			GFDCountLabel: count, GFDMemoryLabel: "40960", GFDProductLabel: "NVIDIA-A100-SXM4-40GB",
+		}}}
+		if cards := FromNodeLabels(node); cards != nil {
+			t.Errorf("count %q: %d cards, want none", count, len(cards))
 		}
 	}
 }

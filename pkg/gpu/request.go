@@ -139,17 +139,20 @@ func memoryMiB(a map[string]string) (int64, string, error) {
 		if err != nil || q.Sign() < 0 {
 			return 0, "", &RequestError{Key: MemoryAnnotation, Value: v, Reason: "want a quantity per card such as 32Gi or 40000Mi"}
 		}
-		own = ceilDiv(q.Value(), 1<<20)
-		if q.Value() > maxMemoryMiB<<20 {
+		// Compare the quantity before Value(), which is 0 for a quantity
+		// too large for an int64 (1e100).
+		if q.Cmp(*resource.NewQuantity(maxMemoryMiB<<20, resource.BinarySI)) > 0 {
 			return 0, "", &RequestError{Key: MemoryAnnotation, Value: v, Reason: "more than 1Ti per card"}
 		}
+		own = ceilDiv(q.Value(), 1<<20)
 	}
 	if v, ok := a[SeedMemoryAnnotation]; ok {
 		mb, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 		if err != nil || mb < 0 {
 			return 0, "", &RequestError{Key: SeedMemoryAnnotation, Value: v, Reason: "want a whole number of MB per card"}
 		}
-		if mb > maxMemoryMiB {
+		// 1 TiB is 1,099,511 MB (the seed's MB are 10^6 bytes).
+		if mb > maxMemoryMiB<<20/1_000_000 {
 			return 0, "", &RequestError{Key: SeedMemoryAnnotation, Value: v, Reason: "more than 1 TiB per card"}
 		}
 		seed = ceilDiv(mb*1_000_000, 1<<20)

@@ -54,6 +54,8 @@ func TestParseRequest(t *testing.T) {
 		{name: "memory malformed", count: 1, annotations: map[string]string{MemoryAnnotation: "lots"}, wantKey: MemoryAnnotation},
 		{name: "memory negative", count: 1, annotations: map[string]string{MemoryAnnotation: "-1Gi"}, wantKey: MemoryAnnotation},
 		{name: "memory too large", count: 1, annotations: map[string]string{MemoryAnnotation: "2Ti"}, wantKey: MemoryAnnotation},
+		{name: "memory beyond int64", count: 1, annotations: map[string]string{MemoryAnnotation: "1e100"}, wantKey: MemoryAnnotation},
+		{name: "seed memory too large", count: 1, annotations: map[string]string{SeedMemoryAnnotation: "1100000"}, wantKey: SeedMemoryAnnotation},
 		{name: "seed memory with unit", count: 1, annotations: map[string]string{SeedMemoryAnnotation: "32GB"}, wantKey: SeedMemoryAnnotation},
 		{name: "memory keys disagree", count: 1, annotations: map[string]string{MemoryAnnotation: "16Gi", SeedMemoryAnnotation: "32000"}, wantKey: SeedMemoryAnnotation},
 		{name: "cores negative", count: 1, annotations: map[string]string{CoresAnnotation: "-5"}, wantKey: CoresAnnotation},
@@ -109,6 +111,10 @@ func FuzzParseRequest(f *testing.F) {
 		}
 		if r.Count != count || r.MemoryMiB < 0 || r.Cores < 0 || r.MemoryMiB > maxMemoryMiB {
 			t.Fatalf("accepted request %+v for count %d", r, count)
+		}
+		// A positive memory request is never dropped silently.
+		if q, err := resource.ParseQuantity(strings.TrimSpace(mem)); err == nil && q.Sign() > 0 && count > 0 && r.MemoryMiB == 0 {
+			t.Fatalf("memory %q accepted as no constraint", mem)
 		}
 		if r.Count == 0 && (r.MemoryMiB > 0 || r.Cores > 0 || len(r.Models) > 0) {
 			t.Fatalf("per-card constraints %+v accepted without cards", r)

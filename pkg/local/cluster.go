@@ -85,6 +85,9 @@ type Cluster struct {
 	compCancel context.CancelFunc
 	compWG     sync.WaitGroup
 
+	// nodes simulates the kubelets; AddNodes grows it.
+	nodes *nodesim.Simulator
+
 	// The scheduler can be restarted on its own (RestartScheduler).
 	schedMu         sync.Mutex
 	scheduler       *component
@@ -208,6 +211,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
+	c.nodes = sim
 	c.schedulerConfig, c.newRegistry = opts.SchedulerConfig, opts.NewRegistry
 	components := []*component{
 		{name: "controllers", run: func(ctx context.Context, started chan<- struct{}) error {
@@ -358,6 +362,15 @@ func (c *Cluster) fail(err error) {
 		c.err = err
 		close(c.failed)
 	})
+}
+
+// AddNodes adds simulated nodes to the running cluster, as if their kubelets
+// had just started: the pools of cluster, which must have been parsed (and
+// so defaulted and validated) with clusterfile. Their names must be new.
+// They are not written to any cluster file, so a restart on the same data
+// directory removes them.
+func (c *Cluster) AddNodes(ctx context.Context, cluster *clusterfile.Cluster) error {
+	return c.nodes.AddNodes(ctx, cluster)
 }
 
 // Stop stops the components, then the apiserver, then etcd, and releases

@@ -17,6 +17,7 @@ import (
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
 	"github.com/aisched/aisched/pkg/scheduler/gpustate"
+	"github.com/aisched/aisched/pkg/scheduler/plugins/coscheduling"
 	"github.com/aisched/aisched/pkg/scheduler/plugins/gpufit"
 	"github.com/aisched/aisched/pkg/scheduler/plugins/heteropriority"
 	"github.com/aisched/aisched/pkg/scheduler/plugins/pccbalance"
@@ -46,12 +47,14 @@ func Registry() frameworkruntime.Registry {
 		heteropriority.Name: func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 			return heteropriority.New(ctx, obj, h, gpus)
 		},
-		pccbalance.Name: pccbalance.New,
+		pccbalance.Name:   pccbalance.New,
+		coscheduling.Name: coscheduling.New,
 	}
 }
 
 // LocalConfig returns the defaulted and validated configuration of the
-// in-process scheduler of `aisched up`: profiles default-scheduler and aisched.
+// in-process scheduler of `aisched up`: profiles default-scheduler, aisched
+// and aisched-binpack.
 func LocalConfig() (*config.KubeSchedulerConfiguration, error) {
 	return DecodeConfig(localConfig)
 }

@@ -56,11 +56,16 @@ type Node struct {
 // Nodes builds the nodes of every pool of the cluster, in file order. The
 // i-th node overall gets the i-th pod CIDR and node IP.
 func Nodes(c *clusterfile.Cluster) []Node {
+	return nodesFrom(c, 0)
+}
+
+// nodesFrom is Nodes for a cluster whose first node is the first-th overall.
+func nodesFrom(c *clusterfile.Cluster, first int) []Node {
 	var nodes []Node
 	for p := range c.NodePools {
 		pool := &c.NodePools[p]
 		for i := range pool.Count {
-			node := BuildNode(pool, i, len(nodes))
+			node := BuildNode(pool, i, first+len(nodes))
 			nodes = append(nodes, Node{Object: node, Inventory: BuildInventory(pool, node.Name), Pool: pool})
 		}
 	}

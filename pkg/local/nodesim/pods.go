@@ -27,7 +27,7 @@ func (s *Simulator) syncPod(ctx context.Context, key string) (time.Duration, err
 		return 0, nil
 	}
 	pod := obj.(*corev1.Pod)
-	if _, ours := s.nodes[pod.Spec.NodeName]; !ours {
+	if !s.simulates(pod.Spec.NodeName) {
 		return 0, nil
 	}
 	switch {
@@ -52,7 +52,7 @@ func (s *Simulator) syncPod(ctx context.Context, key string) (time.Duration, err
 func (s *Simulator) restorePods(ctx context.Context) {
 	for _, obj := range s.pods.GetIndexer().List() {
 		pod := obj.(*corev1.Pod)
-		if _, ours := s.nodes[pod.Spec.NodeName]; !ours || pod.Status.Phase != corev1.PodRunning {
+		if !s.simulates(pod.Spec.NodeName) || pod.Status.Phase != corev1.PodRunning {
 			continue
 		}
 		key, _ := cache.MetaNamespaceKeyFunc(pod)

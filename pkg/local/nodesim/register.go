@@ -13,21 +13,57 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
 	aischedv1alpha1 "github.com/aisched/aisched/apis/aisched/v1alpha1"
+	"github.com/aisched/aisched/pkg/clusterfile"
 )
 
 // registerNodes creates or updates every node, marks it Ready, removes the
 // not-ready taint the apiserver adds on creation, creates its lease, and
 // deletes simulated nodes that are no longer in the cluster file.
 func (s *Simulator) registerNodes(ctx context.Context) error {
+	s.nodesMu.RLock()
+	nodes := make([]Node, 0, len(s.nodes))
+	for _, n := range s.nodes {
+		nodes = append(nodes, n)
+	}
+	s.nodesMu.RUnlock()
+	if err := s.register(ctx, nodes); err != nil {
+		return err
+	}
+	return s.removeStaleNodes(ctx)
+}
+
+// AddNodes registers the nodes of more pools while the simulator runs, as
+// if their kubelets had just started; they are simulated from then on and
+// get pod CIDRs after those of the nodes already there. Nodes added this
+// way are not in the cluster file, so a restart of `aisched up` on the same
+// data directory removes them.
+func (s *Simulator) AddNodes(ctx context.Context, pools *clusterfile.Cluster) error {
+	s.nodesMu.Lock()
+	nodes := nodesFrom(pools, len(s.nodes))
+	for _, n := range nodes {
+		if _, dup := s.nodes[n.Object.Name]; dup {
+			s.nodesMu.Unlock()
+			return fmt.Errorf("nodesim: node %s exists", n.Object.Name)
+		}
+	}
+	for _, n := range nodes {
+		s.nodes[n.Object.Name] = n
+	}
+	s.nodesMu.Unlock()
+	return s.register(ctx, nodes)
+}
+
+// register creates or updates each node, marks it Ready, publishes its GPU
+// inventory and creates its lease.
+func (s *Simulator) register(ctx context.Context, nodes []Node) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(registerParallelism)
-	for _, n := range s.nodes {
+	for _, n := range nodes {
 		g.Go(func() error {
 			node, err := s.registerNode(gctx, n.Object)
 			if err != nil {
@@ -42,10 +78,7 @@ func (s *Simulator) registerNodes(ctx context.Context) error {
 			return s.renewLease(gctx, node)
 		})
 	}
-	if err := g.Wait(); err != nil {
-		return err
-	}
-	return s.removeStaleNodes(ctx)
+	return g.Wait()
 }
 
 func (s *Simulator) registerNode(ctx context.Context, want *corev1.Node) (*corev1.Node, error) {
@@ -168,7 +201,7 @@ func (s *Simulator) removeStaleNodes(ctx context.Context) error {
 		return err
 	}
 	for _, n := range list.Items {
-		if _, ok := s.nodes[n.Name]; ok {
+		if s.simulates(n.Name) {
 			continue
 		}
 		klog.FromContext(ctx).Info("Removing simulated node that left the cluster file", "node", n.Name)
@@ -237,13 +270,13 @@ func (s *Simulator) heartbeat(ctx context.Context) {
 	ticker := s.clock.NewTicker(s.opts.LeaseRenewInterval)
 	defer ticker.Stop()
 	lastStatus := s.clock.Now()
-	names := sets.List(sets.KeySet(s.nodes))
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-ticker.C():
 		}
+		names := s.nodeNames()
 		reportStatus := s.clock.Since(lastStatus) >= s.opts.StatusReportInterval
 		if reportStatus {
 			lastStatus = s.clock.Now()

@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -76,11 +77,13 @@ type Options struct {
 
 // Simulator runs the simulated kubelets of a set of nodes.
 type Simulator struct {
-	client   kubernetes.Interface
-	aisched  versioned.Interface
-	clock    clock.WithTicker
+	client  kubernetes.Interface
+	aisched versioned.Interface
+	clock   clock.WithTicker
+	opts    Options
+	// nodesMu guards nodes, which AddNodes grows while the simulator runs.
+	nodesMu  sync.RWMutex
 	nodes    map[string]Node
-	opts     Options
 	ledger   *ledger
 	queue    workqueue.TypedRateLimitingInterface[string]
 	pods     cache.SharedIndexInformer
@@ -184,7 +187,7 @@ func (s *Simulator) Run(ctx context.Context, ready chan<- struct{}) error {
 	}
 	wg.Go(func() { s.heartbeat(ctx) })
 	close(ready)
-	logger.Info("Simulating nodes", "count", len(s.nodes))
+	logger.Info("Simulating nodes", "count", len(s.nodeNames()))
 	<-ctx.Done()
 	s.queue.ShutDown()
 	wg.Wait()
@@ -199,7 +202,7 @@ func (s *Simulator) enqueue(obj interface{}) {
 	if !ok {
 		return
 	}
-	if _, ours := s.nodes[pod.Spec.NodeName]; !ours {
+	if !s.simulates(pod.Spec.NodeName) {
 		return
 	}
 	key, err := cache.MetaNamespaceKeyFunc(pod)
@@ -208,6 +211,21 @@ func (s *Simulator) enqueue(obj interface{}) {
 		return
 	}
 	s.queue.Add(key)
+}
+
+// simulates reports whether the node is one of the simulator's.
+func (s *Simulator) simulates(name string) bool {
+	s.nodesMu.RLock()
+	defer s.nodesMu.RUnlock()
+	_, ok := s.nodes[name]
+	return ok
+}
+
+// nodeNames returns the names of the simulated nodes, sorted.
+func (s *Simulator) nodeNames() []string {
+	s.nodesMu.RLock()
+	defer s.nodesMu.RUnlock()
+	return sets.List(sets.KeySet(s.nodes))
 }
 
 func (s *Simulator) runWorker(ctx context.Context) {

@@ -1,6 +1,8 @@
 package gpustate
 
 import (
+	"fmt"
+
 	corev1 "k8s.io/api/core/v1"
 
 	aischedv1alpha1 "github.com/aisched/aisched/apis/aisched/v1alpha1"
@@ -52,55 +54,63 @@ func (s *State) ForgetInventory(obj interface{}) {
 	s.dropCachedLocked(inv.Name)
 }
 
-// cardsKey keys the Cards cache: the node object and whether labels count.
-type cardsKey struct {
-	node      *corev1.Node
-	useLabels bool
-}
-
 // dropCachedLocked forgets the cached Cards of a node after its cards
 // changed; s.mu must be held for writing.
 func (s *State) dropCachedLocked(name string) {
 	for _, n := range s.ptrs[name] {
-		s.byNode.Delete(cardsKey{n, false})
-		s.byNode.Delete(cardsKey{n, true})
+		s.byNode.Delete(n)
 	}
 	delete(s.ptrs, name)
 	s.gen++
 	s.factsStale = true
 }
 
+// UseFeatureDiscoveryLabels sets whether nodes without a GPUInventory are
+// read from their GPU Feature Discovery labels (the default) for every
+// plugin of the scheduler. GPUFit calls it with its argument; a second call
+// with another value is an error, since one scheduler has one view of the
+// cards.
+func (s *State) UseFeatureDiscoveryLabels(use bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.labelsSet && s.noLabels == use {
+		return fmt.Errorf("useFeatureDiscoveryLabels must be the same in every profile of a scheduler")
+	}
+	s.labelsSet, s.noLabels = true, !use
+	return nil
+}
+
 // Cards returns the cards of a node: its GPUInventory when there is one,
-// else its GPU Feature Discovery labels when useLabels, else nil. The Set
-// is shared; callers must not modify it.
-func (s *State) Cards(node *corev1.Node, useLabels bool) *gpu.Set {
-	key := cardsKey{node, useLabels}
-	if cached, ok := s.byNode.Load(key); ok {
+// else its GPU Feature Discovery labels unless those are turned off, else
+// nil. The Set is shared; callers must not modify it.
+func (s *State) Cards(node *corev1.Node) *gpu.Set {
+	if cached, ok := s.byNode.Load(node); ok {
 		return cached.(*gpu.Set)
 	}
 	s.mu.RLock()
 	gen := s.gen
 	s.mu.RUnlock()
-	set := s.cardsByName(node, useLabels)
+	set := s.cardsByName(node, gen)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	// Cache only what no inventory change has overtaken meanwhile.
+	// Cache only what no inventory or node change has overtaken meanwhile.
 	if s.gen == gen {
-		s.byNode.Store(key, set)
+		s.byNode.Store(node, set)
 		s.ptrs[node.Name] = append(s.ptrs[node.Name], node)
 	}
 	return set
 }
 
-// cardsByName is Cards without the cache by node object.
-func (s *State) cardsByName(node *corev1.Node, useLabels bool) *gpu.Set {
+// cardsByName is Cards without the cache by node object; gen is the
+// generation the caller read.
+func (s *State) cardsByName(node *corev1.Node, gen uint64) *gpu.Set {
 	s.mu.RLock()
-	e := s.cards[node.Name]
+	e, noLabels := s.cards[node.Name], s.noLabels
 	s.mu.RUnlock()
 	if e.inventory != nil {
 		return e.inventory
 	}
-	if !useLabels {
+	if noLabels {
 		return nil
 	}
 	var labels [len(gfdLabels)]string
@@ -113,6 +123,11 @@ func (s *State) cardsByName(node *corev1.Node, useLabels bool) *gpu.Set {
 	set := gpu.NewSet(gpu.FromNodeLabels(node))
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.gen != gen {
+		// The node or its inventory changed meanwhile (it may be gone):
+		// answer, but remember nothing.
+		return set
+	}
 	updated := s.cards[node.Name]
 	updated.fromLabels, updated.labels, updated.labelsRead = set, labels, true
 	s.cards[node.Name] = updated

@@ -27,24 +27,15 @@ func (s *State) ObserveNode(obj interface{}) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old, known := s.nodes[node.Name]
-	if known && isGPUNode(old) {
-		s.gpuNodes--
-	}
 	s.nodes[node.Name] = node
-	if isGPUNode(node) {
-		s.gpuNodes++
-	}
 	// The scheduler moves to the new object: cached Cards of the old ones
 	// are garbage (a call still holding an old one recomputes).
 	for _, n := range s.ptrs[node.Name] {
 		if n != node {
-			s.byNode.Delete(cardsKey{n, false})
-			s.byNode.Delete(cardsKey{n, true})
+			s.byNode.Delete(n)
 		}
 	}
-	if _, ok := s.byNode.Load(cardsKey{node, true}); ok {
-		s.ptrs[node.Name] = []*corev1.Node{node}
-	} else if _, ok := s.byNode.Load(cardsKey{node, false}); ok {
+	if _, ok := s.byNode.Load(node); ok {
 		s.ptrs[node.Name] = []*corev1.Node{node}
 	} else {
 		delete(s.ptrs, node.Name)
@@ -63,12 +54,7 @@ func (s *State) ForgetNode(obj interface{}) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if old, ok := s.nodes[node.Name]; ok {
-		if isGPUNode(old) {
-			s.gpuNodes--
-		}
-		delete(s.nodes, node.Name)
-	}
+	delete(s.nodes, node.Name)
 	if e, ok := s.cards[node.Name]; ok {
 		if e.inventory == nil {
 			delete(s.cards, node.Name)
@@ -76,12 +62,7 @@ func (s *State) ForgetNode(obj interface{}) {
 			s.cards[node.Name] = nodeCards{inventory: e.inventory}
 		}
 	}
-	for _, n := range s.ptrs[node.Name] {
-		s.byNode.Delete(cardsKey{n, false})
-		s.byNode.Delete(cardsKey{n, true})
-	}
-	delete(s.ptrs, node.Name)
-	s.factsStale = true
+	s.dropCachedLocked(node.Name)
 }
 
 func sameGFDLabels(a, b *corev1.Node) bool {
@@ -115,11 +96,11 @@ func (s *State) Facts() ClusterFacts {
 			gpuNodes = append(gpuNodes, n)
 		}
 	}
-	f = ClusterFacts{Nodes: len(s.nodes), GPUNodes: s.gpuNodes}
+	f = ClusterFacts{Nodes: len(s.nodes), GPUNodes: len(gpuNodes)}
 	s.factsStale = false
 	s.mu.Unlock()
 	for _, n := range gpuNodes {
-		set := s.Cards(n, true)
+		set := s.Cards(n)
 		if set == nil {
 			continue
 		}

@@ -43,12 +43,17 @@ type State struct {
 	// inventoryServed is false when the GPUInventory CRD is not installed.
 	inventoryServed bool
 
+	// noLabels turns off the GPU Feature Discovery fallback (GPUFit's
+	// useFeatureDiscoveryLabels: false); labelsSet records that a GPUFit
+	// chose, so that two profiles cannot disagree.
+	noLabels, labelsSet bool
+
 	mu sync.RWMutex
 	// pods maps pod UID to the cards it holds.
 	pods map[types.UID]holding
 	// cards holds what is known of each node's cards, by node name.
 	cards map[string]nodeCards
-	// byNode caches Cards by node object (cardsKey to *gpu.Set): the
+	// byNode caches Cards by node object (*corev1.Node to *gpu.Set): the
 	// scheduler hands the same *Node to every Filter and Score call until
 	// the node changes, and a pointer hashes far faster than a name. This
 	// lookup runs for every node in every cycle, from parallel Filter
@@ -59,8 +64,7 @@ type State struct {
 	ptrs   map[string][]*corev1.Node
 	gen    uint64
 	// nodes are the cluster's nodes, for the cluster-wide facts.
-	nodes    map[string]*corev1.Node
-	gpuNodes int
+	nodes map[string]*corev1.Node
 	// facts is recomputed when stale (a node or an inventory changed).
 	facts      ClusterFacts
 	factsStale bool

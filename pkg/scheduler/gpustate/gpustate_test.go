@@ -31,24 +31,31 @@ func TestCards(t *testing.T) {
 	s := NewStandalone()
 	labels := map[string]string{gpu.GFDCountLabel: "2", gpu.GFDMemoryLabel: "16384", gpu.GFDProductLabel: "Tesla-T4"}
 	node := gpuNode("n", "2", labels)
-	if got := s.Cards(node, false).Len(); got != 0 {
+	noLabels := NewStandalone()
+	if err := noLabels.UseFeatureDiscoveryLabels(false); err != nil {
+		t.Fatal(err)
+	}
+	if got := noLabels.Cards(node).Len(); got != 0 {
 		t.Errorf("labels not allowed: %d cards, want 0", got)
 	}
-	if got := s.Cards(node, true); got.Len() != 2 || got.Cards[0].MemoryMiB != 16384 || !got.Uniform {
+	if err := noLabels.UseFeatureDiscoveryLabels(true); err == nil {
+		t.Error("two profiles could disagree on useFeatureDiscoveryLabels")
+	}
+	if got := s.Cards(node); got.Len() != 2 || got.Cards[0].MemoryMiB != 16384 || !got.Uniform {
 		t.Errorf("from labels: %+v, want 2 uniform 16384 MiB cards", got)
 	}
 	// Changed labels are read again, not served from the cache.
 	node = gpuNode("n", "2", map[string]string{gpu.GFDCountLabel: "2", gpu.GFDMemoryLabel: "32768", gpu.GFDProductLabel: "Tesla-V100"})
-	if got := s.Cards(node, true); got.Cards[0].MemoryMiB != 32768 {
+	if got := s.Cards(node); got.Cards[0].MemoryMiB != 32768 {
 		t.Errorf("after a label change: memory %d, want 32768", got.Cards[0].MemoryMiB)
 	}
 	// An inventory wins over labels, and its removal falls back to them.
 	s.ObserveInventory(inventory("n", 40960, 81920))
-	if got := s.Cards(node, true); got.Len() != 2 || got.Uniform || got.MaxMemoryMiB != 81920 {
+	if got := s.Cards(node); got.Len() != 2 || got.Uniform || got.MaxMemoryMiB != 81920 {
 		t.Errorf("from the inventory: %+v, want 2 mixed cards, max 81920 MiB", got)
 	}
 	s.ForgetInventory(inventory("n"))
-	if got := s.Cards(node, true); got.Cards[0].MemoryMiB != 32768 {
+	if got := s.Cards(node); got.Cards[0].MemoryMiB != 32768 {
 		t.Errorf("after the inventory left: memory %d, want the labels' 32768", got.Cards[0].MemoryMiB)
 	}
 }
@@ -144,19 +151,19 @@ func TestCardsCache(t *testing.T) {
 	node := gpuNode("n", "2", nil)
 	s.ObserveNode(node)
 	s.ObserveInventory(inventory("n", 16384, 16384))
-	if got := s.Cards(node, true); got.MaxMemoryMiB != 16384 {
+	if got := s.Cards(node); got.MaxMemoryMiB != 16384 {
 		t.Fatalf("first read: max memory %d, want 16384", got.MaxMemoryMiB)
 	}
 	s.ObserveInventory(inventory("n", 32768, 32768))
-	if got := s.Cards(node, true); got.MaxMemoryMiB != 32768 {
+	if got := s.Cards(node); got.MaxMemoryMiB != 32768 {
 		t.Errorf("after an inventory change: max memory %d, want 32768", got.MaxMemoryMiB)
 	}
 	updated := node.DeepCopy()
 	s.ObserveNode(updated)
-	if _, ok := s.byNode.Load(cardsKey{node, true}); ok {
+	if _, ok := s.byNode.Load(node); ok {
 		t.Error("the replaced node object is still cached")
 	}
-	if got := s.Cards(updated, true); got.MaxMemoryMiB != 32768 {
+	if got := s.Cards(updated); got.MaxMemoryMiB != 32768 {
 		t.Errorf("new node object: max memory %d, want 32768", got.MaxMemoryMiB)
 	}
 	s.ForgetNode(updated)

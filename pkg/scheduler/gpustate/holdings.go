@@ -89,6 +89,22 @@ func (u Usage) Used(i int) bool { return i >= 0 && i < 64 && u.used&(1<<i) != 0 
 // Count is the number of cards known to be held.
 func (u Usage) Count() int { return bits.OnesCount64(u.used) }
 
+// Fit counts the cards that satisfy the per-card part of r (capable) and,
+// of those, the ones not held, less the cards held by pods whose cards are
+// unknown (free; it may be negative).
+func (u Usage) Fit(cards []gpu.Card, r gpu.Request) (capable, free int64) {
+	for i := range cards {
+		if !cards[i].Satisfies(r) {
+			continue
+		}
+		capable++
+		if !u.Used(cards[i].Index) {
+			free++
+		}
+	}
+	return capable, free - u.Unknown
+}
+
 // Usage returns the cards held by the pods of nodeInfo, leaving out the
 // pod being placed (UID skip, requesting skipGPUs cards) should the node
 // already list it. It reads the node's pods from nodeInfo, so that

@@ -74,6 +74,15 @@ func (p *PodWrapper) Annotation(key, value string) *PodWrapper {
 	return p
 }
 
+// Label sets a label.
+func (p *PodWrapper) Label(key, value string) *PodWrapper {
+	if p.Labels == nil {
+		p.Labels = map[string]string{}
+	}
+	p.Labels[key] = value
+	return p
+}
+
 // RestartPolicy sets spec.restartPolicy.
 func (p *PodWrapper) RestartPolicy(policy corev1.RestartPolicy) *PodWrapper {
 	p.Spec.RestartPolicy = policy

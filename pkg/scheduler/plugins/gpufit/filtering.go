@@ -63,7 +63,7 @@ func (pl *GPUFit) Filter(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, 
 	if !ok {
 		return fwk.AsStatus(fmt.Errorf("%s: no PreFilter state", Name))
 	}
-	set := pl.state.Cards(nodeInfo.Node(), pl.useLabels)
+	set := pl.state.Cards(nodeInfo.Node())
 	if set == nil {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reasonNoGPUs)
 	}
@@ -79,21 +79,11 @@ func (pl *GPUFit) Filter(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, 
 		}
 		return nil
 	}
-	var capable, free int64
-	usage := pl.state.Usage(nodeInfo, pod.UID, s.req.Count)
-	for i := range set.Cards {
-		if !set.Cards[i].Satisfies(s.req) {
-			continue
-		}
-		capable++
-		if !usage.Used(set.Cards[i].Index) {
-			free++
-		}
-	}
+	capable, free := pl.state.Usage(nodeInfo, pod.UID, s.req.Count).Fit(set.Cards, s.req)
 	switch {
 	case capable < s.req.Count:
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reasonNoCardFits)
-	case free-usage.Unknown < s.req.Count:
+	case free < s.req.Count:
 		return fwk.NewStatus(fwk.Unschedulable, reasonNotEnough)
 	}
 	return nil

@@ -32,9 +32,8 @@ const (
 
 // GPUFit filters nodes by per-card GPU constraints and assigns cards.
 type GPUFit struct {
-	handle    fwk.Handle
-	state     *gpustate.State
-	useLabels bool
+	handle fwk.Handle
+	state  *gpustate.State
 }
 
 var (
@@ -52,10 +51,13 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle, state *gpustate.
 	if err := config.Decode(Name, obj, args); err != nil {
 		return nil, err
 	}
+	if err := state.UseFeatureDiscoveryLabels(*args.UseFeatureDiscoveryLabels); err != nil {
+		return nil, fmt.Errorf("%s: %w", Name, err)
+	}
 	if err := state.Init(ctx, h); err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
-	return &GPUFit{handle: h, state: state, useLabels: *args.UseFeatureDiscoveryLabels}, nil
+	return &GPUFit{handle: h, state: state}, nil
 }
 
 // Name implements fwk.Plugin.
@@ -107,7 +109,7 @@ func (pl *GPUFit) afterNodeChanged(_ klog.Logger, _ *corev1.Pod, _, newObj inter
 	if err != nil {
 		return fwk.Queue, err
 	}
-	if pl.state.Cards(node, pl.useLabels).Len() > 0 {
+	if pl.state.Cards(node).Len() > 0 {
 		return fwk.Queue, nil
 	}
 	return fwk.QueueSkip, nil

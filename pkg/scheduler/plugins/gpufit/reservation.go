@@ -13,7 +13,6 @@ import (
 )
 
 type reservation struct {
-	node  string
 	cards []int
 	uuids []string
 }
@@ -32,7 +31,7 @@ func (pl *GPUFit) Reserve(ctx context.Context, cs fwk.CycleState, pod *corev1.Po
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
-	set := pl.state.Cards(nodeInfo.Node(), pl.useLabels)
+	set := pl.state.Cards(nodeInfo.Node())
 	if set == nil {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reasonNoGPUs)
 	}
@@ -42,7 +41,7 @@ func (pl *GPUFit) Reserve(ctx context.Context, cs fwk.CycleState, pod *corev1.Po
 	if !ok {
 		return fwk.NewStatus(fwk.Unschedulable, reasonNotEnough)
 	}
-	r := &reservation{node: nodeName, cards: picked}
+	r := &reservation{cards: picked}
 	for _, idx := range picked {
 		if c := gpu.CardByIndex(cards, idx); c != nil && c.UUID != "" {
 			r.uuids = append(r.uuids, c.UUID)

@@ -39,7 +39,7 @@ func leastRequested(req podRequest, ni fwk.NodeInfo) float64 {
 // gpuPodScore is 100 * (S_card + S_similarity) / 2 for the cards the pod
 // would get on the node (the best-fit pick of GPUFit's Reserve).
 func (pl *HeteroPriority) gpuPodScore(s *preScoreState, pod *corev1.Pod, ni fwk.NodeInfo) int64 {
-	set := pl.state.Cards(ni.Node(), true)
+	set := pl.state.Cards(ni.Node())
 	if set == nil {
 		return 0
 	}
@@ -60,7 +60,8 @@ func (pl *HeteroPriority) gpuPodScore(s *preScoreState, pod *corev1.Pod, ni fwk.
 			return 0
 		}
 		chosen = chosenSummary(set.Cards, picked)
-		freeCards = int64(len(set.Cards)-usage.Count()) - usage.Unknown
+		// Free cards the pod could use (healthy, meeting its constraints).
+		_, freeCards = usage.Fit(set.Cards, s.req.GPU)
 	}
 	if freeCards < s.req.GPU.Count {
 		return 0

@@ -1,0 +1,281 @@
+// Package coscheduling is the Coscheduling plugin (seeds 002 and 003): gang
+// scheduling of pod groups named by the seed labels. Members of a group leave
+// the queue together (QueueSort), a group that cannot be placed as a whole
+// is rejected before any member reserves anything (PreFilter), and assumed
+// members wait in Permit until min-available of them are placed; if that
+// fails, every waiting member is rejected and its reservations released.
+package coscheduling
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/aisched/aisched/apis/config"
+	"github.com/aisched/aisched/pkg/podgroup"
+)
+
+// Name is the plugin name in KubeSchedulerConfiguration.
+const Name = "Coscheduling"
+
+// groupIndex indexes the scheduler's pod informer by group key.
+const groupIndex = "aisched.io/pod-group"
+
+// Coscheduling implements gang scheduling.
+type Coscheduling struct {
+	handle fwk.Handle
+	// pods is the scheduler's pod informer store (non-terminal pods),
+	// indexed by group.
+	pods    cache.Indexer
+	timeout time.Duration
+
+	mu sync.Mutex
+	// groupTimes is the creation time of each group: the earliest creation
+	// time of its members seen so far. It only moves back, so the queue
+	// order of a group is stable.
+	groupTimes map[string]time.Time
+}
+
+var (
+	_ fwk.QueueSortPlugin   = &Coscheduling{}
+	_ fwk.PreFilterPlugin   = &Coscheduling{}
+	_ fwk.PostFilterPlugin  = &Coscheduling{}
+	_ fwk.PermitPlugin      = &Coscheduling{}
+	_ fwk.ReservePlugin     = &Coscheduling{}
+	_ fwk.EnqueueExtensions = &Coscheduling{}
+)
+
+// New builds the plugin from its pluginConfig arguments.
+func New(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+	args := &config.CoschedulingArgs{}
+	if err := config.Decode(Name, obj, args); err != nil {
+		return nil, err
+	}
+	informer := h.SharedInformerFactory().Core().V1().Pods().Informer()
+	// Every profile builds its own instance on the one informer.
+	if _, ok := informer.GetIndexer().GetIndexers()[groupIndex]; !ok {
+		if err := informer.AddIndexers(cache.Indexers{groupIndex: indexByGroup}); err != nil {
+			return nil, fmt.Errorf("%s: indexing pods by group: %w", Name, err)
+		}
+	}
+	pl := &Coscheduling{
+		handle:     h,
+		pods:       informer.GetIndexer(),
+		timeout:    time.Duration(*args.PermitWaitingTimeSeconds) * time.Second,
+		groupTimes: map[string]time.Time{},
+	}
+	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: pl.activateGroup, DeleteFunc: pl.forgetGroupTime}); err != nil {
+		return nil, fmt.Errorf("%s: watching pods: %w", Name, err)
+	}
+	return pl, nil
+}
+
+// Name implements fwk.Plugin.
+func (pl *Coscheduling) Name() string { return Name }
+
+func indexByGroup(obj interface{}) ([]string, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return nil, nil
+	}
+	ref, ok, err := podgroup.FromPod(pod)
+	if !ok || err != nil {
+		// A pod with bad group labels is rejected in PreFilter; it is in no group.
+		return nil, nil
+	}
+	return []string{ref.Key()}, nil
+}
+
+// groupOf returns the group of a pod that gangs: min-available above 1.
+func groupOf(pod *corev1.Pod) (podgroup.Ref, bool) {
+	ref, ok, err := podgroup.FromPod(pod)
+	if !ok || err != nil || ref.MinAvailable < 2 {
+		return podgroup.Ref{}, false
+	}
+	return ref, true
+}
+
+// sameGroup reports whether pod is a member of the group with key.
+func sameGroup(pod *corev1.Pod, key string) bool {
+	ref, ok, err := podgroup.FromPod(pod)
+	return ok && err == nil && ref.Key() == key
+}
+
+// members returns the group's non-terminal pods.
+func (pl *Coscheduling) members(key string) []*corev1.Pod {
+	objs, err := pl.pods.ByIndex(groupIndex, key)
+	if err != nil {
+		return nil
+	}
+	out := make([]*corev1.Pod, 0, len(objs))
+	for _, o := range objs {
+		if p, ok := o.(*corev1.Pod); ok && p.DeletionTimestamp == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// waiting returns the UIDs of the group's members waiting in Permit.
+func (pl *Coscheduling) waiting(key string) map[string]bool {
+	out := map[string]bool{}
+	pl.handle.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
+		if p := wp.GetPod(); sameGroup(p, key) {
+			out[string(p.UID)] = true
+		}
+	})
+	return out
+}
+
+// PreFilter rejects a member of a group that cannot be placed as a whole:
+// too few members exist, or the members still to place do not fit on the
+// nodes' free resources. Nothing is reserved for such a group.
+func (pl *Coscheduling) PreFilter(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	ref, ok, err := podgroup.FromPod(pod)
+	if err != nil {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
+	}
+	if !ok || ref.MinAvailable < 2 {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	members := pl.members(ref.Key())
+	if len(members) < ref.MinAvailable {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable,
+			fmt.Sprintf("pod group %s has %d of its %d pods (min-available)", ref.Key(), len(members), ref.MinAvailable))
+	}
+	waiting := pl.waiting(ref.Key())
+	placed := len(waiting)
+	var pending []*corev1.Pod
+	for _, m := range members {
+		switch {
+		case m.Spec.NodeName != "":
+			placed++
+		case !waiting[string(m.UID)] && m.UID != pod.UID:
+			pending = append(pending, m)
+		}
+	}
+	need := ref.MinAvailable - placed
+	if need <= 0 {
+		return nil, nil
+	}
+	// This pod first: it is the one about to be placed.
+	pending = append([]*corev1.Pod{pod}, pending...)
+	if fit := placeable(pending, nodes); fit < need {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable,
+			fmt.Sprintf("pod group %s needs %d more pods placed at once, the free resources of the nodes hold %d of them", ref.Key(), need, fit))
+	}
+	return nil, nil
+}
+
+// PreFilterExtensions implements fwk.PreFilterPlugin.
+func (pl *Coscheduling) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+
+// PostFilter runs when a member found no node: the group cannot gather now,
+// so the members waiting in Permit are rejected and release what they hold.
+func (pl *Coscheduling) PostFilter(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	ref, ok := groupOf(pod)
+	if !ok {
+		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
+	pl.rejectWaiting(ref.Key(), pod, fmt.Sprintf("member %s of pod group %s found no node", pod.Name, ref.Key()))
+	return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("pod group %s: a member found no node; waiting members released", ref.Key()))
+}
+
+// Permit lets a member through when min-available members of its group
+// are bound or assumed, and lets the waiting ones through with it;
+// otherwise the member waits, at most the configured time.
+func (pl *Coscheduling) Permit(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, _ string) (*fwk.Status, time.Duration) {
+	ref, ok := groupOf(pod)
+	if !ok {
+		return nil, 0
+	}
+	key := ref.Key()
+	placed := 1 + len(pl.waiting(key))
+	for _, m := range pl.members(key) {
+		if m.Spec.NodeName != "" && m.UID != pod.UID {
+			placed++
+		}
+	}
+	if placed < ref.MinAvailable {
+		return fwk.NewStatus(fwk.Wait, fmt.Sprintf("pod group %s: %d of %d members placed", key, placed, ref.MinAvailable)), pl.timeout
+	}
+	pl.handle.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
+		if sameGroup(wp.GetPod(), key) {
+			wp.Allow(Name)
+		}
+	})
+	return nil, 0
+}
+
+// Reserve implements fwk.ReservePlugin; the group needs nothing reserved.
+func (pl *Coscheduling) Reserve(context.Context, fwk.CycleState, *corev1.Pod, string) *fwk.Status {
+	return nil
+}
+
+// Unreserve runs when a member's reservation is undone (Permit timed out or
+// was rejected, binding failed): every other waiting member is rejected, so
+// that no part of the group holds resources alone.
+func (pl *Coscheduling) Unreserve(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, _ string) {
+	ref, ok := groupOf(pod)
+	if !ok {
+		return
+	}
+	pl.rejectWaiting(ref.Key(), pod, fmt.Sprintf("member %s of pod group %s was not placed", pod.Name, ref.Key()))
+}
+
+func (pl *Coscheduling) rejectWaiting(key string, cause *corev1.Pod, msg string) {
+	var rejected []*corev1.Pod
+	pl.handle.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
+		if p := wp.GetPod(); p.UID != cause.UID && sameGroup(p, key) {
+			rejected = append(rejected, p)
+			wp.Reject(Name, msg)
+		}
+	})
+	if len(rejected) > 0 {
+		klog.V(3).InfoS("Rejected waiting members of a pod group", "group", key, "members", len(rejected), "cause", klog.KObj(cause))
+	}
+}
+
+// EventsToRegister implements fwk.EnqueueExtensions: a group may become
+// placeable when a bound pod goes away, or a node comes, grows, loses a
+// taint, gains a label or is uncordoned (a taint update). A group that was
+// missing members is activated by activateGroup instead: the scheduler
+// reports unscheduled pod additions only with the GenericWorkload gate on.
+func (pl *Coscheduling) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
+	return []fwk.ClusterEventWithHint{
+		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}},
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable | fwk.UpdateNodeTaint | fwk.UpdateNodeLabel}},
+	}, nil
+}
+
+// activateGroup is the pod informer's add handler: when an unscheduled
+// member makes its group reach min-available pods, the members rejected
+// for lack of members go back to the active queue.
+func (pl *Coscheduling) activateGroup(obj interface{}) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok || pod.Spec.NodeName != "" {
+		return
+	}
+	ref, ok := groupOf(pod)
+	if !ok {
+		return
+	}
+	members := pl.members(ref.Key())
+	if len(members) < ref.MinAvailable {
+		return
+	}
+	pending := map[string]*corev1.Pod{}
+	for _, m := range members {
+		if m.Spec.NodeName == "" && m.UID != pod.UID {
+			pending[m.Namespace+"/"+m.Name] = m
+		}
+	}
+	pl.handle.Activate(klog.Background(), pending)
+}

@@ -1,0 +1,222 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/aisched/aisched/pkg/clusterfile"
+	"github.com/aisched/aisched/pkg/local/localtest"
+	"github.com/aisched/aisched/pkg/local/nodesim"
+	"github.com/aisched/aisched/pkg/podgroup"
+	"github.com/aisched/aisched/pkg/scheduler"
+	utiltesting "github.com/aisched/aisched/pkg/util/testing"
+)
+
+// tfJob returns seed 003's TFJob: 1 parameter server and 4 workers of 2
+// GPUs, in group "tf" with min-available 5 when gang is set.
+func tfJob(ns string, gang bool) []*corev1.Pod {
+	var pods []*corev1.Pod
+	add := func(w *utiltesting.PodWrapper) {
+		w.SchedulerName(scheduler.AischedProfile).Req(corev1.ResourceCPU, "1").Req(corev1.ResourceMemory, "1Gi")
+		if gang {
+			w.Label(podgroup.NameLabel, "tf").Label(podgroup.MinAvailableLabel, "5")
+		}
+		pods = append(pods, w.Obj())
+	}
+	add(utiltesting.MakePod("tf-ps-0", ns))
+	for i := range 4 {
+		add(utiltesting.MakePod(fmt.Sprintf("tf-worker-%d", i), ns).GPU(2))
+	}
+	return pods
+}
+
+// gpusHeld sums the GPUs requested by the pods bound to a node.
+func gpusHeld(pods []corev1.Pod) int64 {
+	var n int64
+	for _, p := range pods {
+		if p.Spec.NodeName == "" {
+			continue
+		}
+		q := p.Spec.Containers[0].Resources.Requests["nvidia.com/gpu"]
+		n += q.Value()
+	}
+	return n
+}
+
+// TestSeed003Gang reproduces seed 003's demo: a TFJob of 1 PS and 4 workers
+// of 2 GPUs on a cluster with 4 GPUs. Without a group, the PS and 2 workers
+// run and hold all 4 GPUs waiting for the others; as a group with
+// min-available 5, all 5 stay Pending and hold nothing, and they all run
+// once nodes with 4 more GPUs join.
+func TestSeed003Gang(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, `  - {name: cpu, count: 1, cpu: "8", memory: 32Gi}
+  - {name: gpu, count: 1, cpu: "16", memory: 64Gi, gpus: {count: 4, model: Tesla-T4, memoryMiB: 15360}}
+`)
+	ctx := context.Background()
+
+	t.Run("without a group", func(t *testing.T) {
+		ns := createNamespace(t, c.Client)
+		createPods(t, c, tfJob(ns, false)...)
+		running, unschedulable := settle(t, c, ns, 5)
+		if len(running) != 3 || len(unschedulable) != 2 || gpusHeld(running) != 4 {
+			t.Fatalf("want PS and 2 workers running on all 4 GPUs, 2 workers pending; got %d running holding %d GPUs, %d pending",
+				len(running), gpusHeld(running), len(unschedulable))
+		}
+		if err := c.Client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		localtest.Eventually(t, time.Minute, "pods of "+ns+" gone", func(ctx context.Context) (bool, error) {
+			pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+			return err == nil && len(pods.Items) == 0, err
+		})
+	})
+
+	t.Run("gang", func(t *testing.T) {
+		ns := createNamespace(t, c.Client)
+		createPods(t, c, tfJob(ns, true)...)
+		// Once all members exist, each is rejected because the group as a
+		// whole does not fit.
+		want := "pod group " + ns + "/tf needs 5 more pods placed at once, the free resources of the nodes hold 3 of them"
+		localtest.Eventually(t, time.Minute, "every member pending because the group does not fit", func(ctx context.Context) (bool, error) {
+			pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, err
+			}
+			explained := 0
+			for _, p := range pods.Items {
+				if cond := unschedulableCondition(&p); cond != nil && strings.Contains(cond.Message, want) {
+					explained++
+				}
+			}
+			return explained == 5, nil
+		})
+		// Nothing is bound and nothing waits in Permit holding GPUs: a
+		// pod waiting in Permit would be neither bound nor unschedulable.
+		time.Sleep(2 * time.Second)
+		pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pods.Items {
+			if p.Spec.NodeName != "" || unschedulableCondition(&p) == nil {
+				t.Errorf("pod %s bound to %q or waiting; want every member pending", p.Name, p.Spec.NodeName)
+			}
+		}
+
+		more, err := clusterfile.Parse("more", []byte(`apiVersion: aisched.io/v1alpha1
+kind: Cluster
+nodePools:
+  - {name: gpu-more, count: 1, cpu: "16", memory: 64Gi, gpus: {count: 4, model: Tesla-T4, memoryMiB: 15360}}
+`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.AddNodes(ctx, more); err != nil {
+			t.Fatal(err)
+		}
+		localtest.Eventually(t, time.Minute, "all 5 members running", func(ctx context.Context) (bool, error) {
+			pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, err
+			}
+			running := 0
+			for _, p := range pods.Items {
+				if p.Status.Phase == corev1.PodRunning {
+					running++
+				}
+			}
+			return running == 5, nil
+		})
+	})
+}
+
+// TestGangDeadlock runs two 4-pod groups on nodes that hold 6 such pods.
+// default-scheduler, which ignores groups, places part of each and both
+// wait forever; aisched runs one group whole, then the other when the
+// first completes.
+func TestGangDeadlock(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, `  - {name: n, count: 3, cpu: "2", memory: 8Gi}
+`)
+	ctx := context.Background()
+	groups := func(ns, profile string, runFor time.Duration) {
+		var pods []*corev1.Pod
+		for i := range 4 {
+			for _, g := range []string{"a", "b"} {
+				w := utiltesting.MakePod(fmt.Sprintf("%s-%d", g, i), ns).SchedulerName(profile).
+					Req(corev1.ResourceCPU, "1").Req(corev1.ResourceMemory, "1Gi").
+					Label(podgroup.NameLabel, g).Label(podgroup.MinAvailableLabel, "4").
+					RestartPolicy(corev1.RestartPolicyNever)
+				if runFor > 0 {
+					w.Annotation(nodesim.RunDurationAnnotation, runFor.String())
+				}
+				pods = append(pods, w.Obj())
+			}
+		}
+		createPods(t, c, pods...)
+	}
+	boundPerGroup := func(ns string) (map[string]int, map[string]int) {
+		pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		bound, done := map[string]int{}, map[string]int{}
+		for _, p := range pods.Items {
+			g := p.Labels[podgroup.NameLabel]
+			if p.Spec.NodeName != "" {
+				bound[g]++
+			}
+			if p.Status.Phase == corev1.PodSucceeded {
+				done[g]++
+			}
+		}
+		return bound, done
+	}
+
+	t.Run("default-scheduler", func(t *testing.T) {
+		ns := createNamespace(t, c.Client)
+		groups(ns, "default-scheduler", 0)
+		settle(t, c, ns, 8)
+		bound, _ := boundPerGroup(ns)
+		if bound["a"] == 0 || bound["a"] == 4 || bound["b"] == 0 || bound["b"] == 4 {
+			t.Errorf("bound members per group %v; want both groups partly placed", bound)
+		}
+		if err := c.Client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		localtest.Eventually(t, time.Minute, "pods of "+ns+" gone", func(ctx context.Context) (bool, error) {
+			pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+			return err == nil && len(pods.Items) == 0, err
+		})
+	})
+
+	t.Run("aisched", func(t *testing.T) {
+		ns := createNamespace(t, c.Client)
+		groups(ns, scheduler.AischedProfile, 5*time.Second)
+		// 4 + 4 pods do not fit in 6 slots: if both groups ever had
+		// members on nodes at once, one of them was partly placed. In the
+		// end both completed.
+		overlap := false
+		begin := time.Now()
+		last := ""
+		localtest.Eventually(t, 2*time.Minute, "both groups completed", func(context.Context) (bool, error) {
+			bound, done := boundPerGroup(ns)
+			if now := fmt.Sprint(bound, done); now != last {
+				t.Logf("%5.1fs: bound %v, completed %v", time.Since(begin).Seconds(), bound, done)
+				last = now
+			}
+			if bound["a"] > done["a"] && bound["b"] > done["b"] && !overlap {
+				overlap = true
+				t.Errorf("both groups hold nodes at once: bound %v, completed %v", bound, done)
+			}
+			return done["a"] == 4 && done["b"] == 4, nil
+		})
+	})
+}
