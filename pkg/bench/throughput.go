@@ -13,6 +13,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,6 +32,7 @@ import (
 	"github.com/aisched/aisched/pkg/gpu"
 	"github.com/aisched/aisched/pkg/local"
 	"github.com/aisched/aisched/pkg/local/nodesim"
+	"github.com/aisched/aisched/pkg/podgroup"
 	"github.com/aisched/aisched/pkg/scheduler"
 )
 
@@ -44,6 +46,10 @@ type ThroughputOptions struct {
 	Pods int
 	// GPU makes nodes GPU nodes and pods whole-GPU pods.
 	GPU bool
+	// GroupSize > 1 puts every GroupSize consecutive pods in a pod group
+	// with that min-available (the seed labels); profiles without
+	// Coscheduling schedule them as plain pods.
+	GroupSize int
 	// Profiles are compared; the ratio is last / first.
 	Profiles []string
 	// Rounds is how often each profile is measured, in alternating order
@@ -80,11 +86,13 @@ type ProfileResult struct {
 
 // ThroughputResult is the outcome of a run.
 type ThroughputResult struct {
-	Nodes    int             `json:"nodes"`
-	Pods     int             `json:"pods"`
-	GPU      bool            `json:"gpu"`
-	CPUs     int             `json:"cpus"`
-	Profiles []ProfileResult `json:"profiles"`
+	Nodes int  `json:"nodes"`
+	Pods  int  `json:"pods"`
+	GPU   bool `json:"gpu"`
+	// GroupSize is the pod group size; 0 or 1: plain pods.
+	GroupSize int             `json:"group_size,omitempty"`
+	CPUs      int             `json:"cpus"`
+	Profiles  []ProfileResult `json:"profiles"`
 	// Ratio is the last profile's pods/s over the first's.
 	Ratio float64 `json:"ratio"`
 }
@@ -96,6 +104,12 @@ type ThroughputResult struct {
 func Throughput(ctx context.Context, opts ThroughputOptions) (*ThroughputResult, error) {
 	if opts.Nodes < 1 || opts.Pods < 1 || len(opts.Profiles) < 1 {
 		return nil, errors.New("need at least one node, one pod and one profile")
+	}
+	if opts.GroupSize > 1 && opts.Pods%opts.GroupSize != 0 {
+		return nil, fmt.Errorf("--pods %d is not a multiple of --group-size %d: the last group could never gather", opts.Pods, opts.GroupSize)
+	}
+	if opts.GroupSize < 0 || opts.GroupSize > podgroup.MaxMinAvailable {
+		return nil, fmt.Errorf("--group-size %d: must be between 0 and %d", opts.GroupSize, podgroup.MaxMinAvailable)
 	}
 	if opts.Timeout == 0 {
 		opts.Timeout = 30 * time.Minute
@@ -110,7 +124,7 @@ func Throughput(ctx context.Context, opts ThroughputOptions) (*ThroughputResult,
 	if opts.Measure == nil {
 		opts.Measure = Measure
 	}
-	res := &ThroughputResult{Nodes: opts.Nodes, Pods: opts.Pods, GPU: opts.GPU, CPUs: runtime.NumCPU()}
+	res := &ThroughputResult{Nodes: opts.Nodes, Pods: opts.Pods, GPU: opts.GPU, GroupSize: opts.GroupSize, CPUs: runtime.NumCPU()}
 	samples := make([][]ProfileResult, len(opts.Profiles))
 	for round := range opts.Rounds {
 		order := make([]int, len(opts.Profiles))
@@ -298,6 +312,17 @@ func Measure(ctx context.Context, opts ThroughputOptions, profile string) (_ Pro
 	return r, nil
 }
 
+// groupLabels are the pod group labels of pod i, nil for plain pods.
+func groupLabels(i, size int) map[string]string {
+	if size < 2 {
+		return nil
+	}
+	return map[string]string{
+		podgroup.NameLabel:         fmt.Sprintf("group-%05d", i/size),
+		podgroup.MinAvailableLabel: strconv.Itoa(size),
+	}
+}
+
 // createPods creates the pods with 32 concurrent clients.
 func createPods(ctx context.Context, c *local.Cluster, ns, profile string, opts ThroughputOptions) error {
 	requests := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("256Mi")}
@@ -313,7 +338,7 @@ func createPods(ctx context.Context, c *local.Cluster, ns, profile string, opts 
 		wg.Go(func() {
 			for i := range next {
 				pod := &corev1.Pod{
-					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pod-%05d", i), Namespace: ns},
+					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pod-%05d", i), Namespace: ns, Labels: groupLabels(i, opts.GroupSize)},
 					Spec: corev1.PodSpec{
 						SchedulerName: profile,
 						Containers: []corev1.Container{{

@@ -52,7 +52,9 @@ simulated kubelets leave them alone, so the scheduler alone is measured.`,
 			}
 			// Stopping each cluster makes the apiserver's etcd client complain on
 			// stderr; that goes to the log, progress to the terminal.
-			opts.Progress = redirectStderr(logOut)
+			progress, restore := redirectStderr(logOut)
+			defer restore()
+			opts.Progress = progress
 			if cpuProfile != "" {
 				f, err := os.Create(cpuProfile)
 				if err != nil {
@@ -89,6 +91,7 @@ simulated kubelets leave them alone, so the scheduler alone is measured.`,
 	fs.IntVar(&opts.Nodes, "nodes", opts.Nodes, "simulated nodes")
 	fs.IntVar(&opts.Pods, "pods", opts.Pods, "pods per profile")
 	fs.BoolVar(&opts.GPU, "gpu", false, "GPU nodes (8 A100 each) and whole-GPU pods (1 GPU each)")
+	fs.IntVar(&opts.GroupSize, "group-size", 0, "put every N pods in a pod group with min-available N (profiles without Coscheduling ignore it)")
 	fs.IntVar(&opts.Rounds, "rounds", 3, "measurements per profile, in alternating order; the median counts")
 	fs.StringVar(&profiles, "profiles", "default-scheduler,"+scheduler.AischedProfile, "comma-separated profiles; the ratio is last/first")
 	fs.DurationVar(&opts.Timeout, "timeout", 30*time.Minute, "longest time to schedule one profile's pods")

@@ -154,8 +154,10 @@ loop:
 	fmt.Fprintln(out, "stopping...")
 	// Components cancelled mid-request complain on stderr; send that to the
 	// log. Until now stderr stays the terminal's, for errors and crashes.
-	redirectStderr(logOut)
-	if err := c.Stop(); err != nil {
+	_, restore := redirectStderr(logOut)
+	err = c.Stop()
+	restore()
+	if err != nil {
 		return fmt.Errorf("stop: %w", err)
 	}
 	fmt.Fprintf(out, "stopped in %.1fs\n", time.Since(stopping).Seconds())
@@ -207,21 +209,23 @@ func setupKlog(w io.Writer, v int) error {
 // redirectStderr points file descriptor 2 at the log w (when w is a file
 // other than stderr), so that what libraries write to stderr through
 // loggers built at init (the apiserver's etcd client) lands in the log. It
-// returns a file for the terminal's stderr, which the caller keeps using.
-func redirectStderr(w io.Writer) *os.File {
+// returns a file for the terminal's stderr, which the caller keeps using,
+// and a function that points descriptor 2 back at the terminal, so that the
+// command's own error reaches the user.
+func redirectStderr(w io.Writer) (terminal *os.File, restore func()) {
 	f, ok := w.(*os.File)
 	if !ok || f == os.Stderr {
-		return os.Stderr
+		return os.Stderr, func() {}
 	}
 	saved, err := unix.Dup(2)
 	if err != nil {
-		return os.Stderr
+		return os.Stderr, func() {}
 	}
 	if err := unix.Dup2(int(f.Fd()), 2); err != nil {
 		unix.Close(saved)
-		return os.Stderr
+		return os.Stderr, func() {}
 	}
-	return os.NewFile(uintptr(saved), "/dev/stderr")
+	return os.NewFile(uintptr(saved), "/dev/stderr"), func() { _ = unix.Dup2(saved, 2) }
 }
 
 func openLog(path string) (io.Writer, func(), error) {

@@ -83,6 +83,12 @@ func (p *PodWrapper) Label(key, value string) *PodWrapper {
 	return p
 }
 
+// SchedulingGate adds a scheduling gate.
+func (p *PodWrapper) SchedulingGate(name string) *PodWrapper {
+	p.Spec.SchedulingGates = append(p.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: name})
+	return p
+}
+
 // RestartPolicy sets spec.restartPolicy.
 func (p *PodWrapper) RestartPolicy(policy corev1.RestartPolicy) *PodWrapper {
 	p.Spec.RestartPolicy = policy

@@ -162,12 +162,16 @@ func (pl *Coscheduling) PreFilter(_ context.Context, _ fwk.CycleState, pod *core
 		}
 	}
 	need := ref.MinAvailable - placed
-	if need <= 0 {
+	if need <= 0 || placed > 0 {
+		// Complete, or being placed: the check passed for the first member
+		// of this attempt, and a member that finds no node now releases
+		// the others (PostFilter). Checking once per attempt keeps the
+		// cost per group, not per member.
 		return nil, nil
 	}
 	// This pod first: it is the one about to be placed.
 	pending = append([]*corev1.Pod{pod}, pending...)
-	if fit := placeable(pending, nodes); fit < need {
+	if fit := placeableUpTo(pending, nodes, need); fit < need {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable,
 			fmt.Sprintf("pod group %s needs %d more pods placed at once, the free resources of the nodes hold %d of them", ref.Key(), need, fit))
 	}

@@ -39,6 +39,11 @@ type room struct {
 // unschedulable nodes; not inter-pod affinity, ports or per-card
 // constraints, which the Filter plugins check for each member.
 func placeable(pods []*corev1.Pod, nodes []fwk.NodeInfo) int {
+	return placeableUpTo(pods, nodes, len(pods))
+}
+
+// placeableUpTo is placeable that stops counting at want.
+func placeableUpTo(pods []*corev1.Pod, nodes []fwk.NodeInfo, want int) int {
 	demands := make([]demand, len(pods))
 	for i, p := range pods {
 		req := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
@@ -66,15 +71,21 @@ func placeable(pods []*corev1.Pod, nodes []fwk.NodeInfo) int {
 	}
 	fit := 0
 	for _, d := range demands {
+		if fit >= want {
+			break
+		}
 		best := -1
 		for i := range rooms {
 			r := &rooms[i]
-			if r.pods < 1 || r.milliCPU < d.milliCPU || r.memory < d.memory || r.gpus < d.gpus || !allowed(d, r.node) {
+			if r.pods < 1 || r.milliCPU < d.milliCPU || r.memory < d.memory || r.gpus < d.gpus {
 				continue
 			}
-			// Best fit: the node left with the fewest GPUs, then CPU.
-			if best < 0 || r.gpus-d.gpus < rooms[best].gpus-d.gpus ||
-				(r.gpus == rooms[best].gpus && r.milliCPU < rooms[best].milliCPU) {
+			// Best fit: the node left with the fewest GPUs, then CPU; the
+			// selector and taint checks only for a better candidate.
+			if best >= 0 && (r.gpus > rooms[best].gpus || (r.gpus == rooms[best].gpus && r.milliCPU >= rooms[best].milliCPU)) {
+				continue
+			}
+			if allowed(d, r.node) {
 				best = i
 			}
 		}
