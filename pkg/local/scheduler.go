@@ -50,7 +50,7 @@ func runScheduler(ctx context.Context, restCfg *rest.Config, cfg *config.KubeSch
 		scheduler.WithParallelism(cfg.Parallelism),
 	)
 	if err != nil {
-		return fmt.Errorf("scheduler: %w", err)
+		return err
 	}
 	broadcaster.StartRecordingToSink(ctx.Done())
 	defer broadcaster.Shutdown()
@@ -62,7 +62,7 @@ func runScheduler(ctx context.Context, restCfg *rest.Config, cfg *config.KubeSch
 	informerFactory.WaitForCacheSync(ctx.Done())
 	dynInformerFactory.WaitForCacheSync(ctx.Done())
 	if err := sched.WaitForHandlersSync(ctx); err != nil {
-		return fmt.Errorf("scheduler: %w", err)
+		return fmt.Errorf("waiting for event handlers: %w", err)
 	}
 	close(started)
 	sched.Run(ctx)

@@ -2,6 +2,7 @@
 package app
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -39,7 +40,9 @@ func Main(args []string) int {
 	root.SetArgs(args)
 	cmd, err := root.ExecuteC()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "%s: %v\n", cmd.CommandPath(), err)
+		if !errors.As(err, &reportedError{}) {
+			fmt.Fprintf(os.Stderr, "%s: %v\n", cmd.CommandPath(), err)
+		}
 		return 1
 	}
 	return 0

@@ -116,6 +116,10 @@ func runUp(out io.Writer, o upOptions) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// A start that fails tears down what it started, and components
+	// cancelled mid-request complain on stderr; that goes to the log, the
+	// error to the terminal.
+	terminal, restore := redirectStderr(logOut)
 	c, err := local.Start(ctx, local.Options{
 		DataDir:         o.dataDir,
 		Fresh:           o.fresh,
@@ -127,10 +131,12 @@ func runUp(out io.Writer, o upOptions) error {
 	})
 	if err != nil {
 		if ctx.Err() != nil {
-			return fmt.Errorf("interrupted while starting: %w", err)
+			err = fmt.Errorf("interrupted while starting: %w", err)
 		}
-		return err
+		return reported(terminal, err)
 	}
+	// Running, stderr is the terminal's again, for errors and crashes.
+	restore()
 	printReady(out, c, cluster, profileNames(schedCfg), logPath, time.Since(begin))
 
 	idle := time.NewTimer(idleReportDelay)
@@ -152,16 +158,28 @@ loop:
 	stop()
 	stopping := time.Now()
 	fmt.Fprintln(out, "stopping...")
-	// Components cancelled mid-request complain on stderr; send that to the
-	// log. Until now stderr stays the terminal's, for errors and crashes.
-	_, restore := redirectStderr(logOut)
-	err = c.Stop()
-	restore()
-	if err != nil {
-		return fmt.Errorf("stop: %w", err)
+	// Components cancelled mid-request complain on stderr, also after Stop
+	// returns: stderr goes to the log for good, errors to the terminal.
+	terminal, _ = redirectStderr(logOut)
+	if err := c.Stop(); err != nil {
+		return reported(terminal, fmt.Errorf("stop: %w", err))
 	}
 	fmt.Fprintf(out, "stopped in %.1fs\n", time.Since(stopping).Seconds())
-	return failure
+	if failure != nil {
+		return reported(terminal, failure)
+	}
+	return nil
+}
+
+// reportedError is an error already printed to the user; Main only sets
+// the exit code.
+type reportedError struct{ error }
+
+// reported prints err as Main would, to w (the terminal while file
+// descriptor 2 points at the log), and returns it marked as printed.
+func reported(w io.Writer, err error) error {
+	fmt.Fprintf(w, "aisched up: %v\n", err)
+	return reportedError{err}
 }
 
 func profileNames(cfg *config.KubeSchedulerConfiguration) []string {
