@@ -33,6 +33,17 @@ type Ref struct {
 // Key is namespace/name, unique in the cluster.
 func (r Ref) Key() string { return r.Namespace + "/" + r.Name }
 
+// KeyOf returns the key (namespace/name) of the group the pod names, without
+// validating the labels: for hot paths (queue order, matching members) that
+// only compare groups. FromPod validates.
+func KeyOf(pod *corev1.Pod) (string, bool) {
+	name, ok := pod.Labels[NameLabel]
+	if !ok {
+		return "", false
+	}
+	return pod.Namespace + "/" + name, true
+}
+
 // FromPod returns the group of a pod. ok is false for a pod that names no
 // group. An error names the label and the value that is wrong.
 func FromPod(pod *corev1.Pod) (ref Ref, ok bool, err error) {

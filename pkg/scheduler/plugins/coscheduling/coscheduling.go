@@ -102,10 +102,11 @@ func groupOf(pod *corev1.Pod) (podgroup.Ref, bool) {
 	return ref, true
 }
 
-// sameGroup reports whether pod is a member of the group with key.
+// sameGroup reports whether pod is a member of the group with key (pods
+// with invalid group labels never get past PreFilter, so they never wait).
 func sameGroup(pod *corev1.Pod, key string) bool {
-	ref, ok, err := podgroup.FromPod(pod)
-	return ok && err == nil && ref.Key() == key
+	k, ok := podgroup.KeyOf(pod)
+	return ok && k == key
 }
 
 // members returns the group's non-terminal pods.

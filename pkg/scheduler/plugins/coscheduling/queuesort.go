@@ -51,9 +51,9 @@ func (pl *Coscheduling) sortKey(e fwk.QueuedEntityInfo) sortKey {
 	}
 	pod := p.GetPod()
 	k.created = pod.CreationTimestamp.Time
-	if ref, ok, err := podgroup.FromPod(pod); ok && err == nil {
-		k.group = ref.Key()
-		k.created = pl.groupTime(k.group, k.created)
+	if key, ok := podgroup.KeyOf(pod); ok {
+		k.group = key
+		k.created = pl.groupTime(key, k.created)
 	}
 	return k
 }
