@@ -69,13 +69,7 @@ func TestSeed003Gang(t *testing.T) {
 			t.Fatalf("want PS and 2 workers running on all 4 GPUs, 2 workers pending; got %d running holding %d GPUs, %d pending",
 				len(running), gpusHeld(running), len(unschedulable))
 		}
-		if err := c.Client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		localtest.Eventually(t, time.Minute, "pods of "+ns+" gone", func(ctx context.Context) (bool, error) {
-			pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-			return err == nil && len(pods.Items) == 0, err
-		})
+		deletePods(t, c, ns)
 	})
 
 	t.Run("gang", func(t *testing.T) {
@@ -188,13 +182,7 @@ func TestGangDeadlock(t *testing.T) {
 		if bound["a"] == 0 || bound["a"] == 4 || bound["b"] == 0 || bound["b"] == 4 {
 			t.Errorf("bound members per group %v; want both groups partly placed", bound)
 		}
-		if err := c.Client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		localtest.Eventually(t, time.Minute, "pods of "+ns+" gone", func(ctx context.Context) (bool, error) {
-			pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-			return err == nil && len(pods.Items) == 0, err
-		})
+		deletePods(t, c, ns)
 	})
 
 	t.Run("aisched", func(t *testing.T) {

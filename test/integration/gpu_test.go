@@ -31,6 +31,19 @@ func startCluster(t *testing.T, pools string) *local.Cluster {
 	return localtest.Start(t, local.Options{Cluster: c})
 }
 
+// deletePods deletes the namespace and waits until its pods are gone, so
+// that the next run in the same cluster starts from free nodes.
+func deletePods(t *testing.T, c *local.Cluster, ns string) {
+	t.Helper()
+	if err := c.Client.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	localtest.Eventually(t, time.Minute, "pods of "+ns+" gone", func(ctx context.Context) (bool, error) {
+		pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		return err == nil && len(pods.Items) == 0, err
+	})
+}
+
 func createPods(t *testing.T, c *local.Cluster, pods ...*corev1.Pod) {
 	t.Helper()
 	for _, p := range pods {

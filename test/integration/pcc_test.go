@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -155,12 +154,6 @@ func runSeed000(t *testing.T, c *local.Cluster, profile, cpu, mem, gpus string) 
 		}
 		sum += v / 3
 	}
-	if err := c.Client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	localtest.Eventually(t, time.Minute, "pods of "+ns+" gone", func(ctx context.Context) (bool, error) {
-		pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-		return err == nil && len(pods.Items) == 0, err
-	})
+	deletePods(t, c, ns)
 	return sum / float64(len(nodes.Items))
 }
