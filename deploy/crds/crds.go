@@ -8,12 +8,12 @@ import (
 	"io/fs"
 )
 
-//go:embed aisched.io_*.yaml
+//go:embed *_*.yaml
 var files embed.FS
 
 // Files returns the content of every CRD manifest, in name order.
 func Files() ([][]byte, error) {
-	names, err := fs.Glob(files, "aisched.io_*.yaml")
+	names, err := fs.Glob(files, "*_*.yaml")
 	if err != nil {
 		return nil, err
 	}

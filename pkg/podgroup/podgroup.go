@@ -1,13 +1,17 @@
 // Package podgroup reads which pod group a pod belongs to: the seed labels
-// of seed 003 (pod-group.scheduling.sigs.k8s.io/name and min-available).
+// of seed 003 (pod-group.scheduling.sigs.k8s.io/name and min-available), or
+// a scheduler-plugins PodGroup named by scheduling.x-k8s.io/pod-group.
 package podgroup
 
 import (
 	"fmt"
 	"strconv"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	schedulingv1alpha1 "github.com/aisched/aisched/apis/scheduling/v1alpha1"
 )
 
 // The seed labels: all pods of one group carry the same two values.
@@ -28,18 +32,25 @@ type Ref struct {
 	Name      string
 	// MinAvailable members must be placed at once.
 	MinAvailable int
+	// Created is the PodGroup's creation time; zero for label groups,
+	// whose time is their earliest member's.
+	Created time.Time
+	// Timeout is the PodGroup's scheduleTimeoutSeconds; zero: the default.
+	Timeout time.Duration
 }
 
 // Key is namespace/name, unique in the cluster.
 func (r Ref) Key() string { return r.Namespace + "/" + r.Name }
 
-// KeyOf returns the key (namespace/name) of the group the pod names, without
-// validating the labels: for hot paths (queue order, matching members) that
-// only compare groups. FromPod validates.
+// KeyOf returns the key (namespace/name) of the group the pod names, seed
+// label first, without validating anything: for hot paths (queue order,
+// matching members) that only compare groups. Groups.Of validates.
 func KeyOf(pod *corev1.Pod) (string, bool) {
 	name, ok := pod.Labels[NameLabel]
 	if !ok {
-		return "", false
+		if name, ok = pod.Labels[schedulingv1alpha1.PodGroupLabel]; !ok {
+			return "", false
+		}
 	}
 	return pod.Namespace + "/" + name, true
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/apis/config/validation"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
+	"github.com/aisched/aisched/pkg/podgroup"
 	"github.com/aisched/aisched/pkg/scheduler/gpustate"
 	"github.com/aisched/aisched/pkg/scheduler/plugins/coscheduling"
 	"github.com/aisched/aisched/pkg/scheduler/plugins/gpufit"
@@ -40,6 +41,7 @@ var localConfig []byte
 // once per scheduler.
 func Registry() frameworkruntime.Registry {
 	gpus := gpustate.New()
+	groups := &podgroup.Groups{}
 	return frameworkruntime.Registry{
 		gpufit.Name: func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 			return gpufit.New(ctx, obj, h, gpus)
@@ -47,8 +49,10 @@ func Registry() frameworkruntime.Registry {
 		heteropriority.Name: func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 			return heteropriority.New(ctx, obj, h, gpus)
 		},
-		pccbalance.Name:   pccbalance.New,
-		coscheduling.Name: coscheduling.New,
+		pccbalance.Name: pccbalance.New,
+		coscheduling.Name: func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+			return coscheduling.New(ctx, obj, h, groups)
+		},
 	}
 }
 

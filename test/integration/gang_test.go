@@ -10,7 +10,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	schedulingv1alpha1 "github.com/aisched/aisched/apis/scheduling/v1alpha1"
 	"github.com/aisched/aisched/pkg/clusterfile"
+	"github.com/aisched/aisched/pkg/generated/clientset/versioned"
 	"github.com/aisched/aisched/pkg/local/localtest"
 	"github.com/aisched/aisched/pkg/local/nodesim"
 	"github.com/aisched/aisched/pkg/podgroup"
@@ -265,5 +267,62 @@ func TestGangSchedulerRestart(t *testing.T) {
 	}
 	localtest.Eventually(t, time.Minute, "the whole group bound", func(context.Context) (bool, error) {
 		return bound() == 4, nil
+	})
+}
+
+// TestPodGroupCRD runs a gang declared the scheduler-plugins way: pods
+// labelled scheduling.x-k8s.io/pod-group and a PodGroup with minMember.
+// Pods wait for their PodGroup, run once it exists, and a PodGroup with
+// a negative minMember is refused by the apiserver naming the field (an
+// absent or zero one, omitted on the wire, is refused on the pods instead).
+func TestPodGroupCRD(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, `  - {name: n, count: 2, cpu: "4", memory: 16Gi}
+`)
+	ctx := context.Background()
+	ns := createNamespace(t, c.Client)
+	client, err := versioned.NewForConfig(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		createPods(t, c, utiltesting.MakePod(fmt.Sprintf("w-%d", i), ns).SchedulerName(scheduler.AischedProfile).
+			Req(corev1.ResourceCPU, "1").Req(corev1.ResourceMemory, "1Gi").
+			Label(schedulingv1alpha1.PodGroupLabel, "train").Obj())
+	}
+	_, unschedulable := settle(t, c, ns, 3)
+	if len(unschedulable) != 3 {
+		t.Fatalf("%d of 3 pods pending before their PodGroup exists, want 3", len(unschedulable))
+	}
+	if msg := unschedulableCondition(&unschedulable[0]).Message; !strings.Contains(msg, "waiting for PodGroup "+ns+"/train") {
+		t.Errorf("condition %q does not say the PodGroup is missing", msg)
+	}
+
+	_, err = client.SchedulingV1alpha1().PodGroups(ns).Create(ctx, &schedulingv1alpha1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Name: "bad"},
+		Spec:       schedulingv1alpha1.PodGroupSpec{MinMember: -1},
+	}, metav1.CreateOptions{})
+	if err == nil || !strings.Contains(err.Error(), "spec.minMember") {
+		t.Errorf("PodGroup with minMember -1: error %v, want one naming spec.minMember", err)
+	}
+
+	if _, err := client.SchedulingV1alpha1().PodGroups(ns).Create(ctx, &schedulingv1alpha1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Name: "train"},
+		Spec:       schedulingv1alpha1.PodGroupSpec{MinMember: 3},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	localtest.Eventually(t, time.Minute, "the group running", func(ctx context.Context) (bool, error) {
+		pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		running := 0
+		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodRunning {
+				running++
+			}
+		}
+		return running == 3, nil
 	})
 }

@@ -27,6 +27,7 @@ import (
 	versioned "github.com/aisched/aisched/pkg/generated/clientset/versioned"
 	aisched "github.com/aisched/aisched/pkg/generated/informers/externalversions/aisched"
 	internalinterfaces "github.com/aisched/aisched/pkg/generated/informers/externalversions/internalinterfaces"
+	scheduling "github.com/aisched/aisched/pkg/generated/informers/externalversions/scheduling"
 	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtime "k8s.io/apimachinery/pkg/runtime"
 	schema "k8s.io/apimachinery/pkg/runtime/schema"
@@ -326,8 +327,13 @@ type SharedInformerFactory interface {
 	InformerFor(obj runtime.Object, newFunc internalinterfaces.NewInformerFunc) cache.SharedIndexInformer
 
 	Aisched() aisched.Interface
+	Scheduling() scheduling.Interface
 }
 
 func (f *sharedInformerFactory) Aisched() aisched.Interface {
 	return aisched.New(f, f.namespace, f.tweakListOptions)
+}
+
+func (f *sharedInformerFactory) Scheduling() scheduling.Interface {
+	return scheduling.New(f, f.namespace, f.tweakListOptions)
 }

@@ -22,6 +22,7 @@ import (
 	fmt "fmt"
 
 	v1alpha1 "github.com/aisched/aisched/apis/aisched/v1alpha1"
+	schedulingv1alpha1 "github.com/aisched/aisched/apis/scheduling/v1alpha1"
 	schema "k8s.io/apimachinery/pkg/runtime/schema"
 	cache "k8s.io/client-go/tools/cache"
 )
@@ -55,6 +56,10 @@ func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource
 	// Group=aisched.io, Version=v1alpha1
 	case v1alpha1.SchemeGroupVersion.WithResource("gpuinventories"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Aisched().V1alpha1().GPUInventories().Informer()}, nil
+
+		// Group=scheduling.x-k8s.io, Version=v1alpha1
+	case schedulingv1alpha1.SchemeGroupVersion.WithResource("podgroups"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Scheduling().V1alpha1().PodGroups().Informer()}, nil
 
 	}
 

@@ -1,5 +1,6 @@
 // Package coscheduling is the Coscheduling plugin (seeds 002 and 003): gang
-// scheduling of pod groups named by the seed labels. Members of a group leave
+// scheduling of pod groups named by the seed labels or by a scheduler-plugins
+// PodGroup (scheduling.x-k8s.io/v1alpha1). Members of a group leave
 // the queue together (QueueSort), a group that cannot be placed as a whole
 // is rejected before any member reserves anything (PreFilter), and assumed
 // members wait in Permit until min-available of them are placed; if that
@@ -31,6 +32,7 @@ const groupIndex = "aisched.io/pod-group"
 // Coscheduling implements gang scheduling.
 type Coscheduling struct {
 	handle fwk.Handle
+	groups *podgroup.Groups
 	// pods is the scheduler's pod informer store (non-terminal pods),
 	// indexed by group.
 	pods    cache.Indexer
@@ -52,11 +54,15 @@ var (
 	_ fwk.EnqueueExtensions = &Coscheduling{}
 )
 
-// New builds the plugin from its pluginConfig arguments.
-func New(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+// New builds the plugin from its pluginConfig arguments; groups is the
+// scheduler's one view of the pod groups.
+func New(ctx context.Context, obj runtime.Object, h fwk.Handle, groups *podgroup.Groups) (fwk.Plugin, error) {
 	args := &config.CoschedulingArgs{}
 	if err := config.Decode(Name, obj, args); err != nil {
 		return nil, err
+	}
+	if err := groups.Init(ctx, h.KubeConfig()); err != nil {
+		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
 	informer := h.SharedInformerFactory().Core().V1().Pods().Informer()
 	// Every profile builds its own instance on the one informer.
@@ -67,12 +73,18 @@ func New(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error
 	}
 	pl := &Coscheduling{
 		handle:     h,
+		groups:     groups,
 		pods:       informer.GetIndexer(),
 		timeout:    time.Duration(*args.PermitWaitingTimeSeconds) * time.Second,
 		groupTimes: map[string]time.Time{},
 	}
 	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: pl.activateGroup, DeleteFunc: pl.forgetGroupTime}); err != nil {
 		return nil, fmt.Errorf("%s: watching pods: %w", Name, err)
+	}
+	// A PodGroup created after its pods, or whose minMember dropped, may
+	// let them through: their group time is the PodGroup's.
+	if err := groups.OnPodGroup(pl.podGroupChanged); err != nil {
+		return nil, fmt.Errorf("%s: watching PodGroups: %w", Name, err)
 	}
 	return pl, nil
 }
@@ -85,17 +97,16 @@ func indexByGroup(obj interface{}) ([]string, error) {
 	if !ok {
 		return nil, nil
 	}
-	ref, ok, err := podgroup.FromPod(pod)
-	if !ok || err != nil {
-		// A pod with bad group labels is rejected in PreFilter; it is in no group.
+	key, ok := podgroup.KeyOf(pod)
+	if !ok {
 		return nil, nil
 	}
-	return []string{ref.Key()}, nil
+	return []string{key}, nil
 }
 
 // groupOf returns the group of a pod that gangs: min-available above 1.
-func groupOf(pod *corev1.Pod) (podgroup.Ref, bool) {
-	ref, ok, err := podgroup.FromPod(pod)
+func (pl *Coscheduling) groupOf(pod *corev1.Pod) (podgroup.Ref, bool) {
+	ref, ok, err := pl.groups.Of(pod)
 	if !ok || err != nil || ref.MinAvailable < 2 {
 		return podgroup.Ref{}, false
 	}
@@ -139,7 +150,7 @@ func (pl *Coscheduling) waiting(key string) map[string]bool {
 // too few members exist, or the members still to place do not fit on the
 // nodes' free resources. Nothing is reserved for such a group.
 func (pl *Coscheduling) PreFilter(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
-	ref, ok, err := podgroup.FromPod(pod)
+	ref, ok, err := pl.groups.Of(pod)
 	if err != nil {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
 	}
@@ -185,7 +196,7 @@ func (pl *Coscheduling) PreFilterExtensions() fwk.PreFilterExtensions { return n
 // PostFilter runs when a member found no node: the group cannot gather now,
 // so the members waiting in Permit are rejected and release what they hold.
 func (pl *Coscheduling) PostFilter(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
-	ref, ok := groupOf(pod)
+	ref, ok := pl.groupOf(pod)
 	if !ok {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
@@ -197,7 +208,7 @@ func (pl *Coscheduling) PostFilter(_ context.Context, _ fwk.CycleState, pod *cor
 // are bound or assumed, and lets the waiting ones through with it;
 // otherwise the member waits, at most the configured time.
 func (pl *Coscheduling) Permit(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, _ string) (*fwk.Status, time.Duration) {
-	ref, ok := groupOf(pod)
+	ref, ok := pl.groupOf(pod)
 	if !ok {
 		return nil, 0
 	}
@@ -209,7 +220,11 @@ func (pl *Coscheduling) Permit(_ context.Context, _ fwk.CycleState, pod *corev1.
 		}
 	}
 	if placed < ref.MinAvailable {
-		return fwk.NewStatus(fwk.Wait, fmt.Sprintf("pod group %s: %d of %d members placed", key, placed, ref.MinAvailable)), pl.timeout
+		timeout := pl.timeout
+		if ref.Timeout > 0 {
+			timeout = ref.Timeout
+		}
+		return fwk.NewStatus(fwk.Wait, fmt.Sprintf("pod group %s: %d of %d members placed", key, placed, ref.MinAvailable)), timeout
 	}
 	pl.handle.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
 		if sameGroup(wp.GetPod(), key) {
@@ -228,7 +243,7 @@ func (pl *Coscheduling) Reserve(context.Context, fwk.CycleState, *corev1.Pod, st
 // was rejected, binding failed): every other waiting member is rejected, so
 // that no part of the group holds resources alone.
 func (pl *Coscheduling) Unreserve(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, _ string) {
-	ref, ok := groupOf(pod)
+	ref, ok := pl.groupOf(pod)
 	if !ok {
 		return
 	}
@@ -268,7 +283,7 @@ func (pl *Coscheduling) activateGroup(obj interface{}) {
 	if !ok || pod.Spec.NodeName != "" {
 		return
 	}
-	ref, ok := groupOf(pod)
+	ref, ok := pl.groupOf(pod)
 	if !ok {
 		return
 	}
@@ -280,6 +295,25 @@ func (pl *Coscheduling) activateGroup(obj interface{}) {
 	for _, m := range members {
 		if m.Spec.NodeName == "" && m.UID != pod.UID {
 			pending[m.Namespace+"/"+m.Name] = m
+		}
+	}
+	pl.handle.Activate(klog.Background(), pending)
+}
+
+// podGroupChanged records a PodGroup's creation time as its group's and
+// activates its pending members.
+func (pl *Coscheduling) podGroupChanged(key string) {
+	objs, err := pl.pods.ByIndex(groupIndex, key)
+	if err != nil || len(objs) == 0 {
+		return
+	}
+	pending := map[string]*corev1.Pod{}
+	for _, o := range objs {
+		if p, ok := o.(*corev1.Pod); ok && p.Spec.NodeName == "" {
+			if ref, ok := pl.groupOf(p); ok && !ref.Created.IsZero() {
+				pl.groupTime(key, ref.Created)
+			}
+			pending[p.Namespace+"/"+p.Name] = p
 		}
 	}
 	pl.handle.Activate(klog.Background(), pending)

@@ -79,14 +79,14 @@ func (pl *Coscheduling) forgetGroupTime(obj interface{}) {
 	if !ok {
 		return
 	}
-	ref, ok, err := podgroup.FromPod(pod)
-	if !ok || err != nil {
+	key, ok := podgroup.KeyOf(pod)
+	if !ok {
 		return
 	}
-	if objs, err := pl.pods.ByIndex(groupIndex, ref.Key()); err == nil && len(objs) > 0 {
+	if objs, err := pl.pods.ByIndex(groupIndex, key); err == nil && len(objs) > 0 {
 		return
 	}
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
-	delete(pl.groupTimes, ref.Key())
+	delete(pl.groupTimes, key)
 }

@@ -22,6 +22,8 @@ import (
 	clientset "github.com/aisched/aisched/pkg/generated/clientset/versioned"
 	aischedv1alpha1 "github.com/aisched/aisched/pkg/generated/clientset/versioned/typed/aisched/v1alpha1"
 	fakeaischedv1alpha1 "github.com/aisched/aisched/pkg/generated/clientset/versioned/typed/aisched/v1alpha1/fake"
+	schedulingv1alpha1 "github.com/aisched/aisched/pkg/generated/clientset/versioned/typed/scheduling/v1alpha1"
+	fakeschedulingv1alpha1 "github.com/aisched/aisched/pkg/generated/clientset/versioned/typed/scheduling/v1alpha1/fake"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -98,4 +100,9 @@ var (
 // AischedV1alpha1 retrieves the AischedV1alpha1Client
 func (c *Clientset) AischedV1alpha1() aischedv1alpha1.AischedV1alpha1Interface {
 	return &fakeaischedv1alpha1.FakeAischedV1alpha1{Fake: &c.Fake}
+}
+
+// SchedulingV1alpha1 retrieves the SchedulingV1alpha1Client
+func (c *Clientset) SchedulingV1alpha1() schedulingv1alpha1.SchedulingV1alpha1Interface {
+	return &fakeschedulingv1alpha1.FakeSchedulingV1alpha1{Fake: &c.Fake}
 }

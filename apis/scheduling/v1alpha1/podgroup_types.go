@@ -1,0 +1,87 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// PodGroupLabel names the PodGroup of a pod (scheduler-plugins' label).
+const PodGroupLabel = "scheduling.x-k8s.io/pod-group"
+
+// PodGroupPhase is the phase of a pod group.
+type PodGroupPhase string
+
+// The phases of scheduler-plugins.
+const (
+	PodGroupPending    PodGroupPhase = "Pending"
+	PodGroupRunning    PodGroupPhase = "Running"
+	PodGroupScheduling PodGroupPhase = "Scheduling"
+	PodGroupScheduled  PodGroupPhase = "Scheduled"
+	PodGroupUnknown    PodGroupPhase = "Unknown"
+	PodGroupFinished   PodGroupPhase = "Finished"
+	PodGroupFailed     PodGroupPhase = "Failed"
+)
+
+// +genclient
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Namespaced,shortName={pg,pgs}
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Min",type=integer,JSONPath=`.spec.minMember`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Running",type=integer,JSONPath=`.status.running`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// PodGroup is a group of pods scheduled together: none is bound until
+// minMember of them can be.
+type PodGroup struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   PodGroupSpec   `json:"spec,omitempty"`
+	Status PodGroupStatus `json:"status,omitempty"`
+}
+
+// PodGroupSpec is what the group needs.
+type PodGroupSpec struct {
+	// minMember is how many members must be placed together.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	MinMember int32 `json:"minMember,omitempty"`
+
+	// minResources is the least the members need together; informational
+	// in aisched, which checks the members' own requests node by node.
+	// +optional
+	MinResources corev1.ResourceList `json:"minResources,omitempty"`
+
+	// scheduleTimeoutSeconds is how long placed members wait in Permit for
+	// the rest; default the plugin's permitWaitingTimeSeconds.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=3600
+	// +optional
+	ScheduleTimeoutSeconds *int32 `json:"scheduleTimeoutSeconds,omitempty"`
+}
+
+// PodGroupStatus is scheduler-plugins' status.
+type PodGroupStatus struct {
+	// +optional
+	Phase PodGroupPhase `json:"phase,omitempty"`
+	// +optional
+	OccupiedBy string `json:"occupiedBy,omitempty"`
+	// +optional
+	Running int32 `json:"running,omitempty"`
+	// +optional
+	Succeeded int32 `json:"succeeded,omitempty"`
+	// +optional
+	Failed int32 `json:"failed,omitempty"`
+	// +optional
+	ScheduleStartTime metav1.Time `json:"scheduleStartTime,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// PodGroupList is a list of PodGroups.
+type PodGroupList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []PodGroup `json:"items"`
+}

@@ -1,0 +1,115 @@
+package podgroup
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	schedulingv1alpha1 "github.com/aisched/aisched/apis/scheduling/v1alpha1"
+	"github.com/aisched/aisched/pkg/generated/clientset/versioned"
+	"github.com/aisched/aisched/pkg/generated/informers/externalversions"
+	listers "github.com/aisched/aisched/pkg/generated/listers/scheduling/v1alpha1"
+)
+
+// syncTimeout bounds the wait for the PodGroup cache at start.
+const syncTimeout = 30 * time.Second
+
+// Groups resolves the group of a pod from the seed labels or from a
+// scheduler-plugins PodGroup (scheduling.x-k8s.io/v1alpha1) named by the
+// pod's scheduling.x-k8s.io/pod-group label. One Groups serves every
+// profile of a scheduler.
+type Groups struct {
+	once    sync.Once
+	initErr error
+	// podGroups is nil when the PodGroup CRD is not served.
+	podGroups cache.SharedIndexInformer
+	lister    listers.PodGroupLister
+}
+
+// Init starts following PodGroups when the CRD is served, once; later
+// calls return the first call's result.
+func (g *Groups) Init(ctx context.Context, config *rest.Config) error {
+	g.once.Do(func() { g.initErr = g.init(ctx, config) })
+	return g.initErr
+}
+
+func (g *Groups) init(ctx context.Context, config *rest.Config) error {
+	client, err := versioned.NewForConfig(config)
+	if err != nil {
+		return err
+	}
+	// Without the CRD an informer would never sync and block the scheduler.
+	_, err = client.Discovery().ServerResourcesForGroupVersion(schedulingv1alpha1.SchemeGroupVersion.String())
+	switch {
+	case apierrors.IsNotFound(err):
+		klog.FromContext(ctx).Info("PodGroup CRD (scheduling.x-k8s.io) not installed; pod groups come from the seed labels only")
+		return nil
+	case err != nil:
+		return fmt.Errorf("discover %s: %w", schedulingv1alpha1.SchemeGroupVersion, err)
+	}
+	factory := externalversions.NewSharedInformerFactory(client, 0)
+	pg := factory.Scheduling().V1alpha1().PodGroups()
+	g.podGroups, g.lister = pg.Informer(), pg.Lister()
+	factory.Start(ctx.Done())
+	syncCtx, cancel := context.WithTimeout(ctx, syncTimeout)
+	defer cancel()
+	if !cache.WaitForCacheSync(syncCtx.Done(), g.podGroups.HasSynced) {
+		return fmt.Errorf("PodGroup cache not synced after %s", syncTimeout)
+	}
+	return nil
+}
+
+// OnPodGroup calls f with the key of every PodGroup added or updated.
+func (g *Groups) OnPodGroup(f func(key string)) error {
+	if g.podGroups == nil {
+		return nil
+	}
+	call := func(obj interface{}) {
+		if pg, ok := obj.(*schedulingv1alpha1.PodGroup); ok {
+			f(pg.Namespace + "/" + pg.Name)
+		}
+	}
+	_, err := g.podGroups.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    call,
+		UpdateFunc: func(_, obj interface{}) { call(obj) },
+	})
+	return err
+}
+
+// Of returns the group of a pod: from the seed labels (FromPod), else from
+// the PodGroup its scheduling.x-k8s.io/pod-group label names. ok is false
+// for a pod in no group. An error names what is wrong, including a PodGroup
+// that does not exist (yet).
+func (g *Groups) Of(pod *corev1.Pod) (ref Ref, ok bool, err error) {
+	if ref, ok, err := FromPod(pod); ok {
+		return ref, ok, err
+	}
+	name, ok := pod.Labels[schedulingv1alpha1.PodGroupLabel]
+	if !ok {
+		return Ref{}, false, nil
+	}
+	ref = Ref{Namespace: pod.Namespace, Name: name}
+	if g.lister == nil {
+		return ref, true, fmt.Errorf("label %s=%q: the PodGroup CRD (scheduling.x-k8s.io) is not installed", schedulingv1alpha1.PodGroupLabel, name)
+	}
+	pg, err := g.lister.PodGroups(pod.Namespace).Get(name)
+	if err != nil {
+		return ref, true, fmt.Errorf("label %s=%q: waiting for PodGroup %s: %w", schedulingv1alpha1.PodGroupLabel, name, ref.Key(), err)
+	}
+	if pg.Spec.MinMember < 1 || pg.Spec.MinMember > MaxMinAvailable {
+		return ref, true, fmt.Errorf("PodGroup %s: spec.minMember %d: must be between 1 and %d", ref.Key(), pg.Spec.MinMember, MaxMinAvailable)
+	}
+	ref.MinAvailable = int(pg.Spec.MinMember)
+	ref.Created = pg.CreationTimestamp.Time
+	if t := pg.Spec.ScheduleTimeoutSeconds; t != nil && *t > 0 {
+		ref.Timeout = time.Duration(*t) * time.Second
+	}
+	return ref, true, nil
+}
