@@ -63,19 +63,27 @@ func (pl *GPUFit) Filter(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, 
 	if !ok {
 		return fwk.AsStatus(fmt.Errorf("%s: no PreFilter state", Name))
 	}
+	// Counts first, without looking at the cards: a node without GPUs, or
+	// with fewer free than asked (a full node, common when packing), is
+	// rejected in two map lookups, before NodeResourcesFit's costlier
+	// check (the aisched profiles run GPUFit's Filter first).
+	allocatable := nodeInfo.GetAllocatable().GetScalarResources()[gpu.ResourceName]
+	switch {
+	case allocatable == 0:
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reasonNoGPUs)
+	case allocatable < s.req.Count:
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reasonNoCardFits)
+	case allocatable-nodeInfo.GetRequested().GetScalarResources()[gpu.ResourceName] < s.req.Count:
+		return fwk.NewStatus(fwk.Unschedulable, reasonNotEnough)
+	}
 	set := pl.state.Cards(nodeInfo.Node())
 	if set == nil {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reasonNoGPUs)
 	}
-	if allocatable := nodeInfo.GetAllocatable().GetScalarResources()[gpu.ResourceName]; set.Interchangeable(allocatable) {
-		// No scan of the node's pods for most nodes, and a full node is
-		// rejected before NodeResourcesFit's costlier check (the aisched
-		// profiles run GPUFit's Filter first).
-		switch {
-		case !set.First.Satisfies(s.req) || allocatable < s.req.Count:
+	if set.Interchangeable(allocatable) {
+		// All cards alike: no scan of the node's pods.
+		if !set.First.Satisfies(s.req) {
 			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reasonNoCardFits)
-		case allocatable-nodeInfo.GetRequested().GetScalarResources()[gpu.ResourceName] < s.req.Count:
-			return fwk.NewStatus(fwk.Unschedulable, reasonNotEnough)
 		}
 		return nil
 	}
