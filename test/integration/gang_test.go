@@ -13,6 +13,7 @@ import (
 	schedulingv1alpha1 "github.com/aisched/aisched/apis/scheduling/v1alpha1"
 	"github.com/aisched/aisched/pkg/clusterfile"
 	"github.com/aisched/aisched/pkg/generated/clientset/versioned"
+	"github.com/aisched/aisched/pkg/local"
 	"github.com/aisched/aisched/pkg/local/localtest"
 	"github.com/aisched/aisched/pkg/local/nodesim"
 	"github.com/aisched/aisched/pkg/podgroup"
@@ -36,6 +37,24 @@ func tfJob(ns string, gang bool) []*corev1.Pod {
 		add(utiltesting.MakePod(fmt.Sprintf("tf-worker-%d", i), ns).GPU(2))
 	}
 	return pods
+}
+
+// waitPodsRunning waits until want pods of the namespace are Running.
+func waitPodsRunning(t *testing.T, c *local.Cluster, ns string, want int) {
+	t.Helper()
+	localtest.Eventually(t, time.Minute, fmt.Sprintf("%d pods of %s running", want, ns), func(ctx context.Context) (bool, error) {
+		pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		running := 0
+		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodRunning {
+				running++
+			}
+		}
+		return running == want, nil
+	})
 }
 
 // gpusHeld sums the GPUs requested by the pods bound to a node.
@@ -117,19 +136,7 @@ nodePools:
 		if err := c.AddNodes(ctx, more); err != nil {
 			t.Fatal(err)
 		}
-		localtest.Eventually(t, time.Minute, "all 5 members running", func(ctx context.Context) (bool, error) {
-			pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-			if err != nil {
-				return false, err
-			}
-			running := 0
-			for _, p := range pods.Items {
-				if p.Status.Phase == corev1.PodRunning {
-					running++
-				}
-			}
-			return running == 5, nil
-		})
+		waitPodsRunning(t, c, ns, 5)
 	})
 }
 
@@ -312,17 +319,5 @@ func TestPodGroupCRD(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	localtest.Eventually(t, time.Minute, "the group running", func(ctx context.Context) (bool, error) {
-		pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, err
-		}
-		running := 0
-		for _, p := range pods.Items {
-			if p.Status.Phase == corev1.PodRunning {
-				running++
-			}
-		}
-		return running == 3, nil
-	})
+	waitPodsRunning(t, c, ns, 3)
 }
