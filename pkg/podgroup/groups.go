@@ -7,7 +7,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -16,6 +15,7 @@ import (
 	"github.com/aisched/aisched/pkg/generated/clientset/versioned"
 	"github.com/aisched/aisched/pkg/generated/informers/externalversions"
 	listers "github.com/aisched/aisched/pkg/generated/listers/scheduling/v1alpha1"
+	"github.com/aisched/aisched/pkg/util/crdwatch"
 )
 
 // syncTimeout bounds the wait for the PodGroup cache at start.
@@ -45,24 +45,18 @@ func (g *Groups) init(ctx context.Context, config *rest.Config) error {
 	if err != nil {
 		return err
 	}
-	// Without the CRD an informer would never sync and block the scheduler.
-	_, err = client.Discovery().ServerResourcesForGroupVersion(schedulingv1alpha1.SchemeGroupVersion.String())
+	informer, err := crdwatch.Start(ctx, client, schedulingv1alpha1.SchemeGroupVersion, syncTimeout,
+		func(f externalversions.SharedInformerFactory) cache.SharedIndexInformer {
+			return f.Scheduling().V1alpha1().PodGroups().Informer()
+		})
 	switch {
-	case apierrors.IsNotFound(err):
+	case err != nil:
+		return err
+	case informer == nil:
 		klog.FromContext(ctx).Info("PodGroup CRD (scheduling.x-k8s.io) not installed; pod groups come from the seed labels only")
 		return nil
-	case err != nil:
-		return fmt.Errorf("discover %s: %w", schedulingv1alpha1.SchemeGroupVersion, err)
 	}
-	factory := externalversions.NewSharedInformerFactory(client, 0)
-	pg := factory.Scheduling().V1alpha1().PodGroups()
-	g.podGroups, g.lister = pg.Informer(), pg.Lister()
-	factory.Start(ctx.Done())
-	syncCtx, cancel := context.WithTimeout(ctx, syncTimeout)
-	defer cancel()
-	if !cache.WaitForCacheSync(syncCtx.Done(), g.podGroups.HasSynced) {
-		return fmt.Errorf("PodGroup cache not synced after %s", syncTimeout)
-	}
+	g.podGroups, g.lister = informer, listers.NewPodGroupLister(informer.GetIndexer())
 	return nil
 }
 

@@ -13,12 +13,10 @@ package gpustate
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -27,6 +25,7 @@ import (
 	aischedv1alpha1 "github.com/aisched/aisched/apis/aisched/v1alpha1"
 	"github.com/aisched/aisched/pkg/generated/clientset/versioned"
 	"github.com/aisched/aisched/pkg/generated/informers/externalversions"
+	"github.com/aisched/aisched/pkg/util/crdwatch"
 )
 
 // InventoryEvent is the scheduler event resource of GPUInventory objects,
@@ -105,25 +104,21 @@ func (s *State) init(ctx context.Context, h fwk.Handle) error {
 	if err != nil {
 		return err
 	}
-	// Without the CRD an informer would never sync and block the scheduler.
-	_, err = client.Discovery().ServerResourcesForGroupVersion(aischedv1alpha1.SchemeGroupVersion.String())
+	informer, err := crdwatch.Start(ctx, client, aischedv1alpha1.SchemeGroupVersion, syncTimeout,
+		func(f externalversions.SharedInformerFactory) cache.SharedIndexInformer {
+			return f.Aisched().V1alpha1().GPUInventories().Informer()
+		})
 	switch {
-	case apierrors.IsNotFound(err):
-		logger.Info("GPUInventory CRD not installed; reading GPUs from GPU Feature Discovery labels only (apply deploy/crds and restart to use inventories)")
 	case err != nil:
-		return fmt.Errorf("discover %s: %w", aischedv1alpha1.SchemeGroupVersion, err)
+		return err
+	case informer == nil:
+		logger.Info("GPUInventory CRD not installed; reading GPUs from GPU Feature Discovery labels only (apply deploy/crds and restart to use inventories)")
 	default:
 		s.inventoryServed = true
-		factory := externalversions.NewSharedInformerFactory(client, 0)
-		informer := factory.Aisched().V1alpha1().GPUInventories().Informer()
+		// Registered on a synced informer, the handler first sees every
+		// inventory as added.
 		if _, err := informer.AddEventHandler(handlers(s.ObserveInventory, s.ForgetInventory)); err != nil {
 			return err
-		}
-		factory.Start(ctx.Done())
-		syncCtx, cancel := context.WithTimeout(ctx, syncTimeout)
-		defer cancel()
-		if !cache.WaitForCacheSync(syncCtx.Done(), informer.HasSynced) {
-			return fmt.Errorf("GPUInventory cache not synced after %s", syncTimeout)
 		}
 	}
 	core := h.SharedInformerFactory().Core().V1()
