@@ -63,4 +63,16 @@ type CoschedulingArgs struct {
 	// permitWaitingTimeSeconds is how long assumed members of a group wait
 	// in Permit for the rest; default 60, 1 to 3600.
 	PermitWaitingTimeSeconds *int64 `json:"permitWaitingTimeSeconds,omitempty"`
+	// backoffSeconds is how long the job queue holds a group back after a
+	// failed attempt (a member found no node, or Permit timed out); it
+	// doubles with each failure in a row up to maxBackoffSeconds. Default
+	// 2, 1 to 3600.
+	BackoffSeconds *int64 `json:"backoffSeconds,omitempty"`
+	// maxBackoffSeconds caps the backoff; default 60, backoffSeconds to
+	// 3600.
+	MaxBackoffSeconds *int64 `json:"maxBackoffSeconds,omitempty"`
+	// backfill lets the job queue admit groups behind a waiting group
+	// where they cannot delay it; false makes them wait behind it.
+	// Default true.
+	Backfill *bool `json:"backfill,omitempty"`
 }

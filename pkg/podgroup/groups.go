@@ -31,6 +31,7 @@ type Groups struct {
 	// podGroups is nil when the PodGroup CRD is not served.
 	podGroups cache.SharedIndexInformer
 	lister    listers.PodGroupLister
+	client    versioned.Interface
 }
 
 // Init starts following PodGroups when the CRD is served, once; later
@@ -56,11 +57,18 @@ func (g *Groups) init(ctx context.Context, config *rest.Config) error {
 		klog.FromContext(ctx).Info("PodGroup CRD (scheduling.x-k8s.io) not installed; pod groups come from the seed labels only")
 		return nil
 	}
-	g.podGroups, g.lister = informer, listers.NewPodGroupLister(informer.GetIndexer())
+	g.podGroups, g.lister, g.client = informer, listers.NewPodGroupLister(informer.GetIndexer()), client
 	return nil
 }
 
-// OnPodGroup calls f with the key of every PodGroup added or updated.
+// API returns the PodGroup lister and a client, or false when the CRD is
+// not served.
+func (g *Groups) API() (listers.PodGroupLister, versioned.Interface, bool) {
+	return g.lister, g.client, g.lister != nil
+}
+
+// OnPodGroup calls f with the key of every PodGroup added, or updated in
+// its spec.
 func (g *Groups) OnPodGroup(f func(key string)) error {
 	if g.podGroups == nil {
 		return nil
@@ -71,8 +79,13 @@ func (g *Groups) OnPodGroup(f func(key string)) error {
 		}
 	}
 	_, err := g.podGroups.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    call,
-		UpdateFunc: func(_, obj interface{}) { call(obj) },
+		AddFunc: call,
+		UpdateFunc: func(old, obj interface{}) {
+			if o, ok := old.(*schedulingv1alpha1.PodGroup); ok && o.Generation == obj.(*schedulingv1alpha1.PodGroup).Generation {
+				return
+			}
+			call(obj)
+		},
 	})
 	return err
 }
@@ -82,6 +95,9 @@ func (g *Groups) OnPodGroup(f func(key string)) error {
 // for a pod in no group. An error names what is wrong, including a PodGroup
 // that does not exist (yet).
 func (g *Groups) Of(pod *corev1.Pod) (ref Ref, ok bool, err error) {
+	if Native(pod) {
+		return Ref{}, false, nil
+	}
 	if ref, ok, err := FromPod(pod); ok {
 		return ref, ok, err
 	}
@@ -102,6 +118,7 @@ func (g *Groups) Of(pod *corev1.Pod) (ref Ref, ok bool, err error) {
 	}
 	ref.MinAvailable = int(pg.Spec.MinMember)
 	ref.Created = pg.CreationTimestamp.Time
+	ref.MinResources = pg.Spec.MinResources
 	if t := pg.Spec.ScheduleTimeoutSeconds; t != nil && *t > 0 {
 		ref.Timeout = time.Duration(*t) * time.Second
 	}

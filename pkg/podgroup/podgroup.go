@@ -37,6 +37,8 @@ type Ref struct {
 	Created time.Time
 	// Timeout is the PodGroup's scheduleTimeoutSeconds; zero: the default.
 	Timeout time.Duration
+	// MinResources is the PodGroup's minResources; nil for label groups.
+	MinResources corev1.ResourceList
 }
 
 // Key is namespace/name, unique in the cluster.
@@ -46,6 +48,9 @@ func (r Ref) Key() string { return r.Namespace + "/" + r.Name }
 // label first, without validating anything: for hot paths (queue order,
 // matching members) that only compare groups. Groups.Of validates.
 func KeyOf(pod *corev1.Pod) (string, bool) {
+	if Native(pod) {
+		return "", false
+	}
 	name, ok := pod.Labels[NameLabel]
 	if !ok {
 		if name, ok = pod.Labels[schedulingv1alpha1.PodGroupLabel]; !ok {
@@ -55,9 +60,19 @@ func KeyOf(pod *corev1.Pod) (string, bool) {
 	return pod.Namespace + "/" + name, true
 }
 
+// Native reports whether the pod belongs to a group of Kubernetes' native
+// Workload API (spec.schedulingGroup, GenericWorkload gate). Such pods are
+// the upstream GangScheduling plugin's: aisched's Coscheduling and job
+// queue leave them alone, whatever labels they carry, so that one pod is
+// never ganged twice.
+func Native(pod *corev1.Pod) bool { return pod.Spec.SchedulingGroup != nil }
+
 // FromPod returns the group of a pod. ok is false for a pod that names no
 // group. An error names the label and the value that is wrong.
 func FromPod(pod *corev1.Pod) (ref Ref, ok bool, err error) {
+	if Native(pod) {
+		return Ref{}, false, nil
+	}
 	name, hasName := pod.Labels[NameLabel]
 	minValue, hasMin := pod.Labels[MinAvailableLabel]
 	if !hasName && !hasMin {

@@ -1,6 +1,7 @@
 package podgroup
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -52,7 +53,7 @@ func TestFromPod(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got != tc.want {
+			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("got %+v, want %+v", got, tc.want)
 			}
 		})
@@ -72,4 +73,20 @@ func FuzzFromPod(f *testing.F) {
 			t.Fatalf("accepted %+v", ref)
 		}
 	})
+}
+
+// A pod of the native Workload API is the upstream GangScheduling
+// plugin's, whatever group labels it carries.
+func TestNativeWorkloadPodsAreNotOurs(t *testing.T) {
+	p := pod(map[string]string{NameLabel: "tf", MinAvailableLabel: "2"})
+	p.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{}
+	if _, ok, err := FromPod(p); ok || err != nil {
+		t.Errorf("FromPod: ok %v, err %v; want not in a group", ok, err)
+	}
+	if _, ok := KeyOf(p); ok {
+		t.Error("KeyOf: ok; want not in a group")
+	}
+	if _, ok, err := (&Groups{}).Of(p); ok || err != nil {
+		t.Errorf("Groups.Of: ok %v, err %v; want not in a group", ok, err)
+	}
 }

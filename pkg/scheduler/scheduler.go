@@ -16,6 +16,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/apis/config/validation"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
+	"github.com/aisched/aisched/pkg/jobqueue"
 	"github.com/aisched/aisched/pkg/podgroup"
 	"github.com/aisched/aisched/pkg/scheduler/gpustate"
 	"github.com/aisched/aisched/pkg/scheduler/plugins/coscheduling"
@@ -42,6 +43,7 @@ var localConfig []byte
 func Registry() frameworkruntime.Registry {
 	gpus := gpustate.New()
 	groups := &podgroup.Groups{}
+	queue := jobqueue.New(groups)
 	return frameworkruntime.Registry{
 		gpufit.Name: func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 			return gpufit.New(ctx, obj, h, gpus)
@@ -51,7 +53,7 @@ func Registry() frameworkruntime.Registry {
 		},
 		pccbalance.Name: pccbalance.New,
 		coscheduling.Name: func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-			return coscheduling.New(ctx, obj, h, groups)
+			return coscheduling.New(ctx, obj, h, groups, queue)
 		},
 	}
 }

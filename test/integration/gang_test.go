@@ -8,11 +8,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	schedulingv1alpha1 "github.com/aisched/aisched/apis/scheduling/v1alpha1"
 	"github.com/aisched/aisched/pkg/clusterfile"
 	"github.com/aisched/aisched/pkg/generated/clientset/versioned"
+	"github.com/aisched/aisched/pkg/jobqueue"
 	"github.com/aisched/aisched/pkg/local"
 	"github.com/aisched/aisched/pkg/local/localtest"
 	"github.com/aisched/aisched/pkg/local/nodesim"
@@ -37,6 +40,25 @@ func tfJob(ns string, gang bool) []*corev1.Pod {
 		add(utiltesting.MakePod(fmt.Sprintf("tf-worker-%d", i), ns).GPU(2))
 	}
 	return pods
+}
+
+// waitPodGroup waits until the PodGroup ns/name exists and ok holds, and
+// returns it.
+func waitPodGroup(t *testing.T, c *local.Cluster, ns, name, what string, ok func(*schedulingv1alpha1.PodGroup) bool) *schedulingv1alpha1.PodGroup {
+	t.Helper()
+	client, err := versioned.NewForConfig(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pg *schedulingv1alpha1.PodGroup
+	localtest.Eventually(t, time.Minute, fmt.Sprintf("PodGroup %s/%s %s", ns, name, what), func(ctx context.Context) (bool, error) {
+		pg, err = client.SchedulingV1alpha1().PodGroups(ns).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return err == nil && ok(pg), err
+	})
+	return pg
 }
 
 // waitPodsRunning waits until want pods of the namespace are Running.
@@ -96,32 +118,24 @@ func TestSeed003Gang(t *testing.T) {
 	t.Run("gang", func(t *testing.T) {
 		ns := createNamespace(t, c.Client)
 		createPods(t, c, tfJob(ns, true)...)
-		// Once all members exist, each is rejected because the group as a
-		// whole does not fit.
-		want := "pod group " + ns + "/tf needs 5 more pods placed at once, the free resources of the nodes hold 3 of them"
-		localtest.Eventually(t, time.Minute, "every member pending because the group does not fit", func(ctx context.Context) (bool, error) {
-			pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-			if err != nil {
-				return false, err
-			}
-			explained := 0
-			for _, p := range pods.Items {
-				if cond := unschedulableCondition(&p); cond != nil && strings.Contains(cond.Message, want) {
-					explained++
-				}
-			}
-			return explained == 5, nil
+		// The job queue holds the group back, and its PodGroup says why:
+		// the group does not fit the cluster as it is.
+		waitPodGroup(t, c, ns, "tf", "Queued, too big for the cluster", func(pg *schedulingv1alpha1.PodGroup) bool {
+			cond := meta.FindStatusCondition(pg.Status.Conditions, schedulingv1alpha1.ConditionAdmitted)
+			return pg.Status.Phase == schedulingv1alpha1.PodGroupQueued && cond != nil && cond.Reason == string(jobqueue.ReasonUnplaceable) &&
+				strings.Contains(cond.Message, "needs 5 pods placed at once, the largest with 2 GPUs") &&
+				strings.Contains(cond.Message, "does not fit even with every node empty")
 		})
-		// Nothing is bound and nothing waits in Permit holding GPUs: a
-		// pod waiting in Permit would be neither bound nor unschedulable.
+		// No member is bound or tried (so none waits in Permit holding GPUs):
+		// the scheduler never attempted them.
 		time.Sleep(2 * time.Second)
 		pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, p := range pods.Items {
-			if p.Spec.NodeName != "" || unschedulableCondition(&p) == nil {
-				t.Errorf("pod %s bound to %q or waiting; want every member pending", p.Name, p.Spec.NodeName)
+			if p.Spec.NodeName != "" || unschedulableCondition(&p) != nil {
+				t.Errorf("pod %s bound to %q or tried; want every member held in the queue", p.Name, p.Spec.NodeName)
 			}
 		}
 
@@ -137,6 +151,9 @@ nodePools:
 			t.Fatal(err)
 		}
 		waitPodsRunning(t, c, ns, 5)
+		waitPodGroup(t, c, ns, "tf", "Running", func(pg *schedulingv1alpha1.PodGroup) bool {
+			return pg.Status.Phase == schedulingv1alpha1.PodGroupRunning && pg.Status.Running == 5
+		})
 	})
 }
 

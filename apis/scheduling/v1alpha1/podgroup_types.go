@@ -13,7 +13,10 @@ type PodGroupPhase string
 
 // The phases of scheduler-plugins.
 const (
-	PodGroupPending    PodGroupPhase = "Pending"
+	PodGroupPending PodGroupPhase = "Pending"
+	// PodGroupQueued: aisched's job queue holds the group back; its
+	// Admitted condition says why and status.queuePosition where it is.
+	PodGroupQueued     PodGroupPhase = "Queued"
 	PodGroupRunning    PodGroupPhase = "Running"
 	PodGroupScheduling PodGroupPhase = "Scheduling"
 	PodGroupScheduled  PodGroupPhase = "Scheduled"
@@ -29,6 +32,8 @@ const (
 // +kubebuilder:printcolumn:name="Min",type=integer,JSONPath=`.spec.minMember`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Running",type=integer,JSONPath=`.status.running`
+// +kubebuilder:printcolumn:name="Position",type=integer,JSONPath=`.status.queuePosition`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Admitted")].message`,priority=0
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
 // PodGroup is a group of pods scheduled together: none is bound until
@@ -61,7 +66,8 @@ type PodGroupSpec struct {
 	ScheduleTimeoutSeconds *int32 `json:"scheduleTimeoutSeconds,omitempty"`
 }
 
-// PodGroupStatus is scheduler-plugins' status.
+// PodGroupStatus is scheduler-plugins' status with aisched's queue
+// fields added (scheduled, queuePosition, conditions).
 type PodGroupStatus struct {
 	// +optional
 	Phase PodGroupPhase `json:"phase,omitempty"`
@@ -75,7 +81,24 @@ type PodGroupStatus struct {
 	Failed int32 `json:"failed,omitempty"`
 	// +optional
 	ScheduleStartTime metav1.Time `json:"scheduleStartTime,omitempty"`
+
+	// scheduled is how many members are bound to nodes.
+	// +optional
+	Scheduled int32 `json:"scheduled,omitempty"`
+	// queuePosition is the group's place in aisched's job queue, from 1,
+	// while it is Queued.
+	// +optional
+	QueuePosition int32 `json:"queuePosition,omitempty"`
+	// conditions: Admitted says whether the job queue lets the members be
+	// scheduled and, in plain words, why not.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
+
+// ConditionAdmitted is the condition type the job queue sets.
+const ConditionAdmitted = "Admitted"
 
 // +kubebuilder:object:root=true
 

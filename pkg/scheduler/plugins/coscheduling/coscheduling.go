@@ -5,6 +5,10 @@
 // is rejected before any member reserves anything (PreFilter), and assumed
 // members wait in Permit until min-available of them are placed; if that
 // fails, every waiting member is rejected and its reservations released.
+// The plugin is also the scheduler's side of the job queue (package
+// jobqueue): PreEnqueue holds back the members of groups not admitted,
+// and Filter keeps other pods off what the queue reserved for the group
+// that waits longest.
 package coscheduling
 
 import (
@@ -20,6 +24,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/aisched/aisched/apis/config"
+	"github.com/aisched/aisched/pkg/jobqueue"
 	"github.com/aisched/aisched/pkg/podgroup"
 )
 
@@ -33,6 +38,7 @@ const groupIndex = "aisched.io/pod-group"
 type Coscheduling struct {
 	handle fwk.Handle
 	groups *podgroup.Groups
+	queue  *jobqueue.Queue
 	// pods is the scheduler's pod informer store (non-terminal pods),
 	// indexed by group.
 	pods    cache.Indexer
@@ -47,7 +53,9 @@ type Coscheduling struct {
 
 var (
 	_ fwk.QueueSortPlugin   = &Coscheduling{}
+	_ fwk.PreEnqueuePlugin  = &Coscheduling{}
 	_ fwk.PreFilterPlugin   = &Coscheduling{}
+	_ fwk.FilterPlugin      = &Coscheduling{}
 	_ fwk.PostFilterPlugin  = &Coscheduling{}
 	_ fwk.PermitPlugin      = &Coscheduling{}
 	_ fwk.ReservePlugin     = &Coscheduling{}
@@ -55,8 +63,8 @@ var (
 )
 
 // New builds the plugin from its pluginConfig arguments; groups is the
-// scheduler's one view of the pod groups.
-func New(ctx context.Context, obj runtime.Object, h fwk.Handle, groups *podgroup.Groups) (fwk.Plugin, error) {
+// scheduler's one view of the pod groups and queue its one job queue.
+func New(ctx context.Context, obj runtime.Object, h fwk.Handle, groups *podgroup.Groups, queue *jobqueue.Queue) (fwk.Plugin, error) {
 	args := &config.CoschedulingArgs{}
 	if err := config.Decode(Name, obj, args); err != nil {
 		return nil, err
@@ -71,9 +79,19 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle, groups *podgroup
 			return nil, fmt.Errorf("%s: indexing pods by group: %w", Name, err)
 		}
 	}
+	opts := jobqueue.Options{
+		Backoff:    time.Duration(*args.BackoffSeconds) * time.Second,
+		MaxBackoff: time.Duration(*args.MaxBackoffSeconds) * time.Second,
+		Backfill:   *args.Backfill,
+	}
+	activate := func(pods map[string]*corev1.Pod) { h.Activate(klog.FromContext(ctx), pods) }
+	if err := queue.Start(ctx, h.SharedInformerFactory(), activate, opts); err != nil {
+		return nil, fmt.Errorf("%s: %w", Name, err)
+	}
 	pl := &Coscheduling{
 		handle:     h,
 		groups:     groups,
+		queue:      queue,
 		pods:       informer.GetIndexer(),
 		timeout:    time.Duration(*args.PermitWaitingTimeSeconds) * time.Second,
 		groupTimes: map[string]time.Time{},
@@ -146,15 +164,52 @@ func (pl *Coscheduling) waiting(key string) map[string]bool {
 	return out
 }
 
+// PreEnqueue holds back the members of a group the job queue has not
+// admitted; the queue activates them when it does. Pods in no group, and
+// members of groups with invalid labels (PreFilter names the error), go
+// on.
+func (pl *Coscheduling) PreEnqueue(_ context.Context, pod *corev1.Pod) *fwk.Status {
+	ref, ok := pl.groupOf(pod)
+	if !ok {
+		return nil
+	}
+	if admitted, why := pl.queue.Gate(pod, ref.Key()); !admitted {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, why)
+	}
+	return nil
+}
+
+// reservationKey is the CycleState key of the reservation Filter checks.
+const reservationKey fwk.StateKey = Name + "/reservation"
+
+// reservationState is the reservation that applies to the pod being
+// scheduled and the pod's request.
+type reservationState struct {
+	reservation *jobqueue.Reservation
+	request     jobqueue.Resources
+}
+
+// Clone implements fwk.StateData; the state is read-only.
+func (s *reservationState) Clone() fwk.StateData { return s }
+
 // PreFilter rejects a member of a group that cannot be placed as a whole:
 // too few members exist, or the members still to place do not fit on the
-// nodes' free resources. Nothing is reserved for such a group.
-func (pl *Coscheduling) PreFilter(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+// nodes' free resources. Nothing is reserved for such a group. For every
+// pod it notes the job queue's reservation, if one applies, for Filter.
+func (pl *Coscheduling) PreFilter(_ context.Context, state fwk.CycleState, pod *corev1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	ref, ok, err := pl.groups.Of(pod)
 	if err != nil {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
 	}
+	reserved := false
+	if r := pl.queue.Reservation(); r != nil && r.Holder != ref.Key() && priorityOf(pod) <= r.Priority {
+		state.Write(reservationKey, &reservationState{reservation: r, request: jobqueue.RequestOf(pod)})
+		reserved = true
+	}
 	if !ok || ref.MinAvailable < 2 {
+		if reserved {
+			return nil, nil
+		}
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	members := pl.members(ref.Key())
@@ -183,7 +238,7 @@ func (pl *Coscheduling) PreFilter(_ context.Context, _ fwk.CycleState, pod *core
 	}
 	// This pod first: it is the one about to be placed.
 	pending = append([]*corev1.Pod{pod}, pending...)
-	if fit := placeableUpTo(pending, nodes, need); fit < need {
+	if fit := placeable(pending, nodes, need); fit < need {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable,
 			fmt.Sprintf("pod group %s needs %d more pods placed at once, the free resources of the nodes hold %d of them", ref.Key(), need, fit))
 	}
@@ -193,6 +248,29 @@ func (pl *Coscheduling) PreFilter(_ context.Context, _ fwk.CycleState, pod *core
 // PreFilterExtensions implements fwk.PreFilterPlugin.
 func (pl *Coscheduling) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
+// Filter keeps a pod off what the job queue reserved on a node for the
+// group that waits longest: the pod may use of each resource only what
+// exceeds the reservation. The holder's own members and pods of higher
+// priority are not held back.
+func (pl *Coscheduling) Filter(_ context.Context, state fwk.CycleState, _ *corev1.Pod, ni fwk.NodeInfo) *fwk.Status {
+	data, err := state.Read(reservationKey)
+	if err != nil {
+		return nil
+	}
+	s := data.(*reservationState)
+	if !s.reservation.Allows(ni.Node().Name, freeOf(ni), s.request) {
+		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node reserved for pod group %s, which waits longest", s.reservation.Holder))
+	}
+	return nil
+}
+
+func priorityOf(pod *corev1.Pod) int32 {
+	if pod.Spec.Priority != nil {
+		return *pod.Spec.Priority
+	}
+	return 0
+}
+
 // PostFilter runs when a member found no node: the group cannot gather now,
 // so the members waiting in Permit are rejected and release what they hold.
 func (pl *Coscheduling) PostFilter(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
@@ -201,6 +279,7 @@ func (pl *Coscheduling) PostFilter(_ context.Context, _ fwk.CycleState, pod *cor
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
 	pl.rejectWaiting(ref.Key(), pod, fmt.Sprintf("member %s of pod group %s found no node", pod.Name, ref.Key()))
+	pl.queue.Failed(ref.Key())
 	return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("pod group %s: a member found no node; waiting members released", ref.Key()))
 }
 
@@ -248,6 +327,7 @@ func (pl *Coscheduling) Unreserve(_ context.Context, _ fwk.CycleState, pod *core
 		return
 	}
 	pl.rejectWaiting(ref.Key(), pod, fmt.Sprintf("member %s of pod group %s was not placed", pod.Name, ref.Key()))
+	pl.queue.Failed(ref.Key())
 }
 
 func (pl *Coscheduling) rejectWaiting(key string, cause *corev1.Pod, msg string) {

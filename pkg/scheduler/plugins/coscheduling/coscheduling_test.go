@@ -166,7 +166,7 @@ func TestPlaceable(t *testing.T) {
 		// Best fit keeps the 4-GPU node for the 4-GPU pod.
 		{"best fit", []*corev1.Pod{podReq("two", "1", 2), podReq("four", "1", 4)}, []fwk.NodeInfo{nodeInfo("a", "8", 4), nodeInfo("b", "8", 2)}, 2},
 	} {
-		if got := placeable(tc.pods, tc.nodes); got != tc.want {
+		if got := placeable(tc.pods, tc.nodes, len(tc.pods)); got != tc.want {
 			t.Errorf("%s: placeable = %d, want %d", tc.name, got, tc.want)
 		}
 	}

@@ -1,0 +1,272 @@
+package jobqueue
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Group is one pod group as the queue sees it.
+type Group struct {
+	// Key is namespace/name.
+	Key          string
+	Namespace    string
+	Priority     int32
+	Created      time.Time
+	MinAvailable int
+	// MinResources is the PodGroup's spec.minResources, if any.
+	MinResources corev1.ResourceList
+	// Pending are the members not bound to a node, Bound the others
+	// (terminal pods are in neither).
+	Pending, Bound []*corev1.Pod
+	// Succeeded counts the members that completed.
+	Succeeded int
+	// Admitted is true for a group admitted by an earlier plan whose
+	// admission was not revoked.
+	Admitted bool
+	// BackoffUntil holds a group back after a failed attempt.
+	BackoffUntil time.Time
+}
+
+// Quota is one ResourceQuota: spec.hard and status.used.
+type Quota struct {
+	Name       string
+	Hard, Used corev1.ResourceList
+}
+
+// Input is everything a plan depends on.
+type Input struct {
+	Now    time.Time
+	Groups []Group
+	Rooms  []Room
+	// Quotas by namespace.
+	Quotas map[string][]Quota
+	// Backfill lets groups behind a waiting group be admitted where they
+	// cannot delay it; without it they wait behind it.
+	Backfill bool
+}
+
+// Reason says why a group is where it is, in one word (a condition reason).
+type Reason string
+
+// The reasons, in the order a group meets them.
+const (
+	// ReasonWaitingForMembers: fewer members exist than min-available.
+	ReasonWaitingForMembers Reason = "WaitingForMembers"
+	// ReasonQuotaExceeded: the whole group does not fit the namespace's
+	// ResourceQuota (hard minus what other pods use).
+	ReasonQuotaExceeded Reason = "QuotaExceeded"
+	// ReasonBackingOff: an attempt failed; the group waits before the next.
+	ReasonBackingOff Reason = "BackingOff"
+	// ReasonUnplaceable: the group does not fit the cluster even with
+	// every node empty.
+	ReasonUnplaceable Reason = "Unplaceable"
+	// ReasonWaitingForCapacity: the group would fit if pods finished; the
+	// first such group holds a reservation.
+	ReasonWaitingForCapacity Reason = "WaitingForCapacity"
+	// ReasonBehindReservation: backfill is off and a group ahead waits.
+	ReasonBehindReservation Reason = "BehindReservation"
+	// ReasonAdmitted: the members may be scheduled.
+	ReasonAdmitted Reason = "Admitted"
+)
+
+// admitted is the decision for an admitted group; counts live in the
+// PodGroup's status, so the message does not change as members bind.
+var admitted = Decision{Admitted: true, Reason: ReasonAdmitted, Message: "admitted by the job queue: the whole group fits its quota and the free resources"}
+
+// Decision is the plan for one group.
+type Decision struct {
+	Admitted bool
+	// Position is the group's place among the queued groups, from 1; 0 for
+	// a group that is admitted or still missing members.
+	Position int
+	Reason   Reason
+	Message  string
+}
+
+// Reservation is what the first waiting group needs on each node: others
+// may use a node's free resources only beyond it, so that the group starts
+// as soon as the pods now on these nodes finish.
+type Reservation struct {
+	Holder   string
+	Priority int32
+	Nodes    map[string]Resources
+}
+
+// Plan is the outcome of one pass over the queue.
+type Plan struct {
+	Decisions   map[string]Decision
+	Reservation *Reservation
+}
+
+// Compute decides which groups are admitted. Groups are taken in queue
+// order: priority, then creation time, then key. Admitted groups take
+// their room first. A group is admitted when its whole request fits its
+// namespace's quotas and min-available of its members fit the free
+// resources that earlier groups left. The first group that fits the
+// cluster but not its free resources gets a reservation; with backfill,
+// later groups may use what the reservation leaves, without it they wait.
+func Compute(in Input) Plan {
+	rooms := slices.Clone(in.Rooms)
+	groups := slices.Clone(in.Groups)
+	slices.SortStableFunc(groups, func(a, b Group) int {
+		return cmp.Or(cmp.Compare(b.Priority, a.Priority), a.Created.Compare(b.Created), cmp.Compare(a.Key, b.Key))
+	})
+	plan := Plan{Decisions: make(map[string]Decision, len(groups))}
+	for _, g := range groups {
+		if g.Admitted {
+			FitFirst(demandsOf(g.Pending), rooms, len(g.Pending))
+			plan.Decisions[g.Key] = admitted
+		}
+	}
+	position := 0
+	queue := func(g Group, reason Reason, msg string) {
+		position++
+		plan.Decisions[g.Key] = Decision{Position: position, Reason: reason, Message: msg}
+	}
+	for _, g := range groups {
+		if g.Admitted {
+			continue
+		}
+		if msg, ok := checkQuota(g, in.Quotas[g.Namespace]); !ok {
+			queue(g, ReasonQuotaExceeded, msg)
+			continue
+		}
+		if n := len(g.Pending) + len(g.Bound) + g.Succeeded; n < g.MinAvailable {
+			plan.Decisions[g.Key] = Decision{Reason: ReasonWaitingForMembers,
+				Message: fmt.Sprintf("%d of its %d members (min-available) exist", n, g.MinAvailable)}
+			continue
+		}
+		if in.Now.Before(g.BackoffUntil) {
+			queue(g, ReasonBackingOff, fmt.Sprintf("an attempt to place it failed; next attempt at %s", g.BackoffUntil.Format(time.RFC3339)))
+			continue
+		}
+		if plan.Reservation != nil && !in.Backfill {
+			queue(g, ReasonBehindReservation, fmt.Sprintf("waiting behind %s (backfill is off)", plan.Reservation.Holder))
+			continue
+		}
+		need := g.MinAvailable - len(g.Bound) - g.Succeeded
+		demands := demandsOf(g.Pending)
+		trial := slices.Clone(rooms)
+		fit := FitFirst(demands, trial, need)
+		if fit < need {
+			trial = slices.Clone(rooms)
+			fit, _ = Fit(demands, trial, need)
+		}
+		if fit >= need {
+			rooms = trial
+			plan.Decisions[g.Key] = admitted
+			continue
+		}
+		msg := explain(demands, need, fit, rooms)
+		if plan.Reservation != nil {
+			queue(g, ReasonWaitingForCapacity, fmt.Sprintf("%s; capacity is reserved for %s", msg, plan.Reservation.Holder))
+			continue
+		}
+		taken, ok := reserve(demands, need, rooms)
+		if !ok {
+			queue(g, ReasonUnplaceable, msg+"; it does not fit even with every node empty")
+			continue
+		}
+		res := &Reservation{Holder: g.Key, Priority: g.Priority, Nodes: make(map[string]Resources, len(taken))}
+		for r, amount := range taken {
+			res.Nodes[rooms[r].Node.Name] = amount
+			rooms[r].Free = rooms[r].Free.Sub(amount).floor()
+		}
+		plan.Reservation = res
+		queue(g, ReasonWaitingForCapacity, fmt.Sprintf("%s; %d nodes are reserved for it until the pods on them finish", msg, len(taken)))
+	}
+	return plan
+}
+
+func demandsOf(pods []*corev1.Pod) []Demand {
+	out := make([]Demand, len(pods))
+	for i, p := range pods {
+		out[i] = DemandOf(p)
+	}
+	return out
+}
+
+// explain says in plain words why need demands do not fit rooms.
+func explain(demands []Demand, need, fit int, rooms []Room) string {
+	if len(demands) == 0 {
+		return fmt.Sprintf("needs %d more members placed at once", need)
+	}
+	largest := demands[0]
+	var total, free Resources
+	for _, d := range demands {
+		total = total.Add(d.Request)
+		if d.Request.GPUs > largest.Request.GPUs || (d.Request.GPUs == largest.Request.GPUs && d.Request.MilliCPU > largest.Request.MilliCPU) {
+			largest = d
+		}
+	}
+	nodes := 0
+	for _, r := range rooms {
+		free = free.Add(r.Free.floor())
+		if r.Free.Covers(largest.Request) && largest.Allows(r.Node) {
+			nodes++
+		}
+	}
+	msg := fmt.Sprintf("needs %d pods placed at once, the largest with %s; the free resources hold %d of them; %d nodes have room for the largest",
+		need, largest.Request, fit, nodes)
+	if need == len(demands) && free.Covers(total) {
+		msg += "; the cluster has enough free in total, but not on the right nodes"
+	}
+	return msg
+}
+
+// reserve places need demands on the nodes' allocatable resources,
+// preferring the nodes with the most free now (so the wait is shortest).
+// It returns what it takes from each room, by room index.
+func reserve(demands []Demand, need int, rooms []Room) (map[int]Resources, bool) {
+	order := slices.Clone(demands)
+	slices.SortStableFunc(order, func(a, b Demand) int {
+		return cmp.Or(cmp.Compare(b.Request.GPUs, a.Request.GPUs), cmp.Compare(b.Request.MilliCPU, a.Request.MilliCPU), cmp.Compare(b.Request.Memory, a.Request.Memory))
+	})
+	taken := map[int]Resources{}
+	placed := 0
+	for _, d := range order {
+		if placed == need {
+			break
+		}
+		best := -1
+		var bestFree Resources
+		for r := range rooms {
+			t := taken[r]
+			if !rooms[r].Allocatable.Sub(t).Covers(d.Request) {
+				continue
+			}
+			free := rooms[r].Free.Sub(t)
+			if best >= 0 && (free.GPUs < bestFree.GPUs || (free.GPUs == bestFree.GPUs && free.MilliCPU <= bestFree.MilliCPU)) {
+				continue
+			}
+			if d.Allows(rooms[r].Node) {
+				best, bestFree = r, free
+			}
+		}
+		if best < 0 {
+			continue
+		}
+		taken[best] = taken[best].Add(d.Request)
+		placed++
+	}
+	return taken, placed == need
+}
+
+// Allows reports whether a pod with request may use a node's free
+// resources free, given what the reservation holds there: it may take of
+// each resource it asks for only what exceeds the reservation.
+func (r *Reservation) Allows(node string, free, request Resources) bool {
+	held, ok := r.Nodes[node]
+	if !ok {
+		return true
+	}
+	left := free.Sub(request)
+	return (request.MilliCPU == 0 || left.MilliCPU >= held.MilliCPU) &&
+		(request.Memory == 0 || left.Memory >= held.Memory) &&
+		(request.GPUs == 0 || left.GPUs >= held.GPUs) &&
+		left.Pods >= held.Pods
+}

@@ -1,0 +1,205 @@
+package jobqueue
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+var t0 = time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
+
+func pod(name string, cpu int64, gpus int64) *corev1.Pod {
+	req := corev1.ResourceList{
+		corev1.ResourceCPU:    *resource.NewMilliQuantity(cpu*1000, resource.DecimalSI),
+		corev1.ResourceMemory: resource.MustParse("1Gi"),
+	}
+	if gpus > 0 {
+		req["nvidia.com/gpu"] = *resource.NewQuantity(gpus, resource.DecimalSI)
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: req}}}},
+	}
+}
+
+// group returns a group of n pods with cpu CPUs and gpus GPUs each,
+// created at t0 plus age seconds.
+func group(name string, n int, cpu, gpus int64, age int, prio int32) Group {
+	g := Group{Key: "ns/" + name, Namespace: "ns", MinAvailable: n, Priority: prio, Created: t0.Add(time.Duration(age) * time.Second)}
+	for i := range n {
+		g.Pending = append(g.Pending, pod(fmt.Sprintf("%s-%d", name, i), cpu, gpus))
+	}
+	return g
+}
+
+func room(name string, cpu, gpus, freeCPU, freeGPUs int64) Room {
+	alloc := Resources{MilliCPU: cpu * 1000, Memory: 64 << 30, GPUs: gpus, Pods: 110}
+	used := Resources{MilliCPU: (cpu - freeCPU) * 1000, GPUs: gpus - freeGPUs}
+	return Room{Node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, Allocatable: alloc, Free: alloc.Sub(used)}
+}
+
+func gpuQuota(hard, used string) Quota {
+	return Quota{Name: "gpus", Hard: corev1.ResourceList{"requests.nvidia.com/gpu": resource.MustParse(hard)},
+		Used: corev1.ResourceList{"requests.nvidia.com/gpu": resource.MustParse(used)}}
+}
+
+func TestCompute(t *testing.T) {
+	fourNodes := []Room{room("a", 8, 4, 8, 4), room("b", 8, 4, 8, 4), room("c", 8, 4, 8, 4), room("d", 8, 4, 8, 4)}
+	tests := []struct {
+		name     string
+		in       Input
+		want     map[string]Reason
+		message  map[string]string // substrings of the message
+		position map[string]int
+		holder   string
+	}{{
+		name: "fits: admitted",
+		in:   Input{Groups: []Group{group("a", 4, 1, 2, 0, 0)}, Rooms: fourNodes},
+		want: map[string]Reason{"ns/a": ReasonAdmitted},
+	}, {
+		name: "missing members",
+		in:   Input{Groups: []Group{func() Group { g := group("a", 4, 1, 2, 0, 0); g.Pending = g.Pending[:3]; return g }()}, Rooms: fourNodes},
+		want: map[string]Reason{"ns/a": ReasonWaitingForMembers}, message: map[string]string{"ns/a": "3 of its 4 members"},
+	}, {
+		// status.used already counts the group's own members.
+		name: "quota: own members count once",
+		in: Input{Groups: []Group{group("a", 4, 1, 2, 0, 0)}, Rooms: fourNodes,
+			Quotas: map[string][]Quota{"ns": {gpuQuota("8", "8")}}},
+		want: map[string]Reason{"ns/a": ReasonAdmitted},
+	}, {
+		name: "quota: other pods use part of it",
+		in: Input{Groups: []Group{group("a", 4, 1, 2, 0, 0)}, Rooms: fourNodes,
+			Quotas: map[string][]Quota{"ns": {gpuQuota("8", "10")}}},
+		want:    map[string]Reason{"ns/a": ReasonQuotaExceeded},
+		message: map[string]string{"ns/a": "ResourceQuota gpus: the group needs 8 of requests.nvidia.com/gpu, 6 is left of 8 (2 used by other pods)"},
+	}, {
+		// The apiserver refused the last two members: the queue counts
+		// them like the largest member.
+		name: "quota: members refused at creation count",
+		in: Input{Groups: []Group{func() Group { g := group("a", 4, 1, 2, 0, 0); g.Pending = g.Pending[:2]; return g }()}, Rooms: fourNodes,
+			Quotas: map[string][]Quota{"ns": {gpuQuota("4", "4")}}},
+		want:    map[string]Reason{"ns/a": ReasonQuotaExceeded},
+		message: map[string]string{"ns/a": "needs 8 of requests.nvidia.com/gpu, 4 is left of 4"},
+	}, {
+		name: "minResources is a floor",
+		in: Input{Groups: []Group{func() Group {
+			g := group("a", 2, 1, 1, 0, 0)
+			g.MinResources = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("6")}
+			return g
+		}()}, Rooms: fourNodes, Quotas: map[string][]Quota{"ns": {gpuQuota("4", "2")}}},
+		want: map[string]Reason{"ns/a": ReasonQuotaExceeded}, message: map[string]string{"ns/a": "needs 6 of"},
+	}, {
+		name: "priority first",
+		in:   Input{Groups: []Group{group("old", 4, 1, 4, 0, 0), group("high", 4, 1, 4, 10, 5)}, Rooms: fourNodes[:2]},
+		want: map[string]Reason{"ns/high": ReasonUnplaceable, "ns/old": ReasonUnplaceable},
+	}, {
+		name: "priority first, both placeable",
+		in:   Input{Groups: []Group{group("old", 2, 1, 4, 0, 0), group("high", 2, 1, 4, 10, 5)}, Rooms: fourNodes[:2]},
+		want: map[string]Reason{"ns/high": ReasonAdmitted, "ns/old": ReasonWaitingForCapacity}, holder: "ns/old",
+		position: map[string]int{"ns/old": 1},
+	}, {
+		name: "FIFO at equal priority",
+		in:   Input{Groups: []Group{group("new", 2, 1, 4, 10, 0), group("old", 2, 1, 4, 0, 0)}, Rooms: fourNodes[:2]},
+		want: map[string]Reason{"ns/old": ReasonAdmitted, "ns/new": ReasonWaitingForCapacity}, holder: "ns/new",
+	}, {
+		// The big group waits for GPUs in use; the small one behind it
+		// would take GPUs from the reserved nodes: it waits too. The CPU
+		// group fits where nothing is reserved: it backfills.
+		name: "reservation and backfill",
+		in: Input{Backfill: true, Rooms: []Room{room("a", 8, 4, 8, 2), room("b", 8, 4, 8, 2), room("c", 16, 0, 16, 0)},
+			Groups: []Group{group("big", 2, 1, 4, 0, 0), group("small", 2, 1, 1, 10, 0), group("cpu", 2, 4, 0, 20, 0)}},
+		want:   map[string]Reason{"ns/big": ReasonWaitingForCapacity, "ns/small": ReasonWaitingForCapacity, "ns/cpu": ReasonAdmitted},
+		holder: "ns/big", position: map[string]int{"ns/big": 1, "ns/small": 2},
+		message: map[string]string{"ns/big": "2 nodes are reserved for it", "ns/small": "capacity is reserved for ns/big"},
+	}, {
+		name: "no backfill",
+		in: Input{Rooms: []Room{room("a", 8, 4, 8, 2), room("b", 8, 4, 8, 2), room("c", 16, 0, 16, 0)},
+			Groups: []Group{group("big", 2, 1, 4, 0, 0), group("cpu", 2, 4, 0, 20, 0)}},
+		want:   map[string]Reason{"ns/big": ReasonWaitingForCapacity, "ns/cpu": ReasonBehindReservation},
+		holder: "ns/big",
+	}, {
+		// An unplaceable group holds nothing back.
+		name: "too big for the cluster",
+		in:   Input{Backfill: true, Groups: []Group{group("huge", 5, 1, 4, 0, 0), group("a", 2, 1, 2, 10, 0)}, Rooms: fourNodes},
+		want: map[string]Reason{"ns/huge": ReasonUnplaceable, "ns/a": ReasonAdmitted}, message: map[string]string{"ns/huge": "does not fit even with every node empty"},
+	}, {
+		name: "fragmented",
+		in:   Input{Backfill: true, Groups: []Group{group("a", 2, 1, 2, 0, 0)}, Rooms: []Room{room("a", 8, 2, 8, 1), room("b", 8, 2, 8, 1), room("c", 8, 2, 8, 1), room("d", 8, 2, 8, 1)}},
+		want: map[string]Reason{"ns/a": ReasonWaitingForCapacity}, holder: "ns/a",
+		message: map[string]string{"ns/a": "needs 2 pods placed at once, the largest with 2 GPUs, 1 CPU, 1Gi memory; the free resources hold 0 of them; 0 nodes have room for the largest; " +
+			"the cluster has enough free in total, but not on the right nodes"},
+	}, {
+		name: "backing off",
+		in:   Input{Now: t0, Groups: []Group{func() Group { g := group("a", 2, 1, 2, 0, 0); g.BackoffUntil = t0.Add(time.Second); return g }()}, Rooms: fourNodes},
+		want: map[string]Reason{"ns/a": ReasonBackingOff},
+	}, {
+		// Admitted groups take their room first, even when a group ahead
+		// of them in order arrives.
+		name: "admitted groups keep their room",
+		in: Input{Rooms: fourNodes[:1], Groups: []Group{
+			func() Group { g := group("later", 2, 1, 2, 10, 0); g.Admitted = true; return g }(),
+			group("earlier", 2, 1, 2, 0, 0)}},
+		want: map[string]Reason{"ns/later": ReasonAdmitted, "ns/earlier": ReasonWaitingForCapacity}, holder: "ns/earlier",
+	}, {
+		name: "bound and succeeded members count toward min-available",
+		in: Input{Rooms: fourNodes[:1], Groups: []Group{func() Group {
+			g := group("a", 4, 1, 2, 0, 0)
+			g.Bound, g.Pending, g.Succeeded = g.Pending[:1], g.Pending[1:2], 2
+			return g
+		}()}},
+		want: map[string]Reason{"ns/a": ReasonAdmitted},
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			plan := Compute(tc.in)
+			if len(plan.Decisions) != len(tc.want) {
+				t.Errorf("decisions for %d groups, want %d", len(plan.Decisions), len(tc.want))
+			}
+			for key, want := range tc.want {
+				d := plan.Decisions[key]
+				if d.Reason != want || d.Admitted != (want == ReasonAdmitted) {
+					t.Errorf("%s: %s (admitted %v) %q, want %s", key, d.Reason, d.Admitted, d.Message, want)
+				}
+				if sub := tc.message[key]; !strings.Contains(d.Message, sub) {
+					t.Errorf("%s: message %q, want it to contain %q", key, d.Message, sub)
+				}
+				if pos, ok := tc.position[key]; ok && d.Position != pos {
+					t.Errorf("%s: position %d, want %d", key, d.Position, pos)
+				}
+			}
+			switch {
+			case tc.holder == "" && plan.Reservation != nil:
+				t.Errorf("reservation for %s, want none", plan.Reservation.Holder)
+			case tc.holder != "" && (plan.Reservation == nil || plan.Reservation.Holder != tc.holder):
+				t.Errorf("reservation %+v, want one for %s", plan.Reservation, tc.holder)
+			}
+		})
+	}
+}
+
+func TestReservationAllows(t *testing.T) {
+	r := &Reservation{Holder: "ns/big", Nodes: map[string]Resources{"a": {MilliCPU: 2000, GPUs: 4, Pods: 1}}}
+	free := Resources{MilliCPU: 8000, Memory: 1 << 30, GPUs: 4, Pods: 10}
+	for _, tc := range []struct {
+		name    string
+		node    string
+		request Resources
+		want    bool
+	}{
+		{"unreserved node", "b", Resources{GPUs: 4, Pods: 1}, true},
+		{"takes a reserved GPU", "a", Resources{GPUs: 1, Pods: 1}, false},
+		// CPU beyond the reservation is free to take, GPUs are not touched.
+		{"CPU beyond the reservation", "a", Resources{MilliCPU: 6000, Pods: 1}, true},
+		{"CPU into the reservation", "a", Resources{MilliCPU: 6001, Pods: 1}, false},
+		{"memory only", "a", Resources{Memory: 1 << 30, Pods: 1}, true},
+	} {
+		if got := r.Allows(tc.node, free, tc.request); got != tc.want {
+			t.Errorf("%s: Allows = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,408 @@
+// Package jobqueue is aisched's job queue (seed 002, with its four flaws
+// fixed): pod groups are admitted whole, by priority then age, when the
+// whole group fits its namespace's ResourceQuota and min-available of its
+// members can be placed on the nodes' free resources. The first group that
+// fits the cluster but not its free resources holds a reservation, so
+// nothing starves; smaller groups backfill around it. Admission runs on
+// events (pods, nodes, quotas, PodGroups), many groups per pass. The
+// scheduler holds back the members of groups not admitted (PreEnqueue), so
+// a job created by any tool goes through the queue.
+package jobqueue
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"github.com/aisched/aisched/pkg/gpu"
+	"github.com/aisched/aisched/pkg/podgroup"
+)
+
+// Options configure a Queue.
+type Options struct {
+	// Backoff is the first wait after a failed attempt; it doubles with
+	// each failure in a row up to MaxBackoff.
+	Backoff, MaxBackoff time.Duration
+	// Backfill: see Input.Backfill.
+	Backfill bool
+}
+
+// minInterval spaces passes, so that a burst of events makes one pass.
+const minInterval = 5 * time.Millisecond
+
+// Queue admits pod groups. One Queue serves every profile of a scheduler;
+// it covers the pods of the profiles that call Gate.
+type Queue struct {
+	groups   *podgroup.Groups
+	opts     Options
+	activate func(map[string]*corev1.Pod)
+
+	pods   cache.Indexer
+	nodes  corelisters.NodeLister
+	quotas corelisters.ResourceQuotaLister
+	status *statusWriter
+
+	kick chan struct{}
+	plan atomic.Pointer[Plan]
+	// waiting is true when the last plan left groups queued: then any
+	// freed or added capacity is worth a pass.
+	waiting atomic.Bool
+
+	mu       sync.Mutex
+	started  bool
+	profiles map[string]bool
+	admitted map[string]bool
+	failures map[string]int
+	backoff  map[string]time.Time
+	// terminal counts the members that succeeded or failed, by group.
+	terminal map[string]*terminalCounts
+}
+
+type terminalCounts struct{ succeeded, failed int32 }
+
+// New returns a queue that is not started.
+func New(groups *podgroup.Groups) *Queue {
+	return &Queue{
+		groups:   groups,
+		kick:     make(chan struct{}, 1),
+		profiles: map[string]bool{},
+		admitted: map[string]bool{},
+		failures: map[string]int{},
+		backoff:  map[string]time.Time{},
+		terminal: map[string]*terminalCounts{},
+	}
+}
+
+// Start follows pods, nodes, ResourceQuotas and PodGroups through the
+// scheduler's informers and runs the admission loop until ctx ends.
+// activate moves pods of newly admitted groups to the active queue. The
+// first call starts the queue; later ones (one per profile) must pass the
+// same options.
+func (q *Queue) Start(ctx context.Context, factory informers.SharedInformerFactory, activate func(map[string]*corev1.Pod), opts Options) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.started {
+		if opts != q.opts {
+			return fmt.Errorf("job queue options %+v differ from another profile's %+v: one queue serves every profile", opts, q.opts)
+		}
+		return nil
+	}
+	q.started, q.opts, q.activate = true, opts, activate
+	podInformer := factory.Core().V1().Pods().Informer()
+	q.pods = podInformer.GetIndexer()
+	q.nodes = factory.Core().V1().Nodes().Lister()
+	quotaInformer := factory.Core().V1().ResourceQuotas().Informer()
+	q.quotas = factory.Core().V1().ResourceQuotas().Lister()
+	if _, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    q.podEvent,
+		UpdateFunc: q.podUpdate,
+		DeleteFunc: q.podDeleted,
+	}); err != nil {
+		return err
+	}
+	onWaiting := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(interface{}) { q.kickIfWaiting() },
+		UpdateFunc: func(interface{}, interface{}) { q.kickIfWaiting() },
+		DeleteFunc: func(interface{}) { q.kickIfWaiting() },
+	}
+	if _, err := factory.Core().V1().Nodes().Informer().AddEventHandler(onWaiting); err != nil {
+		return err
+	}
+	if _, err := quotaInformer.AddEventHandler(onWaiting); err != nil {
+		return err
+	}
+	if err := q.groups.OnPodGroup(func(string) { q.Kick() }); err != nil {
+		return err
+	}
+	if lister, client, ok := q.groups.API(); ok {
+		q.status = newStatusWriter(lister, client)
+		go q.status.run(ctx)
+	}
+	go q.loop(ctx)
+	return nil
+}
+
+// Kick asks for a pass.
+func (q *Queue) Kick() {
+	select {
+	case q.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (q *Queue) kickIfWaiting() {
+	if q.waiting.Load() {
+		q.Kick()
+	}
+}
+
+func (q *Queue) podEvent(obj interface{}) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	if _, inGroup := podgroup.KeyOf(pod); inGroup || pod.Spec.NodeName != "" {
+		if inGroup {
+			q.Kick()
+		} else {
+			q.kickIfWaiting()
+		}
+	}
+}
+
+func (q *Queue) podUpdate(old, obj interface{}) {
+	o, ok1 := old.(*corev1.Pod)
+	n, ok2 := obj.(*corev1.Pod)
+	if !ok1 || !ok2 || (o.Spec.NodeName == n.Spec.NodeName && o.Status.Phase == n.Status.Phase && o.DeletionTimestamp.Equal(n.DeletionTimestamp)) {
+		return
+	}
+	q.podEvent(n)
+}
+
+// podDeleted counts members that ended (the scheduler's informer drops
+// terminal pods: their last state arrives as a deletion).
+func (q *Queue) podDeleted(obj interface{}) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	if key, ok := podgroup.KeyOf(pod); ok && (pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed) {
+		q.mu.Lock()
+		c := q.terminal[key]
+		if c == nil {
+			c = &terminalCounts{}
+			q.terminal[key] = c
+		}
+		if pod.Status.Phase == corev1.PodSucceeded {
+			c.succeeded++
+		} else {
+			c.failed++
+		}
+		q.mu.Unlock()
+	}
+	q.podEvent(pod)
+}
+
+// Gate reports whether the members of the group with key may be
+// scheduled, and if not, why. The pod's profile joins the queue.
+func (q *Queue) Gate(pod *corev1.Pod, key string) (bool, string) {
+	q.mu.Lock()
+	if !q.profiles[pod.Spec.SchedulerName] {
+		q.profiles[pod.Spec.SchedulerName] = true
+		q.mu.Unlock()
+		q.Kick()
+		return false, "waiting for the job queue"
+	}
+	admitted := q.admitted[key]
+	q.mu.Unlock()
+	if admitted {
+		return true, ""
+	}
+	if p := q.plan.Load(); p != nil {
+		if d, ok := p.Decisions[key]; ok {
+			return false, fmt.Sprintf("pod group %s is %s: %s", key, d.Reason, d.Message)
+		}
+	}
+	q.Kick()
+	return false, fmt.Sprintf("pod group %s is waiting for the job queue", key)
+}
+
+// Failed revokes the admission of a group whose attempt failed and holds
+// it back for a backoff that doubles with each failure in a row.
+func (q *Queue) Failed(key string) {
+	q.mu.Lock()
+	if !q.admitted[key] {
+		q.mu.Unlock()
+		return
+	}
+	delete(q.admitted, key)
+	q.failures[key]++
+	wait := q.opts.Backoff << min(q.failures[key]-1, 20)
+	wait = min(wait, q.opts.MaxBackoff)
+	q.backoff[key] = time.Now().Add(wait)
+	q.mu.Unlock()
+	time.AfterFunc(wait, q.Kick)
+	q.Kick()
+}
+
+// Reservation returns the current reservation, or nil.
+func (q *Queue) Reservation() *Reservation {
+	if p := q.plan.Load(); p != nil {
+		return p.Reservation
+	}
+	return nil
+}
+
+func (q *Queue) loop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-q.kick:
+		}
+		q.pass(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(minInterval):
+		}
+	}
+}
+
+// pass makes one plan from the informers' state and acts on it.
+func (q *Queue) pass(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	start := time.Now()
+	in, members := q.input(start)
+	plan := Compute(in)
+	q.plan.Store(&plan)
+
+	activate := map[string]*corev1.Pod{}
+	waiting := false
+	q.mu.Lock()
+	for key, d := range plan.Decisions {
+		switch {
+		case d.Admitted && !q.admitted[key]:
+			q.admitted[key] = true
+			for _, p := range members[key].Pending {
+				activate[p.Namespace+"/"+p.Name] = p
+			}
+		case !d.Admitted && d.Reason != ReasonWaitingForMembers:
+			waiting = true
+		}
+	}
+	// Forget groups that are gone or fully placed.
+	for key := range q.admitted {
+		if g, ok := members[key]; !ok || (len(g.Pending) == 0 && len(g.Bound) >= g.MinAvailable) {
+			delete(q.admitted, key)
+		}
+	}
+	for key := range q.failures {
+		if g, ok := members[key]; !ok || len(g.Bound) >= g.MinAvailable {
+			delete(q.failures, key)
+			delete(q.backoff, key)
+		}
+	}
+	terminal := make(map[string]terminalCounts, len(q.terminal))
+	for key, c := range q.terminal {
+		terminal[key] = *c
+		if _, ok := members[key]; !ok {
+			delete(q.terminal, key) // published as Finished or Failed below
+		}
+	}
+	q.mu.Unlock()
+	q.waiting.Store(waiting)
+	if len(activate) > 0 {
+		q.activate(activate)
+	}
+	if q.status != nil {
+		q.status.publish(plan, members, terminal)
+	}
+	logger.V(4).Info("Job queue pass", "groups", len(in.Groups), "admitted", len(activate), "reservation", plan.Reservation != nil, "took", time.Since(start))
+}
+
+// input gathers the state a plan depends on from the informers.
+func (q *Queue) input(now time.Time) (Input, map[string]*Group) {
+	q.mu.Lock()
+	profiles := make(map[string]bool, len(q.profiles))
+	for p := range q.profiles {
+		profiles[p] = true
+	}
+	q.mu.Unlock()
+
+	used := map[string]Resources{}
+	groups := map[string]*Group{}
+	for _, obj := range q.pods.List() {
+		pod, ok := obj.(*corev1.Pod)
+		if !ok {
+			continue
+		}
+		if pod.Spec.NodeName != "" {
+			used[pod.Spec.NodeName] = used[pod.Spec.NodeName].Add(RequestOf(pod))
+		}
+		if pod.DeletionTimestamp != nil || !profiles[pod.Spec.SchedulerName] {
+			continue
+		}
+		key, ok := podgroup.KeyOf(pod)
+		if !ok {
+			continue
+		}
+		g := groups[key]
+		if g == nil {
+			ref, ok, err := q.groups.Of(pod)
+			if !ok || err != nil || ref.MinAvailable < 2 {
+				continue
+			}
+			g = &Group{Key: key, Namespace: pod.Namespace, MinAvailable: ref.MinAvailable, MinResources: ref.MinResources,
+				Created: ref.Created, Priority: priorityOf(pod)}
+			groups[key] = g
+		}
+		g.Priority = max(g.Priority, priorityOf(pod))
+		if ref := pod.CreationTimestamp.Time; g.Created.IsZero() || ref.Before(g.Created) {
+			g.Created = ref
+		}
+		if pod.Spec.NodeName != "" {
+			g.Bound = append(g.Bound, pod)
+		} else {
+			g.Pending = append(g.Pending, pod)
+		}
+	}
+
+	in := Input{Now: now, Backfill: q.opts.Backfill, Quotas: map[string][]Quota{}}
+	nodes, _ := q.nodes.List(labels.Everything())
+	slices.SortFunc(nodes, func(a, b *corev1.Node) int { return strings.Compare(a.Name, b.Name) })
+	for _, n := range nodes {
+		alloc := allocatable(n)
+		in.Rooms = append(in.Rooms, Room{Node: n, Allocatable: alloc, Free: alloc.Sub(used[n.Name])})
+	}
+	q.mu.Lock()
+	for key, g := range groups {
+		if t := q.terminal[key]; t != nil {
+			g.Succeeded = int(t.succeeded)
+		}
+		g.Admitted = q.admitted[key]
+		g.BackoffUntil = q.backoff[key]
+		in.Groups = append(in.Groups, *g)
+		if _, ok := in.Quotas[g.Namespace]; !ok {
+			in.Quotas[g.Namespace] = q.quotasIn(g.Namespace)
+		}
+	}
+	q.mu.Unlock()
+	return in, groups
+}
+
+func (q *Queue) quotasIn(namespace string) []Quota {
+	list, _ := q.quotas.ResourceQuotas(namespace).List(labels.Everything())
+	out := make([]Quota, 0, len(list))
+	for _, rq := range list {
+		out = append(out, Quota{Name: rq.Name, Hard: rq.Spec.Hard, Used: rq.Status.Used})
+	}
+	return out
+}
+
+func allocatable(n *corev1.Node) Resources {
+	a := n.Status.Allocatable
+	g := a[gpu.ResourceName]
+	return Resources{MilliCPU: a.Cpu().MilliValue(), Memory: a.Memory().Value(), GPUs: g.Value(), Pods: a.Pods().Value()}
+}
+
+func priorityOf(pod *corev1.Pod) int32 {
+	if pod.Spec.Priority != nil {
+		return *pod.Spec.Priority
+	}
+	return 0
+}
