@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -175,6 +176,25 @@ func TestJobQueueFragmentation(t *testing.T) {
 		"0 nodes have room for the largest", "enough free in total, but not on the right nodes"))
 	if pg.Status.QueuePosition != 1 {
 		t.Errorf("queue position %d, want 1", pg.Status.QueuePosition)
+	}
+	// What kubectl get podgroups prints: the apiserver's table.
+	raw, err := c.Client.CoreV1().RESTClient().Get().AbsPath("/apis/scheduling.x-k8s.io/v1alpha1/namespaces", ns, "podgroups").
+		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table metav1.Table
+	if err := json.Unmarshal(raw, &table); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for i, col := range table.ColumnDefinitions {
+		if len(table.Rows) == 1 && i < len(table.Rows[0].Cells) {
+			got[col.Name] = fmt.Sprint(table.Rows[0].Cells[i])
+		}
+	}
+	if got["Phase"] != "Queued" || got["Position"] != "1" || !strings.Contains(got["Reason"], "not on the right nodes") {
+		t.Errorf("kubectl get podgroups shows %v; want phase Queued, position 1 and the reason", got)
 	}
 	time.Sleep(2 * time.Second)
 	for i := range 2 {
