@@ -46,11 +46,11 @@ type ThroughputOptions struct {
 	Pods int
 	// GPU makes nodes GPU nodes and pods whole-GPU pods.
 	GPU bool
-	// GroupSize > 1 puts every GroupSize consecutive pods in a pod group
-	// with that min-available (the seed labels); profiles without
-	// Coscheduling schedule them as plain pods.
-	GroupSize int
-	// Profiles are compared; the ratio is last / first.
+	// Profiles are the cases compared, each a profile name, optionally
+	// with a pod group size: "aisched@4" puts every 4 consecutive pods in a
+	// pod group with min-available 4 (the seed labels); profiles without
+	// Coscheduling schedule them as plain pods. Ratios are against the
+	// first case.
 	Profiles []string
 	// Rounds is how often each profile is measured, in alternating order
 	// (A B, B A, A B, ...) so that what one measurement leaves behind in the
@@ -86,15 +86,30 @@ type ProfileResult struct {
 
 // ThroughputResult is the outcome of a run.
 type ThroughputResult struct {
-	Nodes int  `json:"nodes"`
-	Pods  int  `json:"pods"`
-	GPU   bool `json:"gpu"`
-	// GroupSize is the pod group size; 0 or 1: plain pods.
-	GroupSize int             `json:"group_size,omitempty"`
-	CPUs      int             `json:"cpus"`
-	Profiles  []ProfileResult `json:"profiles"`
-	// Ratio is the last profile's pods/s over the first's.
-	Ratio float64 `json:"ratio"`
+	Nodes    int             `json:"nodes"`
+	Pods     int             `json:"pods"`
+	GPU      bool            `json:"gpu"`
+	CPUs     int             `json:"cpus"`
+	Profiles []ProfileResult `json:"profiles"`
+	// Ratios are each case's pods/s over the first case's, by name.
+	Ratios map[string]float64 `json:"ratios"`
+}
+
+// parseCase splits a case, "profile" or "profile@N", into the profile and
+// the pod group size (0: plain pods).
+func parseCase(c string, pods int) (profile string, groupSize int, err error) {
+	profile, size, ok := strings.Cut(c, "@")
+	if !ok {
+		return profile, 0, nil
+	}
+	n, err := strconv.Atoi(size)
+	switch {
+	case err != nil || n < 2 || n > podgroup.MaxMinAvailable:
+		return "", 0, fmt.Errorf("case %q: group size %q must be a whole number from 2 to %d", c, size, podgroup.MaxMinAvailable)
+	case pods%n != 0:
+		return "", 0, fmt.Errorf("case %q: --pods %d is not a multiple of the group size %d: the last group could never gather", c, pods, n)
+	}
+	return profile, n, nil
 }
 
 // Throughput schedules opts.Pods pods with each profile, each on a fresh
@@ -105,11 +120,10 @@ func Throughput(ctx context.Context, opts ThroughputOptions) (*ThroughputResult,
 	if opts.Nodes < 1 || opts.Pods < 1 || len(opts.Profiles) < 1 {
 		return nil, errors.New("need at least one node, one pod and one profile")
 	}
-	if opts.GroupSize > 1 && opts.Pods%opts.GroupSize != 0 {
-		return nil, fmt.Errorf("--pods %d is not a multiple of --group-size %d: the last group could never gather", opts.Pods, opts.GroupSize)
-	}
-	if opts.GroupSize < 0 || opts.GroupSize > podgroup.MaxMinAvailable {
-		return nil, fmt.Errorf("--group-size %d: must be between 0 and %d", opts.GroupSize, podgroup.MaxMinAvailable)
+	for _, c := range opts.Profiles {
+		if _, _, err := parseCase(c, opts.Pods); err != nil {
+			return nil, err
+		}
 	}
 	if opts.Timeout == 0 {
 		opts.Timeout = 30 * time.Minute
@@ -124,7 +138,7 @@ func Throughput(ctx context.Context, opts ThroughputOptions) (*ThroughputResult,
 	if opts.Measure == nil {
 		opts.Measure = Measure
 	}
-	res := &ThroughputResult{Nodes: opts.Nodes, Pods: opts.Pods, GPU: opts.GPU, GroupSize: opts.GroupSize, CPUs: runtime.NumCPU()}
+	res := &ThroughputResult{Nodes: opts.Nodes, Pods: opts.Pods, GPU: opts.GPU, CPUs: runtime.NumCPU(), Ratios: map[string]float64{}}
 	samples := make([][]ProfileResult, len(opts.Profiles))
 	for round := range opts.Rounds {
 		order := make([]int, len(opts.Profiles))
@@ -148,7 +162,9 @@ func Throughput(ctx context.Context, opts ThroughputOptions) (*ThroughputResult,
 		res.Profiles = append(res.Profiles, median(s))
 	}
 	if first := res.Profiles[0].PodsPerSecond; first > 0 {
-		res.Ratio = res.Profiles[len(res.Profiles)-1].PodsPerSecond / first
+		for _, p := range res.Profiles {
+			res.Ratios[p.Name] = p.PodsPerSecond / first
+		}
 	}
 	return res, nil
 }
@@ -197,9 +213,14 @@ func benchCluster(opts ThroughputOptions) *clusterfile.Cluster {
 	return &clusterfile.Cluster{APIVersion: clusterfile.APIVersion, Kind: clusterfile.Kind, NodePools: []clusterfile.NodePool{pool}}
 }
 
-// Measure schedules opts.Pods pods with one profile on a fresh cluster of
-// opts.Nodes nodes in this process and returns the throughput.
-func Measure(ctx context.Context, opts ThroughputOptions, profile string) (_ ProfileResult, err error) {
+// Measure schedules opts.Pods pods for one case ("profile" or
+// "profile@N") on a fresh cluster of opts.Nodes nodes in this process and
+// returns the throughput.
+func Measure(ctx context.Context, opts ThroughputOptions, name string) (_ ProfileResult, err error) {
+	profile, groupSize, err := parseCase(name, opts.Pods)
+	if err != nil {
+		return ProfileResult{}, err
+	}
 	progress := opts.Progress
 	if progress == nil {
 		progress = io.Discard
@@ -247,7 +268,7 @@ func Measure(ctx context.Context, opts ThroughputOptions, profile string) (_ Pro
 		return ProfileResult{}, fmt.Errorf("no default service account: %w", err)
 	}
 	begin = time.Now()
-	if err := createPods(ctx, c, ns, profile, opts); err != nil {
+	if err := createPods(ctx, c, ns, profile, groupSize, opts); err != nil {
 		return ProfileResult{}, err
 	}
 	fmt.Fprintf(progress, "%s: %d pods created in %.1fs\n", profile, opts.Pods, time.Since(begin).Seconds())
@@ -305,7 +326,7 @@ func Measure(ctx context.Context, opts ThroughputOptions, profile string) (_ Pro
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	r := ProfileResult{Name: profile, Scheduled: int(bound.Load()), Seconds: last.Sub(first).Seconds(), Batching: batchingStats(profile)}
+	r := ProfileResult{Name: name, Scheduled: int(bound.Load()), Seconds: last.Sub(first).Seconds(), Batching: batchingStats(profile)}
 	if r.Seconds > 0 {
 		r.PodsPerSecond = float64(r.Scheduled-1) / r.Seconds
 	}
@@ -324,7 +345,7 @@ func groupLabels(i, size int) map[string]string {
 }
 
 // createPods creates the pods with 32 concurrent clients.
-func createPods(ctx context.Context, c *local.Cluster, ns, profile string, opts ThroughputOptions) error {
+func createPods(ctx context.Context, c *local.Cluster, ns, profile string, groupSize int, opts ThroughputOptions) error {
 	requests := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("256Mi")}
 	limits := corev1.ResourceList{}
 	if opts.GPU {
@@ -338,7 +359,7 @@ func createPods(ctx context.Context, c *local.Cluster, ns, profile string, opts 
 		wg.Go(func() {
 			for i := range next {
 				pod := &corev1.Pod{
-					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pod-%05d", i), Namespace: ns, Labels: groupLabels(i, opts.GroupSize)},
+					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pod-%05d", i), Namespace: ns, Labels: groupLabels(i, groupSize)},
 					Spec: corev1.PodSpec{
 						SchedulerName: profile,
 						Containers: []corev1.Container{{

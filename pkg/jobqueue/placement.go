@@ -141,23 +141,35 @@ func Fit(demands []Demand, rooms []Room, want int) (int, []int) {
 // FitFirst is Fit with first fit from a moving cursor instead of best
 // fit: about one node looked at per demand while nodes have room, for the
 // many members the queue admitted and the scheduler has yet to place.
-func FitFirst(demands []Demand, rooms []Room, want int) int {
+func FitFirst(demands []Demand, rooms []Room, want int) (int, []int) {
+	at := make([]int, len(demands))
 	fit, cursor := 0, 0
-	for _, d := range demands {
+	for j, d := range demands {
+		at[j] = -1
 		if fit >= want || len(rooms) == 0 {
-			break
+			continue
 		}
 		for i := range rooms {
 			r := &rooms[(cursor+i)%len(rooms)]
 			if r.Free.Covers(d.Request) && d.Allows(r.Node) {
 				r.Free = r.Free.Sub(d.Request)
 				cursor = (cursor + i) % len(rooms)
+				at[j] = cursor
 				fit++
 				break
 			}
 		}
 	}
-	return fit
+	return fit, at
+}
+
+// unfit gives back to rooms what a Fit or FitFirst took.
+func unfit(demands []Demand, rooms []Room, at []int) {
+	for i, r := range at {
+		if r >= 0 {
+			rooms[r].Free = rooms[r].Free.Add(demands[i].Request)
+		}
+	}
 }
 
 // Allows reports whether the pod may run on node: selector, required

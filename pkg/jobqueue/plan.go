@@ -150,17 +150,18 @@ func Compute(in Input) Plan {
 		}
 		need := g.MinAvailable - len(g.Bound) - g.Succeeded
 		demands := demandsOf(g.Pending)
-		trial := slices.Clone(rooms)
-		fit := FitFirst(demands, trial, need)
+		// Try on the rooms themselves and give back what a failed try
+		// took: copying every node per group would cost groups x nodes.
+		fit, at := FitFirst(demands, rooms, need)
 		if fit < need {
-			trial = slices.Clone(rooms)
-			fit, _ = Fit(demands, trial, need)
+			unfit(demands, rooms, at)
+			fit, at = Fit(demands, rooms, need)
 		}
 		if fit >= need {
-			rooms = trial
 			plan.Decisions[g.Key] = admitted
 			continue
 		}
+		unfit(demands, rooms, at)
 		msg := explain(demands, need, fit, rooms)
 		if plan.Reservation != nil {
 			queue(g, ReasonWaitingForCapacity, fmt.Sprintf("%s; capacity is reserved for %s", msg, plan.Reservation.Holder))

@@ -39,7 +39,12 @@ type Options struct {
 }
 
 // minInterval spaces passes, so that a burst of events makes one pass.
-const minInterval = 5 * time.Millisecond
+const minInterval = 10 * time.Millisecond
+
+// refreshDelay is how soon a pass follows events that change no admission,
+// only what the status shows (members bound or running) or the exact
+// accounting of free resources (a pod in no group bound).
+const refreshDelay = time.Second
 
 // Queue admits pod groups. One Queue serves every profile of a scheduler;
 // it covers the pods of the profiles that call Gate.
@@ -54,7 +59,9 @@ type Queue struct {
 	status *statusWriter
 
 	kick chan struct{}
-	plan atomic.Pointer[Plan]
+	// refreshing is true while a delayed pass is pending.
+	refreshing atomic.Bool
+	plan       atomic.Pointer[Plan]
 	// waiting is true when the last plan left groups queued: then any
 	// freed or added capacity is worth a pass.
 	waiting atomic.Bool
@@ -105,7 +112,7 @@ func (q *Queue) Start(ctx context.Context, factory informers.SharedInformerFacto
 	quotaInformer := factory.Core().V1().ResourceQuotas().Informer()
 	q.quotas = factory.Core().V1().ResourceQuotas().Lister()
 	if _, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    q.podEvent,
+		AddFunc:    q.podAdded,
 		UpdateFunc: q.podUpdate,
 		DeleteFunc: q.podDeleted,
 	}); err != nil {
@@ -141,33 +148,54 @@ func (q *Queue) Kick() {
 	}
 }
 
+// refresh asks for a pass within refreshDelay.
+func (q *Queue) refresh() {
+	if q.refreshing.CompareAndSwap(false, true) {
+		time.AfterFunc(refreshDelay, func() {
+			q.refreshing.Store(false)
+			q.Kick()
+		})
+	}
+}
+
 func (q *Queue) kickIfWaiting() {
 	if q.waiting.Load() {
 		q.Kick()
 	}
 }
 
-func (q *Queue) podEvent(obj interface{}) {
+// podAdded: a new unbound member may complete its group: a pass now.
+// A pod created bound takes capacity: a pass soon.
+func (q *Queue) podAdded(obj interface{}) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
 		return
 	}
-	if _, inGroup := podgroup.KeyOf(pod); inGroup || pod.Spec.NodeName != "" {
-		if inGroup {
-			q.Kick()
-		} else {
-			q.kickIfWaiting()
-		}
+	_, inGroup := podgroup.KeyOf(pod)
+	switch {
+	case inGroup && pod.Spec.NodeName == "":
+		q.Kick()
+	case inGroup || pod.Spec.NodeName != "":
+		q.refresh()
 	}
 }
 
+// podUpdate: a pod bound, running or ending. Binding changes no
+// admission (admitted members were placed on paper already): a pass soon,
+// for the status. A bound pod being deleted frees capacity: a pass now if
+// a group waits.
 func (q *Queue) podUpdate(old, obj interface{}) {
 	o, ok1 := old.(*corev1.Pod)
 	n, ok2 := obj.(*corev1.Pod)
 	if !ok1 || !ok2 || (o.Spec.NodeName == n.Spec.NodeName && o.Status.Phase == n.Status.Phase && o.DeletionTimestamp.Equal(n.DeletionTimestamp)) {
 		return
 	}
-	q.podEvent(n)
+	if n.DeletionTimestamp != nil && n.Spec.NodeName != "" {
+		q.kickIfWaiting()
+	}
+	if _, inGroup := podgroup.KeyOf(n); inGroup || n.Spec.NodeName != "" {
+		q.refresh()
+	}
 }
 
 // podDeleted counts members that ended (the scheduler's informer drops
@@ -194,7 +222,12 @@ func (q *Queue) podDeleted(obj interface{}) {
 		}
 		q.mu.Unlock()
 	}
-	q.podEvent(pod)
+	if pod.Spec.NodeName != "" {
+		q.kickIfWaiting()
+	}
+	if _, inGroup := podgroup.KeyOf(pod); inGroup {
+		q.refresh()
+	}
 }
 
 // Gate reports whether the members of the group with key may be

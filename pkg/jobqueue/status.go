@@ -27,6 +27,10 @@ const CreatedFromLabelsAnnotation = "scheduling.aisched.io/created-from-labels"
 // statusWriters is how many PodGroup writes run at once.
 const statusWriters = 2
 
+// statusDelay coalesces the changes of a group's status within it into
+// one write (a group admitted and bound in a moment is written once).
+const statusDelay = 500 * time.Millisecond
+
 // statusWriter keeps each group's PodGroup status in line with the queue:
 // phase, member counts, queue position and the Admitted condition. For a
 // group declared by the seed labels it creates the PodGroup, owned by the
@@ -106,7 +110,7 @@ func (w *statusWriter) set(key string, next desired) {
 		return
 	}
 	w.want[key] = next
-	w.queue.Add(key)
+	w.queue.AddAfter(key, statusDelay)
 }
 
 // statusOf is the status a group should have.
