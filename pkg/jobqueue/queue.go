@@ -381,10 +381,10 @@ func (q *Queue) input(now time.Time) (Input, map[string]*Group) {
 				continue
 			}
 			g = &Group{Key: key, Namespace: pod.Namespace, MinAvailable: ref.MinAvailable, MinResources: ref.MinResources,
-				Created: ref.Created, Priority: priorityOf(pod)}
+				Created: ref.Created, Priority: PriorityOf(pod)}
 			groups[key] = g
 		}
-		g.Priority = max(g.Priority, priorityOf(pod))
+		g.Priority = max(g.Priority, PriorityOf(pod))
 		if ref := pod.CreationTimestamp.Time; g.Created.IsZero() || ref.Before(g.Created) {
 			g.Created = ref
 		}
@@ -433,7 +433,8 @@ func allocatable(n *corev1.Node) Resources {
 	return Resources{MilliCPU: a.Cpu().MilliValue(), Memory: a.Memory().Value(), GPUs: g.Value(), Pods: a.Pods().Value()}
 }
 
-func priorityOf(pod *corev1.Pod) int32 {
+// PriorityOf is the pod's priority, 0 when it has none.
+func PriorityOf(pod *corev1.Pod) int32 {
 	if pod.Spec.Priority != nil {
 		return *pod.Spec.Priority
 	}

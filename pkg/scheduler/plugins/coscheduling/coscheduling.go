@@ -202,7 +202,7 @@ func (pl *Coscheduling) PreFilter(_ context.Context, state fwk.CycleState, pod *
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
 	}
 	reserved := false
-	if r := pl.queue.Reservation(); r != nil && r.Holder != ref.Key() && priorityOf(pod) <= r.Priority {
+	if r := pl.queue.Reservation(); r != nil && r.Holder != ref.Key() && jobqueue.PriorityOf(pod) <= r.Priority {
 		state.Write(reservationKey, &reservationState{reservation: r, request: jobqueue.RequestOf(pod)})
 		reserved = true
 	}
@@ -262,13 +262,6 @@ func (pl *Coscheduling) Filter(_ context.Context, state fwk.CycleState, _ *corev
 		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node reserved for pod group %s, which waits longest", s.reservation.Holder))
 	}
 	return nil
-}
-
-func priorityOf(pod *corev1.Pod) int32 {
-	if pod.Spec.Priority != nil {
-		return *pod.Spec.Priority
-	}
-	return 0
 }
 
 // PostFilter runs when a member found no node: the group cannot gather now,
