@@ -63,6 +63,12 @@ func RequestOf(pod *corev1.Pod) Resources {
 	return Resources{MilliCPU: req.Cpu().MilliValue(), Memory: req.Memory().Value(), GPUs: g.Value(), Pods: 1}
 }
 
+// largestFirst orders requests by GPUs, then CPU, then memory, largest
+// first: the order in which placement takes pods.
+func largestFirst(a, b Resources) int {
+	return cmp.Or(cmp.Compare(b.GPUs, a.GPUs), cmp.Compare(b.MilliCPU, a.MilliCPU), cmp.Compare(b.Memory, a.Memory))
+}
+
 // Demand is one pod to place.
 type Demand struct {
 	Pod     *corev1.Pod
@@ -97,8 +103,7 @@ func Fit(demands []Demand, rooms []Room, want int) (int, []int) {
 		order[i] = i
 	}
 	slices.SortStableFunc(order, func(i, j int) int {
-		a, b := demands[i].Request, demands[j].Request
-		return cmp.Or(cmp.Compare(b.GPUs, a.GPUs), cmp.Compare(b.MilliCPU, a.MilliCPU), cmp.Compare(b.Memory, a.Memory))
+		return largestFirst(demands[i].Request, demands[j].Request)
 	})
 	at := make([]int, len(demands))
 	for i := range at {

@@ -200,7 +200,7 @@ func explain(demands []Demand, need, fit int, rooms []Room) string {
 	var total, free Resources
 	for _, d := range demands {
 		total = total.Add(d.Request)
-		if d.Request.GPUs > largest.Request.GPUs || (d.Request.GPUs == largest.Request.GPUs && d.Request.MilliCPU > largest.Request.MilliCPU) {
+		if largestFirst(d.Request, largest.Request) < 0 {
 			largest = d
 		}
 	}
@@ -225,7 +225,7 @@ func explain(demands []Demand, need, fit int, rooms []Room) string {
 func reserve(demands []Demand, need int, rooms []Room) (map[int]Resources, bool) {
 	order := slices.Clone(demands)
 	slices.SortStableFunc(order, func(a, b Demand) int {
-		return cmp.Or(cmp.Compare(b.Request.GPUs, a.Request.GPUs), cmp.Compare(b.Request.MilliCPU, a.Request.MilliCPU), cmp.Compare(b.Request.Memory, a.Request.Memory))
+		return largestFirst(a.Request, b.Request)
 	})
 	taken := map[int]Resources{}
 	placed := 0
