@@ -20,13 +20,17 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/kubernetes/pkg/features"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
+	"k8s.io/utils/ptr"
 
 	"github.com/aisched/aisched/pkg/clusterfile"
 	"github.com/aisched/aisched/pkg/gpu"
@@ -49,8 +53,8 @@ type ThroughputOptions struct {
 	// Profiles are the cases compared, each a profile name, optionally
 	// with a pod group size: "aisched@4" puts every 4 consecutive pods in a
 	// pod group with min-available 4 (the seed labels); profiles without
-	// Coscheduling schedule them as plain pods. Ratios are against the
-	// first case.
+	// Coscheduling schedule them as plain pods. "native@4" is upstream gang
+	// scheduling (NativeCase). Ratios are against the first case.
 	Profiles []string
 	// Rounds is how often each profile is measured, in alternating order
 	// (A B, B A, A B, ...) so that what one measurement leaves behind in the
@@ -95,21 +99,46 @@ type ThroughputResult struct {
 	Ratios map[string]float64 `json:"ratios"`
 }
 
-// parseCase splits a case, "profile" or "profile@N", into the profile and
-// the pod group size (0: plain pods).
-func parseCase(c string, pods int) (profile string, groupSize int, err error) {
-	profile, size, ok := strings.Cut(c, "@")
-	if !ok {
-		return profile, 0, nil
+// NativeCase is the case name of upstream gang scheduling: kube-scheduler's
+// default profile with the GenericWorkload gate on, every N pods of
+// "native@N" in a native PodGroup (scheduling.k8s.io/v1beta1, gang policy,
+// minCount N) that the upstream GangScheduling plugin gangs.
+const NativeCase = "native"
+
+// benchCase is one case of a run: "profile" or "profile@N".
+type benchCase struct {
+	name    string
+	profile string
+	// groupSize is the pod group size; 0 for plain pods.
+	groupSize int
+	// native puts the groups in native PodGroups instead of the seed labels.
+	native bool
+}
+
+// parseCase parses a case, "profile" or "profile@N".
+func parseCase(c string, pods int) (benchCase, error) {
+	bc := benchCase{name: c}
+	var size string
+	var grouped bool
+	bc.profile, size, grouped = strings.Cut(c, "@")
+	if bc.profile == NativeCase {
+		if !grouped {
+			return benchCase{}, fmt.Errorf("case %q: give the group size, %s@N", c, NativeCase)
+		}
+		bc.profile, bc.native = "default-scheduler", true
+	}
+	if !grouped {
+		return bc, nil
 	}
 	n, err := strconv.Atoi(size)
 	switch {
 	case err != nil || n < 2 || n > podgroup.MaxMinAvailable:
-		return "", 0, fmt.Errorf("case %q: group size %q must be a whole number from 2 to %d", c, size, podgroup.MaxMinAvailable)
+		return benchCase{}, fmt.Errorf("case %q: group size %q must be a whole number from 2 to %d", c, size, podgroup.MaxMinAvailable)
 	case pods%n != 0:
-		return "", 0, fmt.Errorf("case %q: --pods %d is not a multiple of the group size %d: the last group could never gather", c, pods, n)
+		return benchCase{}, fmt.Errorf("case %q: --pods %d is not a multiple of the group size %d: the last group could never gather", c, pods, n)
 	}
-	return profile, n, nil
+	bc.groupSize = n
+	return bc, nil
 }
 
 // Throughput schedules opts.Pods pods with each profile, each on a fresh
@@ -121,7 +150,7 @@ func Throughput(ctx context.Context, opts ThroughputOptions) (*ThroughputResult,
 		return nil, errors.New("need at least one node, one pod and one profile")
 	}
 	for _, c := range opts.Profiles {
-		if _, _, err := parseCase(c, opts.Pods); err != nil {
+		if _, err := parseCase(c, opts.Pods); err != nil {
 			return nil, err
 		}
 	}
@@ -216,11 +245,29 @@ func benchCluster(opts ThroughputOptions) *clusterfile.Cluster {
 // Measure schedules opts.Pods pods for one case ("profile" or
 // "profile@N") on a fresh cluster of opts.Nodes nodes in this process and
 // returns the throughput.
+//
+// The native case turns the GenericWorkload gate on in this process for
+// its duration (the gates are process-wide): the command measures every
+// case in a child process of its own.
 func Measure(ctx context.Context, opts ThroughputOptions, name string) (_ ProfileResult, err error) {
-	profile, groupSize, err := parseCase(name, opts.Pods)
+	bc, err := parseCase(name, opts.Pods)
 	if err != nil {
 		return ProfileResult{}, err
 	}
+	var apiserverArgs []string
+	if bc.native {
+		was := utilfeature.DefaultFeatureGate.Enabled(features.GenericWorkload)
+		if err := utilfeature.DefaultMutableFeatureGate.SetFromMap(map[string]bool{string(features.GenericWorkload): true}); err != nil {
+			return ProfileResult{}, err
+		}
+		defer func() {
+			if rerr := utilfeature.DefaultMutableFeatureGate.SetFromMap(map[string]bool{string(features.GenericWorkload): was}); rerr != nil && err == nil {
+				err = rerr
+			}
+		}()
+		apiserverArgs = []string{"--runtime-config=" + local.WorkloadAPI + "=true"}
+	}
+	profile := bc.profile
 	progress := opts.Progress
 	if progress == nil {
 		progress = io.Discard
@@ -242,6 +289,7 @@ func Measure(ctx context.Context, opts ThroughputOptions, name string) (_ Profil
 		Cluster:         benchCluster(opts),
 		SchedulerConfig: cfg,
 		DeferScheduler:  true,
+		APIServerArgs:   apiserverArgs,
 		// Nodes only: no pod status traffic; few heartbeats.
 		Nodes: nodesim.Options{NodesOnly: true, HeartbeatQPS: 20},
 	})
@@ -268,7 +316,7 @@ func Measure(ctx context.Context, opts ThroughputOptions, name string) (_ Profil
 		return ProfileResult{}, fmt.Errorf("no default service account: %w", err)
 	}
 	begin = time.Now()
-	if err := createPods(ctx, c, ns, profile, groupSize, opts); err != nil {
+	if err := createPods(ctx, c, ns, bc, opts); err != nil {
 		return ProfileResult{}, err
 	}
 	fmt.Fprintf(progress, "%s: %d pods created in %.1fs\n", profile, opts.Pods, time.Since(begin).Seconds())
@@ -333,19 +381,60 @@ func Measure(ctx context.Context, opts ThroughputOptions, name string) (_ Profil
 	return r, nil
 }
 
-// groupLabels are the pod group labels of pod i, nil for plain pods.
-func groupLabels(i, size int) map[string]string {
-	if size < 2 {
-		return nil
-	}
-	return map[string]string{
-		podgroup.NameLabel:         fmt.Sprintf("group-%05d", i/size),
-		podgroup.MinAvailableLabel: strconv.Itoa(size),
-	}
+// groupName is the pod group of pod i in groups of size.
+func groupName(i, size int) string {
+	return fmt.Sprintf("group-%05d", i/size)
 }
 
-// createPods creates the pods with 32 concurrent clients.
-func createPods(ctx context.Context, c *local.Cluster, ns, profile string, groupSize int, opts ThroughputOptions) error {
+// createGroups creates the native PodGroups of a native case.
+func createGroups(ctx context.Context, c *local.Cluster, ns string, bc benchCase, pods int) error {
+	for i := 0; i < pods; i += bc.groupSize {
+		pg := &schedulingv1beta1.PodGroup{
+			ObjectMeta: metav1.ObjectMeta{Name: groupName(i, bc.groupSize), Namespace: ns},
+			Spec: schedulingv1beta1.PodGroupSpec{SchedulingPolicy: schedulingv1beta1.PodGroupSchedulingPolicy{
+				Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: int32(bc.groupSize)},
+			}},
+		}
+		if _, err := c.Client.SchedulingV1beta1().PodGroups(ns).Create(ctx, pg, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("native PodGroup: %w", err)
+		}
+	}
+	return nil
+}
+
+// benchPod is pod i of a case: in its group's native PodGroup, or labelled
+// with the seed labels, or plain.
+func benchPod(i int, ns string, bc benchCase, requests, limits corev1.ResourceList) *corev1.Pod {
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pod-%05d", i), Namespace: ns},
+		Spec: corev1.PodSpec{
+			SchedulerName: bc.profile,
+			Containers: []corev1.Container{{
+				Name: "c", Image: "bench",
+				Resources: corev1.ResourceRequirements{Requests: requests, Limits: limits},
+			}},
+		},
+	}
+	switch {
+	case bc.groupSize == 0:
+	case bc.native:
+		pod.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To(groupName(i, bc.groupSize))}
+	default:
+		pod.Labels = map[string]string{
+			podgroup.NameLabel:         groupName(i, bc.groupSize),
+			podgroup.MinAvailableLabel: strconv.Itoa(bc.groupSize),
+		}
+	}
+	return pod
+}
+
+// createPods creates the pods (and native PodGroups) with 32 concurrent clients.
+func createPods(ctx context.Context, c *local.Cluster, ns string, bc benchCase, opts ThroughputOptions) error {
+	if bc.native {
+		if err := createGroups(ctx, c, ns, bc, opts.Pods); err != nil {
+			return err
+		}
+	}
 	requests := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("256Mi")}
 	limits := corev1.ResourceList{}
 	if opts.GPU {
@@ -358,17 +447,7 @@ func createPods(ctx context.Context, c *local.Cluster, ns, profile string, group
 	for range 32 {
 		wg.Go(func() {
 			for i := range next {
-				pod := &corev1.Pod{
-					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pod-%05d", i), Namespace: ns, Labels: groupLabels(i, groupSize)},
-					Spec: corev1.PodSpec{
-						SchedulerName: profile,
-						Containers: []corev1.Container{{
-							Name: "c", Image: "bench",
-							Resources: corev1.ResourceRequirements{Requests: requests, Limits: limits},
-						}},
-					},
-				}
-				if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+				if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, benchPod(i, ns, bc, requests, limits), metav1.CreateOptions{}); err != nil {
 					select {
 					case errs <- err:
 					default:

@@ -30,6 +30,11 @@ const (
 	apiserverReadyTimeout = 60 * time.Second
 )
 
+// WorkloadAPI is the group version of Kubernetes' native Workload and
+// PodGroup (GenericWorkload gate, beta in 1.37): the apiserver serves it only
+// with --runtime-config=scheduling.k8s.io/v1beta1=true.
+const WorkloadAPI = "scheduling.k8s.io/v1beta1"
+
 var kubernetesServiceIP = net.IPv4(10, 96, 0, 1)
 
 // apiserverConfig is what the embedded kube-apiserver needs from the cluster.

@@ -8,9 +8,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 
 	schedulingv1alpha1 "github.com/aisched/aisched/apis/scheduling/v1alpha1"
 	"github.com/aisched/aisched/pkg/clusterfile"
@@ -337,4 +340,90 @@ func TestPodGroupCRD(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitPodsRunning(t, c, ns, 3)
+}
+
+// TestNativeWorkload runs `aisched up --feature-gates GenericWorkload=true`
+// and checks that a pod of Kubernetes' native Workload API is ganged by the
+// upstream GangScheduling plugin alone, in the aisched profile next to a
+// group of the seed labels. The native pods also carry seed labels with
+// min-available 4: were aisched's Coscheduling to read them, the three
+// pods of the native minCount would never run, and the queue would make a
+// PodGroup for them.
+func TestNativeWorkload(t *testing.T) {
+	t.Parallel()
+	up := startUp(t, t.TempDir(), t.TempDir(), "--feature-gates", "GenericWorkload=true")
+	ctx := context.Background()
+	ns := createNamespace(t, up.client)
+
+	native := &schedulingv1beta1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Name: "native", Namespace: ns},
+		Spec: schedulingv1beta1.PodGroupSpec{SchedulingPolicy: schedulingv1beta1.PodGroupSchedulingPolicy{
+			Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: 3},
+		}},
+	}
+	if _, err := up.client.SchedulingV1beta1().PodGroups(ns).Create(ctx, native, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("native PodGroup (is scheduling.k8s.io/v1beta1 served?): %v", err)
+	}
+	nativePod := func(name string) *corev1.Pod {
+		p := utiltesting.MakePod(name, ns).SchedulerName(scheduler.AischedProfile).Req(corev1.ResourceCPU, "100m").
+			Label(podgroup.NameLabel, "native").Label(podgroup.MinAvailableLabel, "4").Obj()
+		p.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To("native")}
+		return p
+	}
+	create := func(p *corev1.Pod) {
+		t.Helper()
+		if _, err := up.client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create(nativePod("native-0"))
+	create(nativePod("native-1"))
+	for i := range 2 {
+		create(utiltesting.MakePod(fmt.Sprintf("seed-%d", i), ns).SchedulerName(scheduler.AischedProfile).Req(corev1.ResourceCPU, "100m").
+			Label(podgroup.NameLabel, "seed").Label(podgroup.MinAvailableLabel, "2").Obj())
+	}
+	bound := func(ctx context.Context) (map[string]bool, error) {
+		pods, err := up.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		out := map[string]bool{}
+		for _, p := range pods.Items {
+			if p.Spec.NodeName != "" {
+				out[p.Name] = true
+			}
+		}
+		return out, nil
+	}
+	localtest.Eventually(t, time.Minute, "the seed-label group bound", func(ctx context.Context) (bool, error) {
+		b, err := bound(ctx)
+		return b["seed-0"] && b["seed-1"], err
+	})
+	// The native pods were created first and had their chance; give the
+	// scheduler a few more seconds anyway.
+	time.Sleep(3 * time.Second)
+	b, err := bound(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b["native-0"] || b["native-1"] {
+		t.Fatalf("native pods bound with 2 of minCount 3: %v (upstream GangScheduling not in the profile?)", b)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", up.kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups := versioned.NewForConfigOrDie(cfg).SchedulingV1alpha1().PodGroups(ns)
+	if _, err := groups.Get(ctx, "native", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("aisched's queue made a PodGroup for the native pods (err %v), want none", err)
+	}
+	if _, err := groups.Get(ctx, "seed", metav1.GetOptions{}); err != nil {
+		t.Errorf("PodGroup of the seed-label group: %v", err)
+	}
+
+	create(nativePod("native-2"))
+	localtest.Eventually(t, time.Minute, "the native group bound once minCount pods exist", func(ctx context.Context) (bool, error) {
+		b, err := bound(ctx)
+		return b["native-0"] && b["native-1"] && b["native-2"], err
+	})
 }

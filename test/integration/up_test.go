@@ -40,10 +40,10 @@ type upProcess struct {
 	addr       string
 }
 
-// startUp runs `aisched up` on dataDir with TMPDIR=tmpDir and waits until it is ready.
-func startUp(t *testing.T, dataDir, tmpDir string) *upProcess {
+// startUp runs `aisched up args...` on dataDir with TMPDIR=tmpDir and waits until it is ready.
+func startUp(t *testing.T, dataDir, tmpDir string, args ...string) *upProcess {
 	t.Helper()
-	c := startCommand(t, []string{"TMPDIR=" + tmpDir}, "up", "--data-dir", dataDir, "--port", "0")
+	c := startCommand(t, []string{"TMPDIR=" + tmpDir}, append([]string{"up", "--data-dir", dataDir, "--port", "0"}, args...)...)
 	ready := c.waitLine(t, "aisched is ready in", 2*time.Minute)
 	secs, _ := strconv.ParseFloat(readyLine.FindStringSubmatch(ready)[1], 64)
 	t.Logf("startup to ready: %.1fs (%s)", secs, ready)
@@ -168,6 +168,7 @@ func TestUpBadInput(t *testing.T) {
 		{"missing cluster file", []string{"--cluster", filepath.Join(dir, "nope.yaml")}, "cluster file: open " + filepath.Join(dir, "nope.yaml")},
 		{"bad field", []string{"--cluster", badCluster}, badCluster + ":11: nodePools[0].gpus.memoryMiB: Invalid value: 0"},
 		{"bad scheduler config", []string{"--scheduler-config", badScheduler}, badScheduler + ": "},
+		{"unknown feature gate", []string{"--feature-gates", "Nonsense=true"}, `invalid argument "Nonsense=true" for "--feature-gates" flag: unrecognized feature gate: Nonsense`},
 		{"bad plugin argument", []string{"--port", "0", "--scheduler-config", badArgs}, `pluginConfig[PCCBalance].args.mode: Unsupported value: "square"`},
 	}
 	for _, tc := range tests {

@@ -92,7 +92,7 @@ simulated kubelets leave them alone, so the scheduler alone is measured.`,
 	fs.IntVar(&opts.Pods, "pods", opts.Pods, "pods per profile")
 	fs.BoolVar(&opts.GPU, "gpu", false, "GPU nodes (8 A100 each) and whole-GPU pods (1 GPU each)")
 	fs.IntVar(&opts.Rounds, "rounds", 3, "measurements per profile, in alternating order; the median counts")
-	fs.StringVar(&profiles, "profiles", "default-scheduler,"+scheduler.AischedProfile, "comma-separated cases: a profile, or profile@N to put every N pods in a pod group with min-available N; ratios are against the first")
+	fs.StringVar(&profiles, "profiles", "default-scheduler,"+scheduler.AischedProfile, "comma-separated cases: a profile, or profile@N to put every N pods in a pod group with min-available N, or native@N for upstream GangScheduling with native PodGroups of N (GenericWorkload gate); ratios are against the first")
 	fs.DurationVar(&opts.Timeout, "timeout", 30*time.Minute, "longest time to schedule one profile's pods")
 	fs.StringVar(&logFile, "log-file", os.DevNull, "component log file (- for stderr)")
 	fs.StringVar(&cpuProfile, "cpu-profile", "", "write a CPU profile (go tool pprof) to this file; measures in this process")

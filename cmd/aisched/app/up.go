@@ -17,8 +17,10 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/features"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 
 	"github.com/aisched/aisched/pkg/clusterfile"
@@ -71,6 +73,9 @@ is needed. Objects persist in --data-dir across restarts.`,
 	fs.StringVar(&o.logFile, "log-file", "", "component log file (default <data-dir>/aisched.log; - for stderr)")
 	fs.IntVarP(&o.verbosity, "v", "v", 0, "component log verbosity (klog level)")
 	fs.BoolVar(&o.printDefault, "print-default-cluster", false, "print the built-in cluster file and exit")
+	// One process, one set of gates: the apiserver, the controllers and the
+	// scheduler all read them.
+	utilfeature.DefaultMutableFeatureGate.AddFlag(fs)
 	return cmd
 }
 
@@ -83,6 +88,8 @@ func runUp(out io.Writer, o upOptions) error {
 			return err
 		}
 	}
+	// The scheduler's default plugins depend on the gates (GenericWorkload
+	// adds GangScheduling): the flags were applied before the config is read.
 	schedCfg, err := scheduler.LocalConfig()
 	if o.schedulerConfig != "" {
 		data, rerr := os.ReadFile(o.schedulerConfig)
@@ -128,6 +135,7 @@ func runUp(out io.Writer, o upOptions) error {
 		Cluster:         cluster,
 		SchedulerConfig: schedCfg,
 		LogOutput:       logOut,
+		APIServerArgs:   apiserverArgsForGates(),
 	})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -167,6 +175,16 @@ loop:
 	fmt.Fprintf(out, "stopped in %.1fs\n", time.Since(stopping).Seconds())
 	if failure != nil {
 		return reported(terminal, failure)
+	}
+	return nil
+}
+
+// apiserverArgsForGates serves the beta APIs that enabled gates need and
+// that the apiserver does not serve by default: scheduling.k8s.io/v1beta1
+// (Workload, PodGroup) for GenericWorkload.
+func apiserverArgsForGates() []string {
+	if utilfeature.DefaultFeatureGate.Enabled(features.GenericWorkload) {
+		return []string{"--runtime-config=" + local.WorkloadAPI + "=true"}
 	}
 	return nil
 }
