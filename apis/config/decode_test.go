@@ -55,6 +55,18 @@ func TestDecode(t *testing.T) {
 			wantErr: "pluginConfig[Coscheduling].args.permitWaitingTimeSeconds: Invalid value: 0"},
 		{name: "Coscheduling timeout too long", plugin: "Coscheduling", obj: raw(`{"permitWaitingTimeSeconds":3601}`), args: &CoschedulingArgs{},
 			wantErr: "pluginConfig[Coscheduling].args.permitWaitingTimeSeconds: Invalid value: 3601"},
+		{name: "LoadAware defaults", plugin: "LoadAware", args: &LoadAwareArgs{},
+			want: &LoadAwareArgs{Weights: &LoadWeights{1, 1, 1, 1}, MetricsTTLSeconds: ptr.To[int64](60), Thresholds: &LoadThresholds{}}},
+		{name: "LoadAware thresholds", plugin: "LoadAware", obj: raw(`{"thresholds":{"cpu":90},"metricsTTLSeconds":30}`), args: &LoadAwareArgs{},
+			want: &LoadAwareArgs{Weights: &LoadWeights{1, 1, 1, 1}, MetricsTTLSeconds: ptr.To[int64](30), Thresholds: &LoadThresholds{CPU: 90}}},
+		{name: "LoadAware all weights zero", plugin: "LoadAware", obj: raw(`{"weights":{"cpu":0,"memory":0,"network":0,"disk":0}}`), args: &LoadAwareArgs{},
+			wantErr: "pluginConfig[LoadAware].args.weights: Invalid value"},
+		{name: "LoadAware threshold over 100", plugin: "LoadAware", obj: raw(`{"thresholds":{"disk":101}}`), args: &LoadAwareArgs{},
+			wantErr: "pluginConfig[LoadAware].args.thresholds.disk: Invalid value: 101"},
+		{name: "LoadAware zero TTL", plugin: "LoadAware", obj: raw(`{"metricsTTLSeconds":0}`), args: &LoadAwareArgs{},
+			wantErr: "pluginConfig[LoadAware].args.metricsTTLSeconds: Invalid value: 0"},
+		{name: "LoadAware misspelt field", plugin: "LoadAware", obj: raw(`{"weight":{"cpu":1}}`), args: &LoadAwareArgs{},
+			wantErr: `pluginConfig[LoadAware].args: `},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -44,3 +44,16 @@ func (a *CoschedulingArgs) Default() {
 		a.Backfill = ptr.To(true)
 	}
 }
+
+// Default implements Args.
+func (a *LoadAwareArgs) Default() {
+	if a.Weights == nil {
+		a.Weights = &LoadWeights{CPU: 1, Memory: 1, Network: 1, Disk: 1}
+	}
+	if a.MetricsTTLSeconds == nil {
+		a.MetricsTTLSeconds = ptr.To[int64](60)
+	}
+	if a.Thresholds == nil {
+		a.Thresholds = &LoadThresholds{}
+	}
+}

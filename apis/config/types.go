@@ -76,3 +76,45 @@ type CoschedulingArgs struct {
 	// Default true.
 	Backfill *bool `json:"backfill,omitempty"`
 }
+
+// LoadAwareArgs are the arguments of the LoadAware plugin.
+type LoadAwareArgs struct {
+	// apiVersion and kind may be given; they are not checked.
+	metav1.TypeMeta `json:",inline"`
+
+	// weights weigh the load terms L = (wc*Lc + wm*Lm + wn*Ln + wd*Ld) /
+	// (wc + wm + wn + wd); default 1 each (the seed's 0.25 each).
+	Weights *LoadWeights `json:"weights,omitempty"`
+	// metricsTTLSeconds: a node whose last sample is older is scored from
+	// its pods' requests instead; default 60, 1 to 3600.
+	MetricsTTLSeconds *int64 `json:"metricsTTLSeconds,omitempty"`
+	// thresholds, in percent, make LoadAware a filter too: a node whose
+	// measured load of a resource (plus what pods bound since the sample
+	// add) is above its threshold takes no more pods. Absent or 0: no
+	// threshold. Nodes without a fresh sample are never filtered.
+	Thresholds *LoadThresholds `json:"thresholds,omitempty"`
+}
+
+// LoadWeights are relative weights, 0 to 100 each, not all zero.
+type LoadWeights struct {
+	// cpu weighs the CPU load.
+	CPU int64 `json:"cpu"`
+	// memory weighs the memory load.
+	Memory int64 `json:"memory"`
+	// network weighs the network load.
+	Network int64 `json:"network"`
+	// disk weighs the disk IO load.
+	Disk int64 `json:"disk"`
+}
+
+// LoadThresholds are percent, 0 (none) to 100.
+type LoadThresholds struct {
+	// cpu is the highest CPU load that still takes pods.
+	CPU int64 `json:"cpu,omitempty"`
+	// memory is the highest memory load that still takes pods.
+	Memory int64 `json:"memory,omitempty"`
+	// network is the highest network load that still takes pods.
+	Network int64 `json:"network,omitempty"`
+	// disk is the highest disk load that still takes pods.
+	Disk int64 `json:"disk,omitempty"`
+}

@@ -62,3 +62,29 @@ func (a *CoschedulingArgs) Validate(path *field.Path) field.ErrorList {
 	}
 	return errs
 }
+
+// Validate implements Args.
+func (a *LoadAwareArgs) Validate(path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	w, th := a.Weights, a.Thresholds
+	sum := int64(0)
+	for _, f := range []struct {
+		name              string
+		weight, threshold int64
+	}{{"cpu", w.CPU, th.CPU}, {"memory", w.Memory, th.Memory}, {"network", w.Network, th.Network}, {"disk", w.Disk, th.Disk}} {
+		if f.weight < 0 || f.weight > 100 {
+			errs = append(errs, field.Invalid(path.Child("weights", f.name), f.weight, "must be between 0 and 100"))
+		}
+		if f.threshold < 0 || f.threshold > 100 {
+			errs = append(errs, field.Invalid(path.Child("thresholds", f.name), f.threshold, "must be a percent between 0 (none) and 100"))
+		}
+		sum += f.weight
+	}
+	if sum == 0 {
+		errs = append(errs, field.Invalid(path.Child("weights"), "all zero", "at least one weight must be positive"))
+	}
+	if v := *a.MetricsTTLSeconds; v < 1 || v > 3600 {
+		errs = append(errs, field.Invalid(path.Child("metricsTTLSeconds"), v, "must be between 1 and 3600"))
+	}
+	return errs
+}

@@ -88,6 +88,8 @@ func TestParseErrors(t *testing.T) {
 		{"bad name", header + "nodePools:\n  - name: GPU_Pool\n    count: 1\n    cpu: 4\n    memory: 8Gi\n", "c.yaml:4: nodePools[0].name: Invalid value: \"GPU_Pool\""},
 		{"duplicate pool", header + pool + "  - name: p\n    count: 1\n    cpu: 4\n    memory: 8Gi\n", "c.yaml:8: nodePools[1].name: Duplicate value"},
 		{"too many pods", header + pool + "    maxPods: 5000\n", "c.yaml:8: nodePools[0].maxPods: Invalid value: 5000"},
+		{"negative link speed", header + pool + "    performance:\n      networkMbps: -1\n", "c.yaml:9: nodePools[0].performance.networkMbps: Invalid value: -1"},
+		{"base load over 100", header + pool + "    baseLoad:\n      disk: 101\n", "c.yaml:9: nodePools[0].baseLoad.disk: Invalid value: 101"},
 		{"bad label", header + pool + "    labels:\n      bad key!: x\n", "c.yaml:9: nodePools[0].labels[bad key!]: Invalid value"},
 		{"bad taint effect", header + pool + "    taints:\n      - key: a\n        effect: Never\n", `c.yaml:10: nodePools[0].taints[0].effect: Unsupported value: "Never"`},
 		{"gpu memory zero", header + pool + "    gpus:\n      count: 2\n      model: T4\n      memoryMiB: 0\n", "c.yaml:11: nodePools[0].gpus.memoryMiB: Invalid value: 0: must be greater than 0"},

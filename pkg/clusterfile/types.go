@@ -47,7 +47,7 @@ type Cluster struct {
 // NodePool is a group of identical nodes.
 type NodePool struct {
 	// name is a DNS label; it prefixes the node names and is the value of the
-	// aisched.io/node-pool label.
+	// sim.aisched.io/node-pool label.
 	Name string `yaml:"name"`
 	// count is the number of nodes in the pool (0 keeps the pool but adds no node).
 	Count int `yaml:"count"`
@@ -65,6 +65,56 @@ type NodePool struct {
 	Taints []Taint `yaml:"taints"`
 	// gpus describes the cards of each node; +optional, absent for CPU-only nodes.
 	GPUs *GPUs `yaml:"gpus"`
+	// performance is what the nodes report as their performance in
+	// NodeMetrics; +optional, each field defaulted.
+	Performance Performance `yaml:"performance"`
+	// baseLoad is the load of each node before any pod runs, as the nodes
+	// report it in NodeMetrics (the pods they run add theirs); +optional,
+	// default 0.
+	BaseLoad NodeLoad `yaml:"baseLoad"`
+}
+
+// Defaults of Performance.
+const (
+	DefaultCPUMaxFrequencyMHz = 3000
+	DefaultNetworkMbps        = 10000
+	DefaultDiskMBps           = 1000
+)
+
+// Performance is the speed of a node beyond its capacity; 0 is the default.
+type Performance struct {
+	// cpuMaxFrequencyMHz is the highest CPU clock; default 3000.
+	CPUMaxFrequencyMHz int64 `yaml:"cpuMaxFrequencyMHz"`
+	// networkMbps is the link speed; default 10000.
+	NetworkMbps int64 `yaml:"networkMbps"`
+	// diskMBps is the disk throughput; default 1000.
+	DiskMBps int64 `yaml:"diskMBps"`
+}
+
+// WithDefaults returns p with its zero fields defaulted.
+func (p Performance) WithDefaults() Performance {
+	if p.CPUMaxFrequencyMHz == 0 {
+		p.CPUMaxFrequencyMHz = DefaultCPUMaxFrequencyMHz
+	}
+	if p.NetworkMbps == 0 {
+		p.NetworkMbps = DefaultNetworkMbps
+	}
+	if p.DiskMBps == 0 {
+		p.DiskMBps = DefaultDiskMBps
+	}
+	return p
+}
+
+// NodeLoad is a node's load, each resource in percent (0 to 100).
+type NodeLoad struct {
+	// cpu is the busy share of the CPUs.
+	CPU int32 `yaml:"cpu"`
+	// memory is the share of memory in use.
+	Memory int32 `yaml:"memory"`
+	// network is the share of the link speed in use.
+	Network int32 `yaml:"network"`
+	// disk is the busy share of the disk.
+	Disk int32 `yaml:"disk"`
 }
 
 // Taint is a node taint.

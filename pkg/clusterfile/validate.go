@@ -86,6 +86,24 @@ func (p *NodePool) validate(fp *field.Path) field.ErrorList {
 	if p.GPUs != nil {
 		errs = append(errs, p.GPUs.validate(fp.Child("gpus"))...)
 	}
+	perf := fp.Child("performance")
+	for _, f := range []struct {
+		name  string
+		value int64
+	}{{"cpuMaxFrequencyMHz", p.Performance.CPUMaxFrequencyMHz}, {"networkMbps", p.Performance.NetworkMbps}, {"diskMBps", p.Performance.DiskMBps}} {
+		if f.value < 0 {
+			errs = append(errs, field.Invalid(perf.Child(f.name), f.value, "must not be negative (0 is the default)"))
+		}
+	}
+	load := fp.Child("baseLoad")
+	for _, f := range []struct {
+		name  string
+		value int32
+	}{{"cpu", p.BaseLoad.CPU}, {"memory", p.BaseLoad.Memory}, {"network", p.BaseLoad.Network}, {"disk", p.BaseLoad.Disk}} {
+		if f.value < 0 || f.value > 100 {
+			errs = append(errs, field.Invalid(load.Child(f.name), f.value, "must be a percent between 0 and 100"))
+		}
+	}
 	return errs
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/aisched/aisched/pkg/scheduler/plugins/coscheduling"
 	"github.com/aisched/aisched/pkg/scheduler/plugins/gpufit"
 	"github.com/aisched/aisched/pkg/scheduler/plugins/heteropriority"
+	"github.com/aisched/aisched/pkg/scheduler/plugins/loadaware"
 	"github.com/aisched/aisched/pkg/scheduler/plugins/pccbalance"
 )
 
@@ -51,6 +52,7 @@ func Registry() frameworkruntime.Registry {
 		heteropriority.Name: func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 			return heteropriority.New(ctx, obj, h, gpus)
 		},
+		loadaware.Name:  loadaware.New,
 		pccbalance.Name: pccbalance.New,
 		coscheduling.Name: func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 			return coscheduling.New(ctx, obj, h, groups, queue)

@@ -1,7 +1,9 @@
 // Package nodesim simulates the kubelets of a cluster's nodes. One
 // Simulator serves every node: it registers the Node objects with their
-// capacity (nvidia.com/gpu for GPU nodes), publishes their GPUInventory as
-// the node agent would, keeps their Ready condition and leases fresh,
+// capacity (nvidia.com/gpu for GPU nodes), publishes their GPUInventory
+// and NodeMetrics as the node agent would (the load is the pool's base load
+// plus what the running pods declare in podload.ExpectedLoadAnnotation, or
+// request), keeps their Ready condition and leases fresh,
 // removes the not-ready taint, admits pods bound to them like a kubelet
 // (resources, pod count), reports them Running with an IP, ends them after
 // their run duration and honours their deletion.
@@ -41,6 +43,7 @@ const (
 	DefaultStatusReportInterval = 5 * time.Minute
 	DefaultHeartbeatQPS         = 200
 	DefaultWorkers              = 8
+	DefaultMetricsInterval      = 10 * time.Second
 	// registerParallelism bounds concurrent node registrations at start.
 	registerParallelism = 16
 )
@@ -71,8 +74,12 @@ type Options struct {
 	Workers int
 	// NodesOnly registers and heartbeats the nodes but leaves the pods bound
 	// to them alone (Pending), so that a benchmark measures the scheduler
-	// without kubelet traffic.
+	// without kubelet traffic. Such nodes publish no NodeMetrics.
 	NodesOnly bool
+	// MetricsInterval is how often each node publishes its NodeMetrics, as
+	// the node agent would; default DefaultMetricsInterval; negative: never
+	// (a test then writes them).
+	MetricsInterval time.Duration
 }
 
 // Simulator runs the simulated kubelets of a set of nodes.
@@ -117,6 +124,9 @@ func New(opts Options) (*Simulator, error) {
 	}
 	if opts.Workers <= 0 {
 		opts.Workers = DefaultWorkers
+	}
+	if opts.MetricsInterval == 0 {
+		opts.MetricsInterval = DefaultMetricsInterval
 	}
 	s := &Simulator{
 		client:  opts.Client,
@@ -167,6 +177,9 @@ func (s *Simulator) Run(ctx context.Context, ready chan<- struct{}) error {
 		o.FieldSelector = fields.OneTermNotEqualSelector("spec.nodeName", "").String()
 	}))
 	s.pods = factory.Core().V1().Pods().Informer()
+	if err := s.pods.AddIndexers(cache.Indexers{nodeIndex: podNode}); err != nil {
+		return err
+	}
 	if _, err := s.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    s.enqueue,
 		UpdateFunc: func(_, obj interface{}) { s.enqueue(obj) },
@@ -186,6 +199,9 @@ func (s *Simulator) Run(ctx context.Context, ready chan<- struct{}) error {
 		wg.Go(func() { s.runWorker(ctx) })
 	}
 	wg.Go(func() { s.heartbeat(ctx) })
+	if s.opts.MetricsInterval > 0 {
+		wg.Go(func() { s.publishMetrics(ctx) })
+	}
 	close(ready)
 	logger.Info("Simulating nodes", "count", len(s.nodeNames()))
 	<-ctx.Done()

@@ -4,6 +4,8 @@
 package testing
 
 import (
+	"time"
+
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -56,6 +58,15 @@ func (p *PodWrapper) GPU(n int64) *PodWrapper {
 // Node binds the pod to a node.
 func (p *PodWrapper) Node(name string) *PodWrapper {
 	p.Spec.NodeName = name
+	return p
+}
+
+// BoundAt marks the pod bound to its node at t, as the apiserver does with
+// the PodScheduled condition.
+func (p *PodWrapper) BoundAt(t time.Time) *PodWrapper {
+	p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{
+		Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(t),
+	})
 	return p
 }
 

@@ -56,6 +56,8 @@ func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource
 	// Group=aisched.io, Version=v1alpha1
 	case v1alpha1.SchemeGroupVersion.WithResource("gpuinventories"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Aisched().V1alpha1().GPUInventories().Informer()}, nil
+	case v1alpha1.SchemeGroupVersion.WithResource("nodemetrics"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Aisched().V1alpha1().NodeMetrics().Informer()}, nil
 
 		// Group=scheduling.x-k8s.io, Version=v1alpha1
 	case schedulingv1alpha1.SchemeGroupVersion.WithResource("podgroups"):

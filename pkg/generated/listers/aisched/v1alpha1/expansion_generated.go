@@ -21,3 +21,7 @@ package v1alpha1
 // GPUInventoryListerExpansion allows custom methods to be added to
 // GPUInventoryLister.
 type GPUInventoryListerExpansion interface{}
+
+// NodeMetricsListerExpansion allows custom methods to be added to
+// NodeMetricsLister.
+type NodeMetricsListerExpansion interface{}

@@ -26,6 +26,8 @@ import (
 type Interface interface {
 	// GPUInventories returns a GPUInventoryInformer.
 	GPUInventories() TypedGPUInventoryInformer
+	// NodeMetrics returns a NodeMetricsInformer.
+	NodeMetrics() TypedNodeMetricsInformer
 }
 
 type version struct {
@@ -42,4 +44,9 @@ func New(f internalinterfaces.SharedInformerFactory, namespace string, tweakList
 // GPUInventories returns a TypedGPUInventoryInformer.
 func (v *version) GPUInventories() TypedGPUInventoryInformer {
 	return &gPUInventoryInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
+}
+
+// NodeMetrics returns a TypedNodeMetricsInformer.
+func (v *version) NodeMetrics() TypedNodeMetricsInformer {
+	return &nodeMetricsInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
 }

@@ -29,6 +29,7 @@ import (
 type AischedV1alpha1Interface interface {
 	RESTClient() rest.Interface
 	GPUInventoriesGetter
+	NodeMetricsGetter
 }
 
 // AischedV1alpha1Client is used to interact with features provided by the aisched.io group.
@@ -38,6 +39,10 @@ type AischedV1alpha1Client struct {
 
 func (c *AischedV1alpha1Client) GPUInventories() GPUInventoryInterface {
 	return newGPUInventories(c)
+}
+
+func (c *AischedV1alpha1Client) NodeMetrics() NodeMetricsInterface {
+	return newNodeMetrics(c)
 }
 
 // NewForConfig creates a new AischedV1alpha1Client for the given config.

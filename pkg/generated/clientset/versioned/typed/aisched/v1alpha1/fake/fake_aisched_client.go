@@ -32,6 +32,10 @@ func (c *FakeAischedV1alpha1) GPUInventories() v1alpha1.GPUInventoryInterface {
 	return newFakeGPUInventories(c)
 }
 
+func (c *FakeAischedV1alpha1) NodeMetrics() v1alpha1.NodeMetricsInterface {
+	return newFakeNodeMetrics(c)
+}
+
 // RESTClient returns a RESTClient that is used to communicate
 // with API server by this client implementation.
 func (c *FakeAischedV1alpha1) RESTClient() rest.Interface {

@@ -1,0 +1,127 @@
+package nodesim
+
+import (
+	"context"
+	"math"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+
+	aischedv1alpha1 "github.com/aisched/aisched/apis/aisched/v1alpha1"
+	"github.com/aisched/aisched/pkg/podload"
+)
+
+// nodeIndex indexes the pod informer by node name.
+const nodeIndex = "node"
+
+func podNode(obj interface{}) ([]string, error) {
+	if pod, ok := obj.(*corev1.Pod); ok && pod.Spec.NodeName != "" {
+		return []string{pod.Spec.NodeName}, nil
+	}
+	return nil, nil
+}
+
+// publishMetrics publishes every node's NodeMetrics each MetricsInterval,
+// as `aisched agent` would, with a load made of the pool's base load and
+// the expected load (podload.Of) of the pods the node runs.
+func (s *Simulator) publishMetrics(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	ticker := s.clock.NewTicker(s.opts.MetricsInterval)
+	defer ticker.Stop()
+	for {
+		for _, name := range s.nodeNames() {
+			if err := s.publishNodeMetrics(ctx, name); err != nil && ctx.Err() == nil {
+				logger.V(2).Info("Publishing node metrics failed", "node", name, "err", err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C():
+		}
+	}
+}
+
+// nodeMetrics is the sample of a node that runs pods.
+func nodeMetrics(n Node, pods []*corev1.Pod, now time.Time, window time.Duration) aischedv1alpha1.NodeMetricsStatus {
+	pool := n.Pool
+	perf := pool.Performance.WithDefaults()
+	var used podload.Load
+	for _, pod := range pods {
+		if pod.Status.Phase != corev1.PodRunning {
+			continue
+		}
+		l, err := podload.Of(pod)
+		if err != nil {
+			l = podload.Requests(pod)
+		}
+		used = used.Add(l)
+	}
+	cpu, memory := pool.CPU.MilliValue(), pool.Memory.Value()
+	percent := func(base int32, part, whole float64) *int32 {
+		if whole <= 0 {
+			return ptr.To(base)
+		}
+		return ptr.To(int32(min(100, float64(base)+math.Round(100*part/whole))))
+	}
+	return aischedv1alpha1.NodeMetricsStatus{
+		SampleTime: metav1.NewTime(now),
+		Window:     metav1.Duration{Duration: window},
+		Source:     aischedv1alpha1.MetricsSourceSimulated,
+		Utilization: aischedv1alpha1.Utilization{
+			CPU:     percent(pool.BaseLoad.CPU, float64(used.MilliCPU), float64(cpu)),
+			Memory:  percent(pool.BaseLoad.Memory, float64(used.Memory), float64(memory)),
+			Network: percent(pool.BaseLoad.Network, float64(used.NetworkBytesPerSecond)*8, float64(perf.NetworkMbps)*1e6),
+			Disk:    percent(pool.BaseLoad.Disk, float64(used.DiskPercent), 100),
+		},
+		Performance: aischedv1alpha1.Performance{
+			Cores:           int32(math.Ceil(float64(cpu) / 1000)),
+			MaxFrequencyMHz: perf.CPUMaxFrequencyMHz,
+			Memory:          ptr.To(pool.Memory.DeepCopy()),
+			NetworkMbps:     perf.NetworkMbps,
+			DiskMBps:        perf.DiskMBps,
+		},
+	}
+}
+
+func (s *Simulator) publishNodeMetrics(ctx context.Context, name string) error {
+	s.nodesMu.RLock()
+	n, ok := s.nodes[name]
+	s.nodesMu.RUnlock()
+	if !ok {
+		return nil
+	}
+	objs, err := s.pods.GetIndexer().ByIndex(nodeIndex, name)
+	if err != nil {
+		return err
+	}
+	pods := make([]*corev1.Pod, 0, len(objs))
+	for _, o := range objs {
+		pods = append(pods, o.(*corev1.Pod))
+	}
+	status := nodeMetrics(n, pods, s.clock.Now(), s.opts.MetricsInterval)
+
+	api := s.aisched.AischedV1alpha1().NodeMetrics()
+	m, err := api.Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		node, nerr := s.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{ResourceVersion: "0"})
+		if nerr != nil {
+			return nerr
+		}
+		m = &aischedv1alpha1.NodeMetrics{ObjectMeta: metav1.ObjectMeta{
+			Name:            name,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: name, UID: node.UID}},
+		}}
+		m, err = api.Create(ctx, m, metav1.CreateOptions{})
+	}
+	if err != nil {
+		return err
+	}
+	m.Status = status
+	_, err = api.UpdateStatus(ctx, m, metav1.UpdateOptions{})
+	return err
+}
