@@ -12,6 +12,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -56,6 +57,9 @@ type LoadAware struct {
 	thresholds [numResources]float64
 	filtering  bool
 	ttl        time.Duration
+	// lastPreScore is the state of the last PreScore, for the cycles that
+	// score without one.
+	lastPreScore atomic.Pointer[preScoreState]
 	// stale records the nodes whose sample is too old, so that each
 	// episode is logged and counted once.
 	stale sync.Map
@@ -67,6 +71,7 @@ var (
 	_ fwk.PreScorePlugin    = &LoadAware{}
 	_ fwk.ScorePlugin       = &LoadAware{}
 	_ fwk.EnqueueExtensions = &LoadAware{}
+	_ fwk.SignPlugin        = &LoadAware{}
 )
 
 // New builds the plugin.
@@ -123,6 +128,16 @@ func (pl *LoadAware) PreFilter(_ context.Context, _ fwk.CycleState, pod *corev1.
 	}
 	if !pl.filtering {
 		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	return nil, nil
+}
+
+// SignPod implements fwk.SignPlugin: neither the filter nor the score
+// reads the pod, only the nodes, and batching re-scores the node a batch
+// placed its last pod on; a pod with a bad annotation is not signed.
+func (pl *LoadAware) SignPod(_ context.Context, pod *corev1.Pod) ([]fwk.SignFragment, *fwk.Status) {
+	if _, err := podload.Of(pod); err != nil {
+		return nil, fwk.NewStatus(fwk.Unschedulable, err.Error())
 	}
 	return nil, nil
 }

@@ -237,16 +237,28 @@ func (pl *LoadAware) PreScore(ctx context.Context, cs fwk.CycleState, _ *corev1.
 	for i, ni := range nodes {
 		samples[i] = pl.sample(ctx, ni.Node().Name, now)
 	}
-	cs.Write(preScoreStateKey, &preScoreState{performance: relativePerformance(nodes, samples), now: now})
+	st := &preScoreState{performance: relativePerformance(nodes, samples), now: now}
+	cs.Write(preScoreStateKey, st)
+	pl.lastPreScore.Store(st)
 	return nil
 }
 
 // Score implements fwk.ScorePlugin: 100 * S * (1 - L).
 func (pl *LoadAware) Score(ctx context.Context, cs fwk.CycleState, _ *corev1.Pod, ni fwk.NodeInfo) (int64, *fwk.Status) {
 	s, now := 1.0, pl.clock.Now()
+	st, fromCycle := pl.lastPreScore.Load(), false
 	if data, err := cs.Read(preScoreStateKey); err == nil {
-		st := data.(*preScoreState)
-		s, now = st.performance[ni.Node().Name], st.now
+		st, fromCycle = data.(*preScoreState), true
+	}
+	// Batching re-scores the node it placed the last pod on in a cycle
+	// without PreScore: the performance of the last PreScore holds.
+	if st != nil {
+		if p, ok := st.performance[ni.Node().Name]; ok {
+			s = p
+		}
+		if fromCycle {
+			now = st.now
+		}
 	}
 	l := nodeLoad(ni, pl.sample(ctx, ni.Node().Name, now)).weighted(pl.weights)
 	return int64(math.Round(100 * s * (1 - l))), nil
