@@ -24,6 +24,7 @@ a whole simulated cluster in this process.`,
 	root.AddCommand(
 		newUpCommand(),
 		newSchedulerCommand(),
+		newAgentCommand(),
 		newBenchCommand(),
 		newVersionCommand(),
 	)

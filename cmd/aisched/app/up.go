@@ -231,7 +231,9 @@ func printReady(out io.Writer, c *local.Cluster, cluster *clusterfile.Cluster, p
 func setupKlog(w io.Writer, v int) error {
 	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(fs)
-	for name, value := range map[string]string{"logtostderr": "false", "alsologtostderr": "false", "stderrthreshold": "FATAL", "v": strconv.Itoa(v)} {
+	// one_output: w gets every line once, not once per severity at or
+	// below the line's (an error would be written three times).
+	for name, value := range map[string]string{"logtostderr": "false", "alsologtostderr": "false", "stderrthreshold": "FATAL", "one_output": "true", "v": strconv.Itoa(v)} {
 		if err := fs.Set(name, value); err != nil {
 			return err
 		}
