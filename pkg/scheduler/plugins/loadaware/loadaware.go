@@ -16,7 +16,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -27,7 +26,6 @@ import (
 	"github.com/aisched/aisched/apis/config"
 	"github.com/aisched/aisched/pkg/generated/clientset/versioned"
 	"github.com/aisched/aisched/pkg/generated/informers/externalversions"
-	listers "github.com/aisched/aisched/pkg/generated/listers/aisched/v1alpha1"
 	"github.com/aisched/aisched/pkg/podload"
 	"github.com/aisched/aisched/pkg/util/crdwatch"
 )
@@ -48,9 +46,11 @@ const (
 // LoadAware scores nodes by measured load and performance.
 type LoadAware struct {
 	handle fwk.Handle
-	// metrics is nil when the NodeMetrics CRD is not served: every node is
-	// then scored from requests.
-	metrics listers.NodeMetricsLister
+	// metrics holds the NodeMetrics by name; nil when the CRD is not
+	// served: every node is then scored from requests. It is read with
+	// GetByKey, not a lister, whose Get builds an error for every node
+	// without a sample.
+	metrics cache.Indexer
 	clock   clock.PassiveClock
 	weights [numResources]float64
 	// thresholds are fractions; 0 is none.
@@ -95,7 +95,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	case informer == nil:
 		klog.FromContext(ctx).Info("NodeMetrics CRD not installed; LoadAware scores every node from its pods' requests (apply deploy/crds and run aisched agent)")
 	default:
-		pl.metrics = listers.NewNodeMetricsLister(informer.GetIndexer())
+		pl.metrics = informer.GetIndexer()
 	}
 	registerMetrics()
 	return pl, nil
@@ -172,8 +172,12 @@ func (pl *LoadAware) sample(ctx context.Context, node string, now time.Time) *ai
 	if pl.metrics == nil {
 		return nil
 	}
-	m, err := pl.metrics.Get(node)
-	if apierrors.IsNotFound(err) || err != nil {
+	obj, ok, err := pl.metrics.GetByKey(node)
+	if err != nil || !ok {
+		return nil
+	}
+	m, ok := obj.(*aischedv1alpha1.NodeMetrics)
+	if !ok {
 		return nil
 	}
 	age := now.Sub(m.Status.SampleTime.Time)

@@ -21,7 +21,6 @@ import (
 
 	aischedv1alpha1 "github.com/aisched/aisched/apis/aisched/v1alpha1"
 	"github.com/aisched/aisched/apis/config"
-	listers "github.com/aisched/aisched/pkg/generated/listers/aisched/v1alpha1"
 	"github.com/aisched/aisched/pkg/podload"
 	utiltesting "github.com/aisched/aisched/pkg/util/testing"
 )
@@ -63,7 +62,7 @@ func newTestPlugin(t *testing.T, args *config.LoadAwareArgs, samples ...*aisched
 			t.Fatal(err)
 		}
 	}
-	pl.metrics = listers.NewNodeMetricsLister(indexer)
+	pl.metrics = indexer
 	registerMetrics()
 	return pl
 }

@@ -173,10 +173,15 @@ func performance(ni fwk.NodeInfo, s *aischedv1alpha1.NodeMetricsStatus) (p [numP
 	return p, freq > 0
 }
 
-// preScoreState holds S, the normalised performance, of each candidate node.
+// preScoreState holds, for each candidate node, S, its normalised
+// performance, and its fresh sample (nil: none), read once per cycle.
 type preScoreState struct {
-	performance map[string]float64
-	now         time.Time
+	nodes map[string]nodeState
+}
+
+type nodeState struct {
+	performance float64
+	sample      *aischedv1alpha1.NodeMetricsStatus
 }
 
 // Clone implements fwk.StateData; the state is read-only after PreScore.
@@ -187,7 +192,7 @@ func (s *preScoreState) Clone() fwk.StateData { return s }
 // unknown on any candidate (a node without a sample knows neither network
 // nor disk speed) is left out for all, so that the nodes stay comparable;
 // so is the CPU frequency, unless every candidate reports it.
-func relativePerformance(nodes []fwk.NodeInfo, samples []*aischedv1alpha1.NodeMetricsStatus) map[string]float64 {
+func relativePerformance(nodes []fwk.NodeInfo, samples []*aischedv1alpha1.NodeMetricsStatus) map[string]nodeState {
 	terms := make([][numPerf]float64, len(nodes))
 	use := [numPerf]bool{true, true, true, true}
 	allFreq := true
@@ -212,7 +217,7 @@ func relativePerformance(nodes []fwk.NodeInfo, samples []*aischedv1alpha1.NodeMe
 			best[j] = max(best[j], terms[i][j])
 		}
 	}
-	out := make(map[string]float64, len(nodes))
+	out := make(map[string]nodeState, len(nodes))
 	for i, ni := range nodes {
 		var sum, n float64
 		for j := range numPerf {
@@ -225,19 +230,20 @@ func relativePerformance(nodes []fwk.NodeInfo, samples []*aischedv1alpha1.NodeMe
 		if n > 0 {
 			s = sum / n
 		}
-		out[ni.Node().Name] = s
+		out[ni.Node().Name] = nodeState{performance: s, sample: samples[i]}
 	}
 	return out
 }
 
-// PreScore computes the nodes' relative performance once per cycle.
+// PreScore reads the candidates' samples and computes their relative
+// performance once per cycle.
 func (pl *LoadAware) PreScore(ctx context.Context, cs fwk.CycleState, _ *corev1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
 	now := pl.clock.Now()
 	samples := make([]*aischedv1alpha1.NodeMetricsStatus, len(nodes))
 	for i, ni := range nodes {
 		samples[i] = pl.sample(ctx, ni.Node().Name, now)
 	}
-	st := &preScoreState{performance: relativePerformance(nodes, samples), now: now}
+	st := &preScoreState{nodes: relativePerformance(nodes, samples)}
 	cs.Write(preScoreStateKey, st)
 	pl.lastPreScore.Store(st)
 	return nil
@@ -245,23 +251,25 @@ func (pl *LoadAware) PreScore(ctx context.Context, cs fwk.CycleState, _ *corev1.
 
 // Score implements fwk.ScorePlugin: 100 * S * (1 - L).
 func (pl *LoadAware) Score(ctx context.Context, cs fwk.CycleState, _ *corev1.Pod, ni fwk.NodeInfo) (int64, *fwk.Status) {
-	s, now := 1.0, pl.clock.Now()
-	st, fromCycle := pl.lastPreScore.Load(), false
+	name := ni.Node().Name
+	var ns nodeState
+	var ok bool
 	if data, err := cs.Read(preScoreStateKey); err == nil {
-		st, fromCycle = data.(*preScoreState), true
+		ns, ok = data.(*preScoreState).nodes[name]
 	}
-	// Batching re-scores the node it placed the last pod on in a cycle
-	// without PreScore: the performance of the last PreScore holds.
-	if st != nil {
-		if p, ok := st.performance[ni.Node().Name]; ok {
-			s = p
-		}
-		if fromCycle {
-			now = st.now
+	if !ok {
+		// Batching re-scores the node it placed the last pod on in a cycle
+		// without PreScore: the performance of the last PreScore holds,
+		// the sample is read now.
+		ns = nodeState{performance: 1, sample: pl.sample(ctx, name, pl.clock.Now())}
+		if last := pl.lastPreScore.Load(); last != nil {
+			if p, found := last.nodes[name]; found {
+				ns.performance = p.performance
+			}
 		}
 	}
-	l := nodeLoad(ni, pl.sample(ctx, ni.Node().Name, now)).weighted(pl.weights)
-	return int64(math.Round(100 * s * (1 - l))), nil
+	l := nodeLoad(ni, ns.sample).weighted(pl.weights)
+	return int64(math.Round(100 * ns.performance * (1 - l))), nil
 }
 
 // ScoreExtensions implements fwk.ScorePlugin: scores are already in [0, 100].
