@@ -114,9 +114,8 @@ type Agent struct {
 	// Owned by the caller of Once and Run.
 	diskOnce sync.Once
 	diskMBps int64
-	// nodeMetrics is the object as last written, whose resourceVersion
-	// the next status update uses; nil when it must be read again.
-	nodeMetrics *aischedv1alpha1.NodeMetrics
+	// nodeMetrics writes the samples.
+	nodeMetrics *MetricsWriter
 	// inventory is the GPUInventory as last read or written, at
 	// inventoryRead.
 	inventory     *aischedv1alpha1.GPUInventory
@@ -175,13 +174,15 @@ func New(opts Options) (*Agent, error) {
 	if opts.Backoff == (wait.Backoff{}) {
 		opts.Backoff = DefaultBackoff()
 	}
-	return &Agent{
+	a := &Agent{
 		opts:       opts,
 		metrics:    newAgentMetrics(),
 		reported:   map[string]sets.Set[string]{},
 		lastLogged: map[string]string{},
 		started:    opts.Clock.Now(),
-	}, nil
+	}
+	a.nodeMetrics = NewMetricsWriter(opts.Client, opts.NodeName, a.objectMeta)
+	return a, nil
 }
 
 // Run publishes a sample every Interval until ctx ends. A failed publish is

@@ -6,12 +6,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
 	aischedv1alpha1 "github.com/aisched/aisched/apis/aisched/v1alpha1"
+	"github.com/aisched/aisched/pkg/agent"
 	"github.com/aisched/aisched/pkg/podload"
 )
 
@@ -26,10 +26,11 @@ func podNode(obj interface{}) ([]string, error) {
 }
 
 // publishMetrics publishes every node's NodeMetrics each MetricsInterval,
-// as `aisched agent` would, with a load made of the pool's base load and
+// with the agent's writer, with a load made of the pool's base load and
 // the expected load (podload.Of) of the pods the node runs.
 func (s *Simulator) publishMetrics(ctx context.Context) {
 	logger := klog.FromContext(ctx)
+	s.metricsWriters = map[string]*agent.MetricsWriter{}
 	ticker := s.clock.NewTicker(s.opts.MetricsInterval)
 	defer ticker.Stop()
 	for {
@@ -105,23 +106,10 @@ func (s *Simulator) publishNodeMetrics(ctx context.Context, name string) error {
 	}
 	status := nodeMetrics(n, pods, s.clock.Now(), s.opts.MetricsInterval)
 
-	api := s.aisched.AischedV1alpha1().NodeMetrics()
-	m, err := api.Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		node, nerr := s.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{ResourceVersion: "0"})
-		if nerr != nil {
-			return nerr
-		}
-		m = &aischedv1alpha1.NodeMetrics{ObjectMeta: metav1.ObjectMeta{
-			Name:            name,
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: name, UID: node.UID}},
-		}}
-		m, err = api.Create(ctx, m, metav1.CreateOptions{})
+	w, ok := s.metricsWriters[name]
+	if !ok {
+		w = agent.NewMetricsWriter(s.aisched, name, agent.OwnedByNode(s.client, name))
+		s.metricsWriters[name] = w
 	}
-	if err != nil {
-		return err
-	}
-	m.Status = status
-	_, err = api.UpdateStatus(ctx, m, metav1.UpdateOptions{})
-	return err
+	return w.Write(ctx, status)
 }

@@ -33,6 +33,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/aisched/aisched/pkg/agent"
 	"github.com/aisched/aisched/pkg/generated/clientset/versioned"
 )
 
@@ -97,6 +98,9 @@ type Simulator struct {
 	recorder record.EventRecorder
 	// leases caches the last written lease of each node.
 	leases sync.Map
+	// metricsWriters publish each node's NodeMetrics; used by the
+	// publishMetrics goroutine alone.
+	metricsWriters map[string]*agent.MetricsWriter
 	// warned remembers pods already warned about a bad annotation, so that
 	// each gets one event and not one per resync.
 	warned sync.Map
