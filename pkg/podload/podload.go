@@ -103,6 +103,16 @@ func Of(pod *corev1.Pod) (Load, error) {
 	return l, nil
 }
 
+// Estimate is Of for a pod whose annotation may be bad (one that was bound
+// without the LoadAware plugin's check): such a pod counts with its
+// requests.
+func Estimate(pod *corev1.Pod) Load {
+	if l, err := Of(pod); err == nil {
+		return l
+	}
+	return Requests(pod)
+}
+
 // Requests is the load of a pod taken from its requests alone.
 func Requests(pod *corev1.Pod) Load {
 	r := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})

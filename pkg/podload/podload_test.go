@@ -54,3 +54,14 @@ func TestOf(t *testing.T) {
 		})
 	}
 }
+
+func TestEstimate(t *testing.T) {
+	bad := utiltesting.MakePod("p", "ns").Req(corev1.ResourceCPU, "2").Annotation(ExpectedLoadAnnotation, "cpu=lots").Obj()
+	if diff := cmp.Diff(Load{MilliCPU: 2000}, Estimate(bad)); diff != "" {
+		t.Errorf("Estimate of a pod with a bad annotation (-want,+got):\n%s", diff)
+	}
+	good := utiltesting.MakePod("p", "ns").Req(corev1.ResourceCPU, "2").Annotation(ExpectedLoadAnnotation, "disk=7").Obj()
+	if diff := cmp.Diff(Load{MilliCPU: 2000, DiskPercent: 7}, Estimate(good)); diff != "" {
+		t.Errorf("Estimate (-want,+got):\n%s", diff)
+	}
+}

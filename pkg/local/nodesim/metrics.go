@@ -56,11 +56,7 @@ func nodeMetrics(n Node, pods []*corev1.Pod, now time.Time, window time.Duration
 		if pod.Status.Phase != corev1.PodRunning {
 			continue
 		}
-		l, err := podload.Of(pod)
-		if err != nil {
-			l = podload.Requests(pod)
-		}
-		used = used.Add(l)
+		used = used.Add(podload.Estimate(pod))
 	}
 	cpu, memory := pool.CPU.MilliValue(), pool.Memory.Value()
 	percent := func(base int32, part, whole float64) *int32 {

@@ -110,11 +110,7 @@ func nodeLoad(ni fwk.NodeInfo, s *aischedv1alpha1.NodeMetricsStatus) load {
 		}
 		// PreFilter rejected pods with a bad annotation; one bound some
 		// other way counts with its requests.
-		pl, err := podload.Of(pod)
-		if err != nil {
-			pl = podload.Requests(pod)
-		}
-		recent = recent.Add(pl)
+		recent = recent.Add(podload.Estimate(pod))
 	}
 	cpu, memory, network := capacityOf(ni, s)
 	add := [numResources]float64{
