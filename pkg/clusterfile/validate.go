@@ -24,22 +24,30 @@ func (c *Cluster) Validate() field.ErrorList {
 	if c.Kind != Kind {
 		errs = append(errs, field.NotSupported(field.NewPath("kind"), c.Kind, []string{Kind}))
 	}
-	pools := field.NewPath("nodePools")
-	if len(c.NodePools) == 0 {
+	return append(errs, ValidateNodePools(c.NodePools, field.NewPath("nodePools"))...)
+}
+
+// ValidateNodePools checks the node pools of a cluster, found at path (in a
+// cluster file, or a scenario).
+func ValidateNodePools(nodePools []NodePool, pools *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if len(nodePools) == 0 {
 		errs = append(errs, field.Required(pools, "at least one node pool"))
 	}
 	names := sets.New[string]()
-	for i := range c.NodePools {
-		p := &c.NodePools[i]
+	nodes := 0
+	for i := range nodePools {
+		p := &nodePools[i]
 		fp := pools.Index(i)
 		if names.Has(p.Name) {
 			errs = append(errs, field.Duplicate(fp.Child("name"), p.Name))
 		}
 		names.Insert(p.Name)
 		errs = append(errs, p.validate(fp)...)
+		nodes += p.Count
 	}
-	if n := c.NodeCount(); n > MaxNodes {
-		errs = append(errs, field.TooMany(pools, n, MaxNodes))
+	if nodes > MaxNodes {
+		errs = append(errs, field.TooMany(pools, nodes, MaxNodes))
 	}
 	return errs
 }

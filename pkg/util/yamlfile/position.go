@@ -1,4 +1,4 @@
-package clusterfile
+package yamlfile
 
 import (
 	"fmt"

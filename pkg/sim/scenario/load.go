@@ -1,0 +1,210 @@
+package scenario
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/aisched/aisched/pkg/clusterfile"
+	"github.com/aisched/aisched/pkg/podload"
+	"github.com/aisched/aisched/pkg/util/yamlfile"
+)
+
+// Load reads, decodes, defaults and validates a scenario file. Relative
+// schedulerConfig paths are made relative to the file's directory.
+func Load(path string) (*Scenario, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("scenario: %w", err)
+	}
+	s, err := Parse(path, data)
+	if err != nil {
+		return nil, err
+	}
+	for i := range s.Policies {
+		p := &s.Policies[i]
+		if p.SchedulerConfig == "" {
+			continue
+		}
+		if !filepath.IsAbs(p.SchedulerConfig) {
+			p.SchedulerConfig = filepath.Join(filepath.Dir(path), p.SchedulerConfig)
+		}
+		if _, err := os.Stat(p.SchedulerConfig); err != nil {
+			return nil, fmt.Errorf("%s: policies[%d].schedulerConfig: %w", path, i, err)
+		}
+	}
+	return s, nil
+}
+
+// Parse decodes, defaults and validates the content of a scenario file;
+// name is used in error messages.
+func Parse(name string, data []byte) (*Scenario, error) {
+	var s Scenario
+	root, err := yamlfile.Decode(name, data, "a Scenario with a cluster, policies and a workload", &s)
+	if err != nil {
+		return nil, err
+	}
+	s.setDefaults()
+	if errs := s.Validate(); len(errs) > 0 {
+		return nil, yamlfile.FieldError(name, root, errs)
+	}
+	return &s, nil
+}
+
+func (s *Scenario) setDefaults() {
+	clusterfile.SetNodePoolDefaults(s.Cluster.NodePools)
+	if len(s.Seeds) == 0 {
+		s.Seeds = slices.Clone(DefaultSeeds)
+	}
+	if len(s.Metrics) == 0 {
+		s.Metrics = slices.Clone(MetricKeys)
+	}
+	for i := range s.Policies {
+		if p := &s.Policies[i]; p.Profile == "" {
+			p.Profile = p.Name
+		}
+	}
+	for i := range s.Workload {
+		it := &s.Workload[i]
+		if it.Count == 0 {
+			it.Count = 1
+		}
+		if it.Namespace == "" {
+			it.Namespace = metav1.NamespaceDefault
+		}
+	}
+}
+
+// Validate checks a decoded and defaulted scenario.
+func (s *Scenario) Validate() field.ErrorList {
+	var errs field.ErrorList
+	if s.APIVersion != APIVersion {
+		errs = append(errs, field.NotSupported(field.NewPath("apiVersion"), s.APIVersion, []string{APIVersion}))
+	}
+	if s.Kind != Kind {
+		errs = append(errs, field.NotSupported(field.NewPath("kind"), s.Kind, []string{Kind}))
+	}
+	errs = append(errs, dnsLabel(field.NewPath("name"), s.Name)...)
+	errs = append(errs, clusterfile.ValidateNodePools(s.Cluster.NodePools, field.NewPath("cluster", "nodePools"))...)
+
+	policies := field.NewPath("policies")
+	if len(s.Policies) == 0 {
+		errs = append(errs, field.Required(policies, "at least one policy, e.g. {name: default-scheduler}"))
+	}
+	names := sets.New[string]()
+	for i, p := range s.Policies {
+		pp := policies.Index(i)
+		errs = append(errs, dnsLabel(pp.Child("name"), p.Name)...)
+		if names.Has(p.Name) {
+			errs = append(errs, field.Duplicate(pp.Child("name"), p.Name))
+		}
+		names.Insert(p.Name)
+	}
+	if len(sets.New(s.Seeds...)) != len(s.Seeds) {
+		errs = append(errs, field.Invalid(field.NewPath("seeds"), s.Seeds, "seeds must differ"))
+	}
+	for i, m := range s.Metrics {
+		if !slices.Contains(MetricKeys, m) {
+			errs = append(errs, field.NotSupported(field.NewPath("metrics").Index(i), m, MetricKeys))
+		}
+	}
+
+	namespaces := sets.New(metav1.NamespaceDefault)
+	for i, ns := range s.Namespaces {
+		np := field.NewPath("namespaces").Index(i)
+		errs = append(errs, dnsLabel(np.Child("name"), ns.Name)...)
+		if namespaces.Has(ns.Name) {
+			errs = append(errs, field.Duplicate(np.Child("name"), ns.Name))
+		}
+		namespaces.Insert(ns.Name)
+		for _, r := range sets.List(sets.KeySet(ns.Quota)) {
+			if msgs := validation.IsQualifiedName(r); len(msgs) > 0 {
+				errs = append(errs, field.Invalid(np.Child("quota").Key(r), r, strings.Join(msgs, "; ")))
+			}
+		}
+	}
+	errs = append(errs, s.validateWorkload(namespaces)...)
+	return errs
+}
+
+func (s *Scenario) validateWorkload(namespaces sets.Set[string]) field.ErrorList {
+	var errs field.ErrorList
+	workload := field.NewPath("workload")
+	if len(s.Workload) == 0 {
+		errs = append(errs, field.Required(workload, "at least one item"))
+	}
+	items := sets.New[string]()
+	members := map[string]int{}
+	for i := range s.Workload {
+		it := &s.Workload[i]
+		ip := workload.Index(i)
+		errs = append(errs, dnsLabel(ip.Child("name"), it.Name)...)
+		if items.Has(it.Name) {
+			errs = append(errs, field.Duplicate(ip.Child("name"), it.Name))
+		}
+		items.Insert(it.Name)
+		if it.Count < 1 || it.Count > MaxReplicas {
+			errs = append(errs, field.Invalid(ip.Child("count"), it.Count, fmt.Sprintf("must be between 1 and %d", MaxReplicas)))
+		}
+		if !namespaces.Has(it.Namespace) {
+			errs = append(errs, field.NotFound(ip.Child("namespace"), it.Namespace))
+		}
+		for _, f := range []struct {
+			name string
+			d    Duration
+		}{{"arrival", it.Arrival}, {"interval", it.Interval}, {"duration", it.Duration}} {
+			if f.d.Duration < 0 {
+				errs = append(errs, field.Invalid(ip.Child(f.name), f.d.String(), "must not be negative"))
+			}
+		}
+		if len(it.Requests) == 0 {
+			errs = append(errs, field.Required(ip.Child("requests"), "e.g. {cpu: 1, memory: 1Gi}"))
+		}
+		for _, r := range sets.List(sets.KeySet(it.Requests)) {
+			if msgs := validation.IsQualifiedName(r); len(msgs) > 0 {
+				errs = append(errs, field.Invalid(ip.Child("requests").Key(r), r, strings.Join(msgs, "; ")))
+			} else if q := it.Requests[r]; q.Sign() < 0 {
+				errs = append(errs, field.Invalid(ip.Child("requests").Key(r), q.String(), "must not be negative"))
+			}
+		}
+		if it.Load != "" {
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{podload.ExpectedLoadAnnotation: it.Load}}}
+			if _, err := podload.Of(pod); err != nil {
+				errs = append(errs, field.Invalid(ip.Child("load"), it.Load, err.Error()))
+			}
+		}
+		if g := it.Group; g != nil {
+			gp := ip.Child("group")
+			if msgs := validation.IsDNS1123Subdomain(g.Name); len(msgs) > 0 {
+				errs = append(errs, field.Invalid(gp.Child("name"), g.Name, strings.Join(msgs, "; ")))
+			}
+			if g.MinAvailable < 1 {
+				errs = append(errs, field.Invalid(gp.Child("minAvailable"), g.MinAvailable, "must be at least 1"))
+			}
+			members[it.Namespace+"/"+g.Name] += it.Count
+		}
+	}
+	// A group that can never gather is a scenario mistake, not a result.
+	for i, it := range s.Workload {
+		if g := it.Group; g != nil && g.MinAvailable > members[it.Namespace+"/"+g.Name] {
+			errs = append(errs, field.Invalid(workload.Index(i).Child("group", "minAvailable"), g.MinAvailable,
+				fmt.Sprintf("the workload has only %d members of group %s", members[it.Namespace+"/"+g.Name], g.Name)))
+		}
+	}
+	return errs
+}
+
+func dnsLabel(p *field.Path, v string) field.ErrorList {
+	if msgs := validation.IsDNS1123Label(v); len(msgs) > 0 {
+		return field.ErrorList{field.Invalid(p, v, strings.Join(msgs, "; "))}
+	}
+	return nil
+}

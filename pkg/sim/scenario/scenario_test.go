@@ -1,0 +1,142 @@
+package scenario
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestLoad(t *testing.T) {
+	s, err := Load(filepath.Join("testdata", "example.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]int64{42, 43}, s.Seeds); diff != "" {
+		t.Errorf("seeds (-want,+got):\n%s", diff)
+	}
+	type policy struct{ name, config, profile string }
+	var policies []policy
+	for _, p := range s.Policies {
+		policies = append(policies, policy{p.Name, p.SchedulerConfig, p.Profile})
+	}
+	wantPolicies := []policy{
+		{"default-scheduler", "", "default-scheduler"},
+		{"aisched", "", "aisched"},
+		{"pcc-abs", filepath.Join("testdata", "pcc-abs.yaml"), "pcc"},
+	}
+	if diff := cmp.Diff(wantPolicies, policies, cmp.AllowUnexported(policy{})); diff != "" {
+		t.Errorf("policies (-want,+got):\n%s", diff)
+	}
+	type item struct {
+		name, namespace         string
+		count                   int
+		arrival, interval, runs time.Duration
+		cpu, gpus               string
+		group                   string
+	}
+	var items []item
+	for _, it := range s.Workload {
+		g := ""
+		if it.Group != nil {
+			g = it.Group.Name
+		}
+		gpus := it.Requests["nvidia.com/gpu"]
+		cpu := it.Requests["cpu"]
+		items = append(items, item{it.Name, it.Namespace, it.Count, it.Arrival.Duration, it.Interval.Duration, it.Duration.Duration, cpu.String(), gpus.String(), g})
+	}
+	wantItems := []item{
+		{"infer", "default", 2, 0, time.Second, 90 * time.Second, "1", "1", ""},
+		{"tf-ps", "team-a", 1, 5 * time.Second, 0, 0, "2", "0", "tf"},
+		{"tf-worker", "team-a", 4, 5 * time.Second, 0, 0, "1", "2", "tf"},
+	}
+	if diff := cmp.Diff(wantItems, items, cmp.AllowUnexported(item{})); diff != "" {
+		t.Errorf("workload (-want,+got):\n%s", diff)
+	}
+	if got := s.Cluster.NodePools[1].MaxPods; got != 110 {
+		t.Errorf("node pool defaults not applied: maxPods %d, want 110", got)
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	s, err := Parse("s.yaml", []byte(header+"policies: [{name: aisched}]\nworkload: [{name: w, requests: {cpu: 1}}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(DefaultSeeds, s.Seeds); diff != "" {
+		t.Errorf("seeds (-want,+got):\n%s", diff)
+	}
+	if diff := cmp.Diff(MetricKeys, s.Metrics); diff != "" {
+		t.Errorf("metrics (-want,+got):\n%s", diff)
+	}
+	if w := s.Workload[0]; w.Count != 1 || w.Namespace != "default" {
+		t.Errorf("item defaults: count %d, namespace %q; want 1, default", w.Count, w.Namespace)
+	}
+}
+
+// header is a valid start of a scenario; its cluster ends at line 5.
+const header = "apiVersion: aisched.io/v1alpha1\nkind: Scenario\nname: s\ncluster:\n  nodePools: [{name: n, count: 1, cpu: \"8\", memory: 32Gi}]\n"
+
+func TestParseErrors(t *testing.T) {
+	policies := "policies: [{name: aisched}]\n"
+	item := "workload:\n  - name: w\n    requests: {cpu: 1}\n"
+	tests := []struct {
+		name, data, want string
+	}{
+		{"empty", "", "s.yaml: file is empty: want a Scenario"},
+		{"unknown field", header + policies + item + "    replicas: 3\n", `s.yaml:10: workload[0].replicas: unknown field "replicas"`},
+		{"bad duration", header + policies + item + "    arrival: soon\n", `s.yaml:10: workload[0].arrival: invalid duration "soon"`},
+		{"bad quantity", header + policies + "workload:\n  - name: w\n    requests: {cpu: lots}\n", `s.yaml:9: workload[0].requests: invalid quantity "lots"`},
+		{"no policies", header + item, "policies: Required value: at least one policy"},
+		{"duplicate policy", header + "policies: [{name: aisched}, {name: aisched}]\n" + item, "s.yaml:6: policies[1].name: Duplicate value"},
+		{"bad cluster", "apiVersion: aisched.io/v1alpha1\nkind: Scenario\nname: s\ncluster:\n  nodePools:\n    - {name: n, count: 1, cpu: \"0\", memory: 32Gi}\n" + policies + item,
+			`s.yaml:6: cluster.nodePools[0].cpu: Invalid value: "0": must be greater than 0`},
+		{"unknown metric", header + policies + "metrics: [speed]\n" + item, `s.yaml:7: metrics[0]: Unsupported value: "speed"`},
+		{"unknown namespace", header + policies + item + "    namespace: team-b\n", `s.yaml:10: workload[0].namespace: Not found: "team-b"`},
+		{"zero count", header + policies + item + "    count: -2\n", "s.yaml:10: workload[0].count: Invalid value: -2"},
+		{"bad load", header + policies + item + "    load: cpu=many\n", `s.yaml:10: workload[0].load: Invalid value: "cpu=many": annotation scheduling.aisched.io/expected-load: cpu="many": not a quantity`},
+		{"group cannot gather", header + policies + item + "    count: 2\n    group: {name: g, minAvailable: 3}\n",
+			"s.yaml:11: workload[0].group.minAvailable: Invalid value: 3: the workload has only 2 members of group g"},
+		{"negative interval", header + policies + item + "    interval: -1s\n", `s.yaml:10: workload[0].interval: Invalid value: "-1s": must not be negative`},
+		{"two documents", header + policies + item + "---\nkind: Scenario\n", "s.yaml:10: want one YAML document, found more"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("s.yaml", []byte(tc.data))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Parse error = %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestLoadMissingConfig(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "s.yaml")
+	data := header + "policies: [{name: p, schedulerConfig: nope.yaml}]\nworkload: [{name: w, requests: {cpu: 1}}]\n"
+	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(path)
+	if err == nil || !strings.Contains(err.Error(), "policies[0].schedulerConfig") || !strings.Contains(err.Error(), "nope.yaml") {
+		t.Fatalf("Load error = %v, want one naming policies[0].schedulerConfig and the file", err)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	data, err := os.ReadFile(filepath.Join("testdata", "example.yaml"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(data)
+	f.Add([]byte(header))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := Parse("fuzz.yaml", data)
+		if err == nil && (len(s.Policies) == 0 || len(s.Workload) == 0) {
+			t.Fatalf("accepted a scenario without policies or workload")
+		}
+	})
+}

@@ -1,0 +1,142 @@
+// Package scenario is the scenario file of `aisched sim run`: a cluster, a
+// workload that arrives over time, and the scheduling policies to compare
+// on it. Load decodes, defaults and validates a file; every error names the
+// file, the line and the field.
+package scenario
+
+import (
+	"fmt"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/aisched/aisched/pkg/clusterfile"
+)
+
+const (
+	// APIVersion is the only apiVersion a scenario may declare.
+	APIVersion = "aisched.io/v1alpha1"
+	// Kind is the only kind a scenario may declare.
+	Kind = "Scenario"
+	// MaxReplicas bounds the count of one workload item.
+	MaxReplicas = 100000
+)
+
+// DefaultSeeds are the seeds of a scenario that gives none.
+var DefaultSeeds = []int64{42}
+
+// MetricKeys are the metrics a scenario may ask for, by their JSON key.
+var MetricKeys = []string{
+	"pending_pods", "mean_node_variance", "balance_efficiency_h", "gpu_allocation_rate",
+	"unallocated_gpu_pct", "unallocated_gpu_pct_curve", "partial_groups", "group_wait_seconds",
+	"misplaced_gpu_pods", "pods_per_second",
+}
+
+// Scenario is one experiment: the same workload on the same cluster under
+// each policy.
+type Scenario struct {
+	// apiVersion is aisched.io/v1alpha1.
+	APIVersion string `yaml:"apiVersion"`
+	// kind is Scenario.
+	Kind string `yaml:"kind"`
+	// name identifies the scenario in reports; a DNS label.
+	Name string `yaml:"name"`
+	// description says what the scenario shows; +optional.
+	Description string `yaml:"description"`
+	// cluster is the simulated cluster, as in `aisched up`'s cluster file
+	// (without apiVersion and kind).
+	Cluster Cluster `yaml:"cluster"`
+	// policies are compared, each on a fresh cluster; at least one.
+	Policies []Policy `yaml:"policies"`
+	// seeds each give one run per policy; +optional, default [42].
+	Seeds []int64 `yaml:"seeds"`
+	// metrics are reported, by JSON key; +optional, default all.
+	Metrics []string `yaml:"metrics"`
+	// namespaces are created before the workload, with their quotas;
+	// "default" exists without being listed.
+	Namespaces []Namespace `yaml:"namespaces"`
+	// workload is what arrives; at least one item.
+	Workload []Item `yaml:"workload"`
+}
+
+// Cluster is the node pools of a scenario.
+type Cluster struct {
+	// nodePools as in the cluster file.
+	NodePools []clusterfile.NodePool `yaml:"nodePools"`
+}
+
+// Policy is one scheduler configuration to run the workload under.
+type Policy struct {
+	// name names the policy in reports; a DNS label. Without
+	// schedulerConfig it is a profile of `aisched up`'s configuration
+	// (default-scheduler, aisched, aisched-binpack).
+	Name string `yaml:"name"`
+	// schedulerConfig is a KubeSchedulerConfiguration file, relative to
+	// the scenario file; +optional.
+	SchedulerConfig string `yaml:"schedulerConfig"`
+	// profile is the profile of schedulerConfig the pods use; +optional,
+	// default name.
+	Profile string `yaml:"profile"`
+}
+
+// Namespace is a namespace of the workload.
+type Namespace struct {
+	// name is a DNS label.
+	Name string `yaml:"name"`
+	// quota is the spec.hard of a ResourceQuota, e.g.
+	// requests.nvidia.com/gpu: 8; +optional.
+	Quota map[string]clusterfile.Quantity `yaml:"quota"`
+}
+
+// Item is a set of identical pods that arrive one after the other.
+type Item struct {
+	// name prefixes the pods' names (name-0, name-1, ...); a DNS label,
+	// unique in the scenario.
+	Name string `yaml:"name"`
+	// count is the number of pods; +optional, default 1.
+	Count int `yaml:"count"`
+	// namespace of the pods; +optional, default "default".
+	Namespace string `yaml:"namespace"`
+	// arrival is when the first pod arrives, after the start; +optional.
+	Arrival Duration `yaml:"arrival"`
+	// interval is the time between two pods' arrivals; +optional, 0: all at once.
+	Interval Duration `yaml:"interval"`
+	// duration is how long each pod runs once started; +optional, 0: until the end.
+	Duration Duration `yaml:"duration"`
+	// priority is the pods' priority (a PriorityClass of that value is made); +optional.
+	Priority int32 `yaml:"priority"`
+	// requests are the container's requests, e.g. cpu: 2, nvidia.com/gpu: 1.
+	Requests map[string]clusterfile.Quantity `yaml:"requests"`
+	// annotations are put on the pods, e.g. the GPU annotations
+	// (gpu.aisched.io/memory, ...); +optional.
+	Annotations map[string]string `yaml:"annotations"`
+	// load is the expected load of each pod, in the syntax of the
+	// scheduling.aisched.io/expected-load annotation; +optional.
+	Load string `yaml:"load"`
+	// group puts the pods in a pod group; +optional.
+	Group *Group `yaml:"group"`
+}
+
+// Group is the pod group of an item; items naming the same group share it.
+type Group struct {
+	// name is the group's name; a DNS subdomain.
+	Name string `yaml:"name"`
+	// minAvailable is how many members must be placed together.
+	MinAvailable int `yaml:"minAvailable"`
+}
+
+// Duration is a Go duration in YAML: 90s, 5m, 1h30m.
+type Duration struct {
+	time.Duration
+}
+
+// UnmarshalYAML parses the scalar; a bad value becomes a *yaml.TypeError so
+// that it carries its line like every other decoding error.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if n.Kind != yaml.ScalarNode || err != nil {
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: invalid duration %q: want a number with a unit such as 90s, 5m or 1h30m", n.Line, n.Value)}}
+	}
+	d.Duration = v
+	return nil
+}
