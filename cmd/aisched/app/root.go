@@ -25,6 +25,7 @@ a whole simulated cluster in this process.`,
 		newUpCommand(),
 		newSchedulerCommand(),
 		newAgentCommand(),
+		newSimCommand(),
 		newBenchCommand(),
 		newVersionCommand(),
 	)

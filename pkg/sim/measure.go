@@ -1,0 +1,163 @@
+package sim
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	aischedv1alpha1 "github.com/aisched/aisched/apis/aisched/v1alpha1"
+	"github.com/aisched/aisched/pkg/generated/clientset/versioned"
+	"github.com/aisched/aisched/pkg/gpu"
+	"github.com/aisched/aisched/pkg/local"
+	"github.com/aisched/aisched/pkg/sim/metrics"
+	"github.com/aisched/aisched/pkg/sim/scenario"
+)
+
+// measure reads the cluster at the end of a run into the metrics.
+func measure(ctx context.Context, c *local.Cluster, s *scenario.Scenario, w *watcher, rejected int, start time.Time) (metrics.Result, error) {
+	nodes, err := c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return metrics.Result{}, err
+	}
+	podList, err := c.Client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: itemLabel})
+	if err != nil {
+		return metrics.Result{}, err
+	}
+	samples, err := versioned.NewForConfigOrDie(c.Config).AischedV1alpha1().NodeMetrics().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return metrics.Result{}, err
+	}
+	byNode := map[string]*aischedv1alpha1.NodeMetricsStatus{}
+	for i := range samples.Items {
+		byNode[samples.Items[i].Name] = &samples.Items[i].Status
+	}
+	cards := cardsByNode(s)
+
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	res := metrics.Result{PendingPods: rejected}
+	var simNodes []metrics.Node
+	index := map[string]int{}
+	for _, n := range nodes.Items {
+		alloc := n.Status.Allocatable
+		index[n.Name] = len(simNodes)
+		simNodes = append(simNodes, metrics.Node{
+			Name: n.Name, MilliCPU: quantity(alloc, corev1.ResourceCPU, true), Memory: quantity(alloc, corev1.ResourceMemory, false),
+			GPUs: int(quantity(alloc, gpu.ResourceName, false)),
+		})
+	}
+	var lastBind time.Time
+	for i := range podList.Items {
+		pod := &podList.Items[i]
+		if pod.Spec.NodeName == "" {
+			res.PendingPods++
+			continue
+		}
+		if t, ok := w.bound[pod.Namespace+"/"+pod.Name]; ok && t.After(lastBind) {
+			lastBind = t
+		}
+		if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		j, ok := index[pod.Spec.NodeName]
+		if !ok {
+			continue
+		}
+		req := pod.Spec.Containers[0].Resources.Requests
+		simNodes[j].UsedMilliCPU += quantity(req, corev1.ResourceCPU, true)
+		simNodes[j].UsedMemory += quantity(req, corev1.ResourceMemory, false)
+		if r, err := gpu.ParseRequest(pod); err == nil && r.Count > 0 {
+			simNodes[j].UsedGPUMilli += 1000 * r.Count
+			if metrics.Misplaced(r.MemoryMiB, r.Cores, cards[poolOf(s, pod.Spec.NodeName)]) {
+				res.MisplacedGPUPods++
+			}
+		}
+	}
+	loadAndPerformance(simNodes, byNode)
+	res.MeanNodeVariance = metrics.MeanNodeVariance(simNodes)
+	res.BalanceEfficiencyH = metrics.BalanceEfficiencyH(simNodes)
+	res.GPUAllocationRate = metrics.GPUAllocationRate(simNodes)
+	res.UnallocatedGPUPct = metrics.UnallocatedGPUPct(simNodes)
+	w.groups.Settle(time.Now())
+	res.PartialGroups = w.groups.Partial()
+	res.GroupWaitSeconds = metrics.PercentilesOf(w.groups.Waits())
+	if !lastBind.IsZero() {
+		res.PodsPerSecond = metrics.PodsPerSecond(len(w.bound), lastBind.Sub(start))
+	}
+	return res, nil
+}
+
+// cardsByNode gives, for each pool name, the cards of one of its nodes:
+// every node of a pool has the same cards.
+func cardsByNode(s *scenario.Scenario) map[string][]metrics.Card {
+	out := map[string][]metrics.Card{}
+	for _, p := range s.Cluster.NodePools {
+		if p.GPUs == nil {
+			continue
+		}
+		for range p.GPUs.Count {
+			out[p.Name] = append(out[p.Name], metrics.Card{MemoryMiB: p.GPUs.MemoryMiB, Cores: p.GPUs.CUDACores})
+		}
+	}
+	return out
+}
+
+// poolOf returns the pool a node of the scenario's cluster belongs to.
+func poolOf(s *scenario.Scenario, node string) string {
+	for _, p := range s.Cluster.NodePools {
+		for i := range p.Count {
+			if p.NodeName(i) == node {
+				return p.Name
+			}
+		}
+	}
+	return ""
+}
+
+// loadAndPerformance sets each node's L, the mean of its measured
+// utilisations, and S, the mean of its performance terms each over the
+// cluster's largest (SEEDS.md §4), from the nodes' last samples.
+func loadAndPerformance(nodes []metrics.Node, samples map[string]*aischedv1alpha1.NodeMetricsStatus) {
+	terms := func(s *aischedv1alpha1.NodeMetricsStatus) [4]float64 {
+		p := s.Performance
+		mem := 0.0
+		if p.Memory != nil {
+			mem = float64(p.Memory.Value())
+		}
+		return [4]float64{float64(p.Cores) * float64(p.MaxFrequencyMHz), mem, float64(p.NetworkMbps), float64(p.DiskMBps)}
+	}
+	var best [4]float64
+	for _, s := range samples {
+		for j, v := range terms(s) {
+			best[j] = max(best[j], v)
+		}
+	}
+	for i := range nodes {
+		s, ok := samples[nodes[i].Name]
+		if !ok {
+			continue
+		}
+		var load, n float64
+		for _, u := range []*int32{s.Utilization.CPU, s.Utilization.Memory, s.Utilization.Network, s.Utilization.Disk} {
+			if u != nil {
+				load += float64(*u) / 100
+				n++
+			}
+		}
+		if n > 0 {
+			nodes[i].Load = load / n
+		}
+		var perf, m float64
+		for j, v := range terms(s) {
+			if best[j] > 0 {
+				perf += v / best[j]
+				m++
+			}
+		}
+		if m > 0 {
+			nodes[i].Performance = perf / m
+		}
+	}
+}

@@ -1,0 +1,110 @@
+// Package metrics computes the placement-quality metrics that
+// `aisched sim run` reports for each policy: pending pods, the mean node
+// variance of seed 000 (SEEDS.md §1.4), the balance efficiency H of seed 004
+// (SEEDS.md §4), GPU allocation and the unallocated GPU percentage of the
+// FGD evaluation protocol (traces/alibaba-gpu-v2023/README.md), gangs that
+// were partially bound and how long gangs waited, GPU pods bound to cards
+// that are too small, and throughput.
+//
+// The package is pure arithmetic over plain Go values: the runner observes
+// the cluster and passes nodes, cards and group events in; nothing here
+// talks to Kubernetes, so that every number can be checked by hand. The
+// node metrics stay finite for any node, zero capacities and bad load
+// samples included, because encoding/json refuses NaN and infinities and
+// one bad node must not lose a whole report.
+package metrics
+
+import (
+	"slices"
+	"time"
+)
+
+// Result is the metrics of one policy in one scenario. Its JSON keys are
+// fixed: reports and the tools that compare runs read them, so renaming one
+// is a breaking change. Metrics that a scenario may not define (no GPUs, no
+// node performance, no gangs) are pointers left out of the JSON, so that
+// "not measured" never reads as 0.
+type Result struct {
+	// PendingPods is the number of pods left unbound.
+	PendingPods int `json:"pending_pods"`
+	// MeanNodeVariance is MeanNodeVariance of the final placement.
+	MeanNodeVariance float64 `json:"mean_node_variance"`
+	// BalanceEfficiencyH is BalanceEfficiencyH of the final placement; nil
+	// when no node has a known performance.
+	BalanceEfficiencyH *float64 `json:"balance_efficiency_h,omitempty"`
+	// GPUAllocationRate is GPUAllocationRate of the final placement, in
+	// [0, 1]; nil when the cluster has no GPUs.
+	GPUAllocationRate *float64 `json:"gpu_allocation_rate,omitempty"`
+	// UnallocatedGPUPct is UnallocatedGPUPct read when the arrived GPU
+	// request equals 100% of the cluster's GPU capacity (the FGD headline
+	// number); nil when the cluster has no GPUs.
+	UnallocatedGPUPct *float64 `json:"unallocated_gpu_pct,omitempty"`
+	// UnallocatedGPUPctCurve is the same metric read at other arrived
+	// percentages (80 to 130 in the FGD protocol), in increasing order.
+	UnallocatedGPUPctCurve []CurvePoint `json:"unallocated_gpu_pct_curve,omitempty"`
+	// PartialGroups is GroupTracker.Partial.
+	PartialGroups int `json:"partial_groups"`
+	// GroupWaitSeconds is PercentilesOf(GroupTracker.Waits()); nil when no
+	// group reached its min-available.
+	GroupWaitSeconds *Percentiles `json:"group_wait_seconds,omitempty"`
+	// MisplacedGPUPods is the number of bound GPU pods for which Misplaced
+	// is true.
+	MisplacedGPUPods int `json:"misplaced_gpu_pods"`
+	// PodsPerSecond is PodsPerSecond of the run.
+	PodsPerSecond float64 `json:"pods_per_second"`
+}
+
+// CurvePoint is the unallocated GPU percentage read when the GPU request of
+// the pods that arrived so far reached ArrivedPct percent of the cluster's
+// GPU capacity.
+type CurvePoint struct {
+	// ArrivedPct is the arrived GPU request in percent of capacity.
+	ArrivedPct int `json:"arrived_pct"`
+	// UnallocatedGPUPct is UnallocatedGPUPct at that point.
+	UnallocatedGPUPct float64 `json:"unallocated_gpu_pct"`
+}
+
+// Percentiles summarises a distribution by its median and its 95th
+// percentile.
+type Percentiles struct {
+	// P50 is the 50th percentile (the median).
+	P50 float64 `json:"p50"`
+	// P95 is the 95th percentile.
+	P95 float64 `json:"p95"`
+}
+
+// PercentilesOf returns the 50th and 95th percentiles of values by the
+// nearest-rank method: the p-th percentile is the value of rank
+// ceil(p/100 * n) in increasing order, the smallest value with at least p%
+// of the values at or below it. Nearest rank always reports a value that was
+// observed (a wait some group really had), where linear interpolation would
+// invent one between two groups; with the handful of gangs a scenario has,
+// the difference shows. PercentilesOf is nil when values is empty; it does
+// not modify values.
+func PercentilesOf(values []float64) *Percentiles {
+	if len(values) == 0 {
+		return nil
+	}
+	sorted := slices.Clone(values)
+	slices.Sort(sorted)
+	return &Percentiles{P50: nearestRank(sorted, 50), P95: nearestRank(sorted, 95)}
+}
+
+// nearestRank is the p-th percentile (0 < p <= 100) of sorted, which is
+// increasing and not empty. The rank is computed in integers, exact for
+// every n, where a float product can land just above a whole number
+// (0.07*100 = 7.000000000000001) and ceil would skip a rank.
+func nearestRank(sorted []float64, p int) float64 {
+	rank := (p*len(sorted) + 99) / 100 // ceil(p*n/100), at least 1
+	return sorted[rank-1]
+}
+
+// PodsPerSecond is the scheduling throughput of a run: pods bound in
+// elapsed. It is 0 when elapsed is not positive, where the division would
+// give an infinity that encoding/json refuses.
+func PodsPerSecond(pods int, elapsed time.Duration) float64 {
+	if elapsed <= 0 {
+		return 0
+	}
+	return float64(pods) / elapsed.Seconds()
+}

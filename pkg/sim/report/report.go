@@ -1,0 +1,211 @@
+// Package report renders the results of `aisched sim`: JSON with fixed
+// keys, a markdown table with the policies side by side, and CSV.
+package report
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/aisched/aisched/pkg/sim/metrics"
+)
+
+// Report is the outcome of a scenario.
+type Report struct {
+	// Scenario is the scenario's name.
+	Scenario string
+	// Metrics are the keys reported, in order.
+	Metrics []string
+	// Policies in the scenario's order.
+	Policies []Policy
+}
+
+// Policy is the runs of one policy, one per seed.
+type Policy struct {
+	Name string
+	Runs []Run
+}
+
+// Run is the result of one seed.
+type Run struct {
+	Seed   int64
+	Result metrics.Result
+}
+
+// values returns a result's metrics by JSON key, only those in keys.
+func values(r metrics.Result, keys []string) (map[string]any, error) {
+	data, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	all := map[string]any{}
+	if err := json.Unmarshal(data, &all); err != nil {
+		return nil, err
+	}
+	out := map[string]any{}
+	for _, k := range keys {
+		if v, ok := all[k]; ok {
+			out[k] = v
+		}
+	}
+	return out, nil
+}
+
+// Summary returns a policy's metrics over its seeds: the median for a
+// number, the first seed's value for anything else (curves, percentiles).
+func (p Policy) Summary(keys []string) (map[string]any, error) {
+	var runs []map[string]any
+	for _, r := range p.Runs {
+		v, err := values(r.Result, keys)
+		if err != nil {
+			return nil, err
+		}
+		runs = append(runs, v)
+	}
+	out := map[string]any{}
+	for _, k := range keys {
+		var nums []float64
+		var other any
+		for _, r := range runs {
+			switch v := r[k].(type) {
+			case float64:
+				nums = append(nums, v)
+			case nil:
+			default:
+				if other == nil {
+					other = v
+				}
+			}
+		}
+		switch {
+		case len(nums) > 0:
+			sort.Float64s(nums)
+			out[k] = nums[len(nums)/2]
+		case other != nil:
+			out[k] = other
+		}
+	}
+	return out, nil
+}
+
+// jsonRun and jsonPolicy are the JSON shapes.
+type jsonRun struct {
+	Seed    int64          `json:"seed"`
+	Metrics map[string]any `json:"metrics"`
+}
+
+type jsonPolicy struct {
+	Name    string         `json:"name"`
+	Metrics map[string]any `json:"metrics"`
+	Runs    []jsonRun      `json:"runs,omitempty"`
+}
+
+// WriteJSON writes {"scenario": ..., "policies": [{"name": ...,
+// "metrics": {...}, "runs": [{"seed": ..., "metrics": {...}}]}]}; runs are
+// listed when there are several seeds.
+func (r *Report) WriteJSON(w io.Writer) error {
+	out := struct {
+		Scenario string       `json:"scenario"`
+		Policies []jsonPolicy `json:"policies"`
+	}{Scenario: r.Scenario}
+	for _, p := range r.Policies {
+		sum, err := p.Summary(r.Metrics)
+		if err != nil {
+			return err
+		}
+		jp := jsonPolicy{Name: p.Name, Metrics: sum}
+		if len(p.Runs) > 1 {
+			for _, run := range p.Runs {
+				v, err := values(run.Result, r.Metrics)
+				if err != nil {
+					return err
+				}
+				jp.Runs = append(jp.Runs, jsonRun{Seed: run.Seed, Metrics: v})
+			}
+		}
+		out.Policies = append(out.Policies, jp)
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}
+
+// WriteMarkdown writes a table with a row per metric and a column per
+// policy (medians over seeds).
+func (r *Report) WriteMarkdown(w io.Writer) error {
+	var sums []map[string]any
+	header := []string{"metric"}
+	for _, p := range r.Policies {
+		sum, err := p.Summary(r.Metrics)
+		if err != nil {
+			return err
+		}
+		sums = append(sums, sum)
+		header = append(header, p.Name)
+	}
+	fmt.Fprintf(w, "Scenario %s\n\n", r.Scenario)
+	fmt.Fprintf(w, "| %s |\n", strings.Join(header, " | "))
+	fmt.Fprintf(w, "|%s\n", strings.Repeat(" --- |", len(header)))
+	for _, k := range r.Metrics {
+		row := []string{k}
+		for _, sum := range sums {
+			row = append(row, format(sum[k]))
+		}
+		fmt.Fprintf(w, "| %s |\n", strings.Join(row, " | "))
+	}
+	return nil
+}
+
+// WriteCSV writes one row per policy and seed, a column per scalar metric.
+func (r *Report) WriteCSV(w io.Writer) error {
+	cw := csv.NewWriter(w)
+	cols := slices.DeleteFunc(slices.Clone(r.Metrics), func(k string) bool {
+		return k == "unallocated_gpu_pct_curve" || k == "group_wait_seconds"
+	})
+	if err := cw.Write(append([]string{"policy", "seed"}, cols...)); err != nil {
+		return err
+	}
+	for _, p := range r.Policies {
+		for _, run := range p.Runs {
+			v, err := values(run.Result, cols)
+			if err != nil {
+				return err
+			}
+			row := []string{p.Name, strconv.FormatInt(run.Seed, 10)}
+			for _, k := range cols {
+				row = append(row, format(v[k]))
+			}
+			if err := cw.Write(row); err != nil {
+				return err
+			}
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// format renders a metric value for a table cell.
+func format(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return "-"
+	case float64:
+		// Three decimals: differences below are noise.
+		return strconv.FormatFloat(math.Round(v*1000)/1000, 'f', -1, 64)
+	case map[string]any:
+		if p50, ok := v["p50"].(float64); ok {
+			p95, _ := v["p95"].(float64)
+			return fmt.Sprintf("p50 %s, p95 %s", format(p50), format(p95))
+		}
+	case []any:
+		return fmt.Sprintf("%d points", len(v))
+	}
+	data, _ := json.Marshal(v)
+	return string(data)
+}

@@ -1,0 +1,104 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/utils/ptr"
+
+	"github.com/aisched/aisched/pkg/sim/metrics"
+	"github.com/aisched/aisched/pkg/sim/scenario"
+)
+
+// testReport has two policies; "aisched" ran three seeds whose pending pods
+// are 3, 1, 2 (median 2) and mean node variance 10, 30, 20 (median 20).
+func testReport() *Report {
+	return &Report{
+		Scenario: "example",
+		Metrics:  []string{"pending_pods", "mean_node_variance", "gpu_allocation_rate", "group_wait_seconds"},
+		Policies: []Policy{
+			{Name: "default-scheduler", Runs: []Run{{Seed: 42, Result: metrics.Result{PendingPods: 4, MeanNodeVariance: 230.12345, GPUAllocationRate: ptr.To(0.5)}}}},
+			{Name: "aisched", Runs: []Run{
+				{Seed: 42, Result: metrics.Result{PendingPods: 3, MeanNodeVariance: 10, GroupWaitSeconds: &metrics.Percentiles{P50: 1, P95: 2}}},
+				{Seed: 43, Result: metrics.Result{PendingPods: 1, MeanNodeVariance: 30}},
+				{Seed: 44, Result: metrics.Result{PendingPods: 2, MeanNodeVariance: 20}},
+			}},
+		},
+	}
+}
+
+func TestSummary(t *testing.T) {
+	got, err := testReport().Policies[1].Summary(testReport().Metrics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"pending_pods": 2.0, "mean_node_variance": 20.0, "group_wait_seconds": map[string]any{"p50": 1.0, "p95": 2.0}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Summary (-want,+got):\n%s", diff)
+	}
+}
+
+// TestGolden compares the three renderings with testdata/example.*; run
+// with UPDATE_GOLDEN=1 to rewrite them after a deliberate change.
+func TestGolden(t *testing.T) {
+	r := testReport()
+	for _, tc := range []struct {
+		file  string
+		write func(*bytes.Buffer) error
+	}{
+		{"example.md", func(b *bytes.Buffer) error { return r.WriteMarkdown(b) }},
+		{"example.json", func(b *bytes.Buffer) error { return r.WriteJSON(b) }},
+		{"example.csv", func(b *bytes.Buffer) error { return r.WriteCSV(b) }},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := tc.write(&b); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join("testdata", tc.file)
+			if os.Getenv("UPDATE_GOLDEN") == "1" {
+				if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(string(want), b.String()); diff != "" {
+				t.Errorf("%s (-want,+got):\n%s", tc.file, diff)
+			}
+		})
+	}
+}
+
+// TestMetricKeys checks that the keys a scenario may ask for are exactly
+// the JSON keys of a result with every metric set.
+func TestMetricKeys(t *testing.T) {
+	full := metrics.Result{
+		BalanceEfficiencyH: ptr.To(1.0), GPUAllocationRate: ptr.To(1.0), UnallocatedGPUPct: ptr.To(1.0),
+		UnallocatedGPUPctCurve: []metrics.CurvePoint{{ArrivedPct: 100}}, GroupWaitSeconds: &metrics.Percentiles{},
+	}
+	got, err := values(full, scenario.MetricKeys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(scenario.MetricKeys) {
+		t.Errorf("a full result has %d of the %d scenario metric keys: %v", len(got), len(scenario.MetricKeys), got)
+	}
+	data, err := json.Marshal(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys map[string]any
+	if err := json.Unmarshal(data, &keys); err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != len(scenario.MetricKeys) {
+		t.Errorf("a full result has %d JSON keys, the scenario knows %d", len(keys), len(scenario.MetricKeys))
+	}
+}

@@ -1,0 +1,86 @@
+package trace
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sort"
+)
+
+// CapacityMilli returns the GPU capacity of nodes in thousandths of a card:
+// the sum of their cards times 1000.
+func CapacityMilli(nodes []Node) int64 {
+	var sum int64
+	for _, n := range nodes {
+		sum += int64(n.GPUs) * wholeCard
+	}
+	return sum
+}
+
+// Workload builds the arrival sequence of the FGD protocol. It shuffles a
+// copy of pods, then appends pods drawn uniformly at random, with
+// replacement, from pods (in the order given) until the summed TotalGPUMilli
+// of the sequence reaches inflate*capacityMilli, rounded to the nearest
+// milli; the pod that reaches it is the last. The k-th drawn copy (k = 1, 2,
+// ...) is named "<original name>-dup-<k>"; that is unique as long as no
+// original name has that form. The pods of the sequence share their GPUSpec
+// slices with pods.
+//
+// The randomness is exactly one generator, rand.New(rand.NewPCG(uint64(seed),
+// 0)) of math/rand/v2: first its Shuffle over the whole copy, then one
+// IntN(len(pods)) per drawn pod. The same seed gives the same sequence on
+// every platform; PCG is a specified algorithm, and TestWorkloadPinned fails
+// should a Go release change how Shuffle or IntN use it.
+//
+// No copies are drawn when the shuffled pods reach the target already, when
+// no pod asks for a GPU, or when inflate is not a finite number; the result
+// is then the shuffled list alone.
+func Workload(pods []Pod, seed int64, inflate float64, capacityMilli int64) []Pod {
+	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	seq := slices.Clone(pods)
+	rng.Shuffle(len(seq), func(i, j int) { seq[i], seq[j] = seq[j], seq[i] })
+
+	var sum int64
+	for _, p := range seq {
+		sum += p.TotalGPUMilli()
+	}
+	target := math.Round(inflate * float64(capacityMilli))
+	// With sum > 0 a draw adds sum/len(pods) on average, so the loop ends.
+	if sum <= 0 || math.IsInf(target, 0) || math.IsNaN(target) {
+		return seq
+	}
+	for k := 1; float64(sum) < target; k++ {
+		p := pods[rng.IntN(len(pods))]
+		p.Name = fmt.Sprintf("%s-dup-%d", p.Name, k)
+		seq = append(seq, p)
+		sum += p.TotalGPUMilli()
+	}
+	return seq
+}
+
+// Checkpoints returns, for each of percents, the length i of the shortest
+// prefix seq[:i] whose summed TotalGPUMilli reaches that percentage of
+// capacityMilli: a runner that has scheduled seq[:i] reads its metrics "where
+// the arrived GPU request equals X% of capacity". It is 0 for percentages of
+// 0 or less, and -1 when the whole sequence does not reach the percentage
+// (unlike len(seq), -1 cannot be mistaken for a point that was reached).
+// Requests must not be negative, as ReadPods ensures.
+func Checkpoints(seq []Pod, capacityMilli int64, percents []int) []int {
+	// prefix[i] is the request of seq[:i]; it never decreases.
+	prefix := make([]int64, len(seq)+1)
+	for i, p := range seq {
+		prefix[i+1] = prefix[i] + p.TotalGPUMilli()
+	}
+	out := make([]int, len(percents))
+	for j, pct := range percents {
+		// Compare prefix*100 with pct*capacity to stay in whole numbers.
+		want := int64(pct) * capacityMilli
+		i := sort.Search(len(prefix), func(i int) bool { return prefix[i]*100 >= want })
+		if i == len(prefix) {
+			i = -1
+		}
+		out[j] = i
+	}
+	return out
+}
