@@ -140,3 +140,16 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestShipped loads every scenario the repository ships.
+func TestShipped(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "..", "..", "scenarios", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no shipped scenarios found (%v)", err)
+	}
+	for _, f := range files {
+		if _, err := Load(f); err != nil {
+			t.Error(err)
+		}
+	}
+}
