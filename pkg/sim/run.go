@@ -137,6 +137,7 @@ func buildPod(it scenario.Item, k int, profile string) *corev1.Pod {
 		},
 		Spec: corev1.PodSpec{
 			SchedulerName: profile,
+			NodeName:      it.Node,
 			Containers: []corev1.Container{{
 				Name: "main", Image: "sim",
 				Resources: corev1.ResourceRequirements{Requests: requests, Limits: limits},

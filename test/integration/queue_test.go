@@ -108,8 +108,11 @@ func TestJobQueueQuota(t *testing.T) {
 // stream of 1-GPU pods keeps the 4 nodes busy. The job gets a reservation:
 // the stream's pods may not take reserved GPUs, the nodes drain, and the
 // job starts within a bounded time; meanwhile its PodGroup says so.
+//
+// It is not parallel: its bound is on time, and on a 2-core machine the
+// other tests' clusters would slow the stream's pods and the scheduler alike.
+// Sequential tests run before the parallel ones start.
 func TestJobQueueStarvation(t *testing.T) {
-	t.Parallel()
 	c := startCluster(t, `  - {name: gpu, count: 4, cpu: "16", memory: 64Gi, gpus: {count: 4, model: Tesla-T4, memoryMiB: 15360}}
 `)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -143,6 +143,12 @@ func (s *Scenario) validateWorkload(namespaces sets.Set[string]) field.ErrorList
 	}
 	items := sets.New[string]()
 	members := map[string]int{}
+	nodes := sets.New[string]()
+	for _, p := range s.Cluster.NodePools {
+		for i := range p.Count {
+			nodes.Insert(p.NodeName(i))
+		}
+	}
 	for i := range s.Workload {
 		it := &s.Workload[i]
 		ip := workload.Index(i)
@@ -180,6 +186,9 @@ func (s *Scenario) validateWorkload(namespaces sets.Set[string]) field.ErrorList
 			if _, err := podload.Of(pod); err != nil {
 				errs = append(errs, field.Invalid(ip.Child("load"), it.Load, err.Error()))
 			}
+		}
+		if it.Node != "" && !nodes.Has(it.Node) {
+			errs = append(errs, field.NotFound(ip.Child("node"), it.Node))
 		}
 		if g := it.Group; g != nil {
 			gp := ip.Child("group")

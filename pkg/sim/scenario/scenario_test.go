@@ -100,6 +100,7 @@ func TestParseErrors(t *testing.T) {
 		{"bad load", header + policies + item + "    load: cpu=many\n", `s.yaml:10: workload[0].load: Invalid value: "cpu=many": annotation scheduling.aisched.io/expected-load: cpu="many": not a quantity`},
 		{"group cannot gather", header + policies + item + "    count: 2\n    group: {name: g, minAvailable: 3}\n",
 			"s.yaml:11: workload[0].group.minAvailable: Invalid value: 3: the workload has only 2 members of group g"},
+		{"unknown node", header + policies + item + "    node: n-7\n", `s.yaml:10: workload[0].node: Not found: "n-7"`},
 		{"negative interval", header + policies + item + "    interval: -1s\n", `s.yaml:10: workload[0].interval: Invalid value: "-1s": must not be negative`},
 		{"two documents", header + policies + item + "---\nkind: Scenario\n", "s.yaml:10: want one YAML document, found more"},
 	}

@@ -115,6 +115,9 @@ type Item struct {
 	Load string `yaml:"load"`
 	// group puts the pods in a pod group; +optional.
 	Group *Group `yaml:"group"`
+	// node binds the pods to this node of the cluster directly, past the
+	// scheduler, as background load already running; +optional.
+	Node string `yaml:"node"`
 }
 
 // Group is the pod group of an item; items naming the same group share it.
