@@ -197,29 +197,10 @@ func (w *watcher) observe(obj interface{}) {
 	}
 }
 
-// groupQuiet is how long the bindings must be quiet before the groups'
-// state counts (metrics.GroupTracker): a gang's members bind milliseconds
-// apart, a group stuck half bound stays so.
-const groupQuiet = time.Second
-
-// settleWhenQuiet settles the groups' state whenever no pod was bound for
-// groupQuiet, until ctx ends.
-func (w *watcher) settleWhenQuiet(ctx context.Context) {
-	tick := time.NewTicker(groupQuiet / 5)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		w.mu.Lock()
-		if time.Since(w.last) >= groupQuiet {
-			w.groups.Settle(w.last)
-		}
-		w.mu.Unlock()
-	}
-}
+// partialAfter is how long a group must stay partially bound to count as
+// partial (metrics.GroupTracker): a gang's members bind milliseconds apart,
+// a group stuck half bound stays so.
+const partialAfter = time.Second
 
 func runOne(ctx context.Context, s *scenario.Scenario, p scenario.Policy, cfg *config.KubeSchedulerConfiguration, seed int64, opts Options) (_ metrics.Result, err error) {
 	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
@@ -246,7 +227,7 @@ func runOne(ctx context.Context, s *scenario.Scenario, p scenario.Policy, cfg *c
 		return metrics.Result{}, err
 	}
 
-	w := &watcher{bound: map[string]time.Time{}, groups: metrics.NewGroupTracker(), group: map[string]string{}}
+	w := &watcher{bound: map[string]time.Time{}, groups: metrics.NewGroupTracker(partialAfter), group: map[string]string{}}
 	factory := informers.NewSharedInformerFactory(c.Client, 0)
 	informer := factory.Core().V1().Pods().Informer()
 	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -261,10 +242,6 @@ func runOne(ctx context.Context, s *scenario.Scenario, p scenario.Policy, cfg *c
 	defer factory.Shutdown()
 	defer close(stopInformers)
 	cache.WaitForCacheSync(ctx.Done(), informer.HasSynced)
-
-	settleCtx, stopSettling := context.WithCancel(ctx)
-	defer stopSettling()
-	go w.settleWhenQuiet(settleCtx)
 
 	arrivals := pods(s, p.Profile, seed)
 	start := time.Now()

@@ -6,35 +6,28 @@ import (
 )
 
 // GroupTracker follows pod groups (gangs) through a run, from the events
-// the runner observes, to count the groups that were ever partially bound
-// and to measure how long each waited for its gang.
+// the runner observes, to count the groups that were partially bound and to
+// measure how long each waited for its gang.
 //
-// Events come in instants, which the runner closes with Settle once what
-// it observes has been quiet for a while: bindings reach it one at a time,
-// milliseconds apart even for a gang that Permit lets go at once, so every
-// event cannot be an instant of its own. A group is partially bound when,
-// at a Settle, some but fewer than min-available of its members are bound;
-// a state that exists only between two Settles is not counted. Events keep
-// their own timestamps, from which the waits are measured. The runner must
-// call Settle after its last events, or the last instant is not counted.
+// A group is partially bound while some but fewer than min-available of
+// its members are bound. It counts as partial when that lasts at least
+// minPartial: bindings reach the runner one at a time, milliseconds apart
+// even for a gang that Permit lets go at once, so a state that short is the
+// runner's view and not the cluster's; a group stuck half bound stays so.
+// Settle(at) tells the tracker that nothing happened up to at, so that a
+// group still partial at the end of a run counts; call it before Partial.
 //
 // A member unbound (deleted or evicted) after its group reached
 // min-available makes the group partial again while others stay bound:
 // that is the state gang scheduling exists to prevent (members holding
 // resources while the rest cannot run), whatever caused it. A group torn
-// down as a whole, all members in one instant, is not partial; one whose
-// members are deleted over several instants is, in between.
+// down as a whole within minPartial is not partial.
 //
-// The zero value is not ready for use; use NewGroupTracker. A GroupTracker
-// is not safe for concurrent use.
+// Events must come in time order. The zero value is not ready for use; use
+// NewGroupTracker. A GroupTracker is not safe for concurrent use.
 type GroupTracker struct {
-	groups map[string]*groupState
-	// dirty are the groups whose bound count changed in the open instant,
-	// the only ones whose partial state Settle must look at.
-	dirty []*groupState
-	// instant is the earliest event of the open instant while dirty is not
-	// empty.
-	instant time.Time
+	minPartial time.Duration
+	groups     map[string]*groupState
 	// waits are the groups' waits in seconds, in the order they reached
 	// min-available.
 	waits []float64
@@ -47,14 +40,16 @@ type groupState struct {
 	bound        int
 	// reached is true once bound reached minAvailable; the wait ends then.
 	reached bool
-	partial bool
-	// dirty is true while the group is in GroupTracker.dirty.
-	dirty bool
+	// partialSince is when the group became partially bound; zero while
+	// it is not.
+	partialSince time.Time
+	partial      bool
 }
 
-// NewGroupTracker returns a tracker that knows no group.
-func NewGroupTracker() *GroupTracker {
-	return &GroupTracker{groups: map[string]*groupState{}}
+// NewGroupTracker returns a tracker that knows no group and counts a group
+// as partial when it stays partially bound for minPartial or longer.
+func NewGroupTracker(minPartial time.Duration) *GroupTracker {
+	return &GroupTracker{minPartial: minPartial, groups: map[string]*groupState{}}
 }
 
 // Created records that a member of group was created at at. The first call
@@ -74,66 +69,59 @@ func (t *GroupTracker) Created(group string, minAvailable int, at time.Time) {
 // Events of a group never passed to Created are ignored: without its
 // min-available there is no gang to judge.
 func (t *GroupTracker) Bound(group string, at time.Time) {
-	g := t.event(group, at)
-	if g == nil {
+	g, ok := t.groups[group]
+	if !ok {
 		return
 	}
+	t.check(g, at)
 	g.bound++
 	if !g.reached && g.bound >= g.minAvailable {
 		g.reached = true
 		t.waits = append(t.waits, at.Sub(g.start).Seconds())
 	}
+	g.update(at)
 }
 
 // Unbound records that a bound member of group was deleted or evicted at
 // at. It is ignored when no member of the group is bound, and for a group
 // never passed to Created.
 func (t *GroupTracker) Unbound(group string, at time.Time) {
-	if g := t.event(group, at); g != nil && g.bound > 0 {
-		g.bound--
-	}
-}
-
-// event opens the instant at when none is open, and returns group's state
-// marked dirty; nil for a group never passed to Created.
-func (t *GroupTracker) event(group string, at time.Time) *groupState {
 	g, ok := t.groups[group]
-	if !ok {
-		return nil
+	if !ok || g.bound == 0 {
+		return
 	}
-	if len(t.dirty) == 0 || at.Before(t.instant) {
-		t.instant = at
-	}
-	if !g.dirty {
-		g.dirty = true
-		t.dirty = append(t.dirty, g)
-	}
-	return g
+	t.check(g, at)
+	g.bound--
+	g.update(at)
 }
 
-// Settle ends the open instant at: the runner has applied every event up
-// to at. It does nothing when the open instant began after at or when no
-// event is open.
+// Settle records that nothing happened to any group up to at.
 func (t *GroupTracker) Settle(at time.Time) {
-	if len(t.dirty) > 0 && !at.Before(t.instant) {
-		t.settle()
+	for _, g := range t.groups {
+		t.check(g, at)
 	}
 }
 
-// settle marks the dirty groups that are partially bound and closes the
-// open instant.
-func (t *GroupTracker) settle() {
-	for _, g := range t.dirty {
-		if g.bound > 0 && g.bound < g.minAvailable {
-			g.partial = true
-		}
-		g.dirty = false
+// check marks g partial when it has been partially bound from
+// partialSince to at for minPartial or longer.
+func (t *GroupTracker) check(g *groupState, at time.Time) {
+	if !g.partialSince.IsZero() && at.Sub(g.partialSince) >= t.minPartial {
+		g.partial = true
 	}
-	t.dirty = t.dirty[:0]
 }
 
-// Partial is the number of groups that were partially bound at the end of
-// some settled instant.
+// update starts or ends g's partially bound span after a change at at.
+func (g *groupState) update(at time.Time) {
+	switch partial := g.bound > 0 && g.bound < g.minAvailable; {
+	case !partial:
+		g.partialSince = time.Time{}
+	case g.partialSince.IsZero():
+		g.partialSince = at
+	}
+}
+
+// Partial is the number of groups that were partially bound for
+// minPartial or longer.
 func (t *GroupTracker) Partial() int {
 	var n int
 	for _, g := range t.groups {
