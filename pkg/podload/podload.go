@@ -27,6 +27,10 @@ import (
 // (network, disk).
 const ExpectedLoadAnnotation = "scheduling.aisched.io/expected-load"
 
+// maxQuantity bounds a declared quantity, so that a node's sum of many
+// pods' loads in milli-units cannot overflow.
+var maxQuantity = resource.MustParse("1P")
+
 // Load is what a pod uses.
 type Load struct {
 	MilliCPU int64
@@ -81,6 +85,9 @@ func Of(pod *corev1.Pod) (Load, error) {
 			}
 			if q.Sign() < 0 {
 				return Load{}, bad("must not be negative")
+			}
+			if q.Cmp(maxQuantity) > 0 {
+				return Load{}, bad("too large (at most 1P)")
 			}
 			switch key {
 			case "cpu":

@@ -32,6 +32,7 @@ func TestOf(t *testing.T) {
 		{name: "not key=value", annotation: "cpu", wantErr: `"cpu" is not key=value`},
 		{name: "bad quantity", annotation: "memory=lots", wantErr: `memory="lots": not a quantity`},
 		{name: "negative", annotation: "network=-1M", wantErr: `network="-1M": must not be negative`},
+		{name: "too large", annotation: "memory=1e19", wantErr: `memory="1e19": too large`},
 		{name: "disk over 100", annotation: "disk=120", wantErr: `disk="120": must be a whole percent from 0 to 100`},
 		{name: "unknown key", annotation: "gpu=1", wantErr: `unknown key "gpu"`},
 		{name: "twice", annotation: "cpu=1,cpu=2", wantErr: `key "cpu" given twice`},

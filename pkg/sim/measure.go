@@ -16,7 +16,7 @@ import (
 )
 
 // measure reads the cluster at the end of a run into the metrics.
-func measure(ctx context.Context, c *local.Cluster, s *scenario.Scenario, w *watcher, rejected int, start time.Time) (metrics.Result, error) {
+func measure(ctx context.Context, c *local.Cluster, s *scenario.Scenario, w *watcher, rejected int, firstArrival time.Time) (metrics.Result, error) {
 	nodes, err := c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return metrics.Result{}, err
@@ -49,14 +49,24 @@ func measure(ctx context.Context, c *local.Cluster, s *scenario.Scenario, w *wat
 		})
 	}
 	var lastBind time.Time
+	scheduled := 0
 	for i := range podList.Items {
 		pod := &podList.Items[i]
 		if pod.Spec.NodeName == "" {
 			res.PendingPods++
 			continue
 		}
-		if t, ok := w.bound[pod.Namespace+"/"+pod.Name]; ok && t.After(lastBind) {
-			lastBind = t
+		// Pods of items bound to a node directly never met the scheduler.
+		if t, ok := w.bound[pod.Namespace+"/"+pod.Name]; ok && !directlyBound(s, pod) {
+			scheduled++
+			if t.After(lastBind) {
+				lastBind = t
+			}
+		}
+		r, gpuErr := gpu.ParseRequest(pod)
+		isGPU := gpuErr == nil && r.Count > 0
+		if isGPU && metrics.Misplaced(r.MemoryMiB, r.Cores, cards[poolOf(s, pod.Spec.NodeName)]) {
+			res.MisplacedGPUPods++
 		}
 		if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 			continue
@@ -68,11 +78,8 @@ func measure(ctx context.Context, c *local.Cluster, s *scenario.Scenario, w *wat
 		req := pod.Spec.Containers[0].Resources.Requests
 		simNodes[j].UsedMilliCPU += quantity(req, corev1.ResourceCPU, true)
 		simNodes[j].UsedMemory += quantity(req, corev1.ResourceMemory, false)
-		if r, err := gpu.ParseRequest(pod); err == nil && r.Count > 0 {
+		if isGPU {
 			simNodes[j].UsedGPUMilli += 1000 * r.Count
-			if metrics.Misplaced(r.MemoryMiB, r.Cores, cards[poolOf(s, pod.Spec.NodeName)]) {
-				res.MisplacedGPUPods++
-			}
 		}
 	}
 	loadAndPerformance(simNodes, byNode)
@@ -84,9 +91,20 @@ func measure(ctx context.Context, c *local.Cluster, s *scenario.Scenario, w *wat
 	res.PartialGroups = w.groups.Partial()
 	res.GroupWaitSeconds = metrics.PercentilesOf(w.groups.Waits())
 	if !lastBind.IsZero() {
-		res.PodsPerSecond = metrics.PodsPerSecond(len(w.bound), lastBind.Sub(start))
+		res.PodsPerSecond = metrics.PodsPerSecond(scheduled, lastBind.Sub(firstArrival))
 	}
 	return res, nil
+}
+
+// directlyBound reports whether the pod comes from an item bound to a
+// node past the scheduler.
+func directlyBound(s *scenario.Scenario, pod *corev1.Pod) bool {
+	for _, it := range s.Workload {
+		if it.Name == pod.Labels[itemLabel] {
+			return it.Node != ""
+		}
+	}
+	return false
 }
 
 // cardsByNode gives, for each pool name, the cards of one of its nodes:

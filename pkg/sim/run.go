@@ -32,8 +32,7 @@ import (
 
 // Options configure Run.
 type Options struct {
-	// Settle is how long the bindings must stay unchanged after the last
-	// arrival before a run ends; default 3s.
+	// Settle overrides the scenario's settle when positive.
 	Settle time.Duration
 	// Timeout bounds one run (one policy, one seed); default 10m.
 	Timeout time.Duration
@@ -45,7 +44,7 @@ type Options struct {
 // reports the metrics the scenario asks for.
 func Run(ctx context.Context, s *scenario.Scenario, opts Options) (*report.Report, error) {
 	if opts.Settle <= 0 {
-		opts.Settle = 3 * time.Second
+		opts.Settle = s.Settle.Duration
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = 10 * time.Minute
@@ -173,9 +172,10 @@ func priorityClassName(v int32) string { return "sim-priority-" + strconv.Itoa(i
 type watcher struct {
 	mu     sync.Mutex
 	bound  map[string]time.Time // pod key -> first seen bound
+	ended  map[string]bool      // pod keys seen Succeeded or Failed
 	groups *metrics.GroupTracker
 	group  map[string]string // pod key -> group key
-	last   time.Time         // last change of bindings
+	last   time.Time         // last binding or end of a pod
 }
 
 func (w *watcher) observe(obj interface{}) {
@@ -187,6 +187,13 @@ func (w *watcher) observe(obj interface{}) {
 	now := time.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		// A pod that ends frees room: what waits may bind now.
+		if !w.ended[key] {
+			w.ended[key] = true
+			w.last = now
+		}
+	}
 	if _, seen := w.bound[key]; seen {
 		return
 	}
@@ -227,7 +234,7 @@ func runOne(ctx context.Context, s *scenario.Scenario, p scenario.Policy, cfg *c
 		return metrics.Result{}, err
 	}
 
-	w := &watcher{bound: map[string]time.Time{}, groups: metrics.NewGroupTracker(partialAfter), group: map[string]string{}}
+	w := &watcher{bound: map[string]time.Time{}, ended: map[string]bool{}, groups: metrics.NewGroupTracker(partialAfter), group: map[string]string{}}
 	factory := informers.NewSharedInformerFactory(c.Client, 0)
 	informer := factory.Core().V1().Pods().Informer()
 	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -275,7 +282,7 @@ func runOne(ctx context.Context, s *scenario.Scenario, p scenario.Policy, cfg *c
 	w.mu.Lock()
 	w.last = created
 	w.mu.Unlock()
-	// Settle: wait until the bindings stay unchanged for opts.Settle.
+	// Settle: wait until no pod is bound or ends for opts.Settle.
 	err = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, false, func(context.Context) (bool, error) {
 		w.mu.Lock()
 		defer w.mu.Unlock()
@@ -286,7 +293,7 @@ func runOne(ctx context.Context, s *scenario.Scenario, p scenario.Policy, cfg *c
 	}
 	// One more sample of the simulated nodes' metrics.
 	time.Sleep(1500 * time.Millisecond)
-	return measure(ctx, c, s, w, rejected, start)
+	return measure(ctx, c, s, w, rejected, start.Add(arrivals[0].at))
 }
 
 // prepare creates the namespaces, their quotas and the priority classes.

@@ -76,7 +76,7 @@ format is described in docs/scenarios.md.`,
 	fs := cmd.Flags()
 	fs.StringVar(&format, "format", "table", "output: table (markdown) or json")
 	fs.StringVar(&out, "out", "", "directory for report.json, report.csv and report.md")
-	fs.DurationVar(&settle, "settle", 3*time.Second, "how long the bindings must stay unchanged after the last arrival before a run ends")
+	fs.DurationVar(&settle, "settle", 0, "how long no pod may be bound or end, after the last arrival, before a run ends (default: the scenario's settle)")
 	fs.StringVar(&logFile, "log-file", os.DevNull, "component log file (- for stderr)")
 	return cmd
 }

@@ -48,7 +48,7 @@ func (s *Simulator) publishMetrics(ctx context.Context) {
 }
 
 // nodeMetrics is the sample of a node that runs pods.
-func nodeMetrics(n Node, pods []*corev1.Pod, now time.Time, window time.Duration) aischedv1alpha1.NodeMetricsStatus {
+func nodeMetrics(n Node, pods []*corev1.Pod, now time.Time) aischedv1alpha1.NodeMetricsStatus {
 	pool := n.Pool
 	perf := pool.Performance.WithDefaults()
 	var used podload.Load
@@ -63,12 +63,14 @@ func nodeMetrics(n Node, pods []*corev1.Pod, now time.Time, window time.Duration
 		if whole <= 0 {
 			return ptr.To(base)
 		}
-		return ptr.To(int32(min(100, float64(base)+math.Round(100*part/whole))))
+		return ptr.To(int32(min(100, max(0, float64(base)+math.Round(100*part/whole)))))
 	}
 	return aischedv1alpha1.NodeMetricsStatus{
 		SampleTime: metav1.NewTime(now),
-		Window:     metav1.Duration{Duration: window},
-		Source:     aischedv1alpha1.MetricsSourceSimulated,
+		// An instant, not an average: the pods running now. A window of 0
+		// makes LoadAware add only pods bound after it.
+		Window: metav1.Duration{},
+		Source: aischedv1alpha1.MetricsSourceSimulated,
 		Utilization: aischedv1alpha1.Utilization{
 			CPU:     percent(pool.BaseLoad.CPU, float64(used.MilliCPU), float64(cpu)),
 			Memory:  percent(pool.BaseLoad.Memory, float64(used.Memory), float64(memory)),
@@ -100,7 +102,7 @@ func (s *Simulator) publishNodeMetrics(ctx context.Context, name string) error {
 	for _, o := range objs {
 		pods = append(pods, o.(*corev1.Pod))
 	}
-	status := nodeMetrics(n, pods, s.clock.Now(), s.opts.MetricsInterval)
+	status := nodeMetrics(n, pods, s.clock.Now())
 
 	w, ok := s.metricsWriters[name]
 	if !ok {

@@ -35,10 +35,9 @@ func TestNodeMetrics(t *testing.T) {
 		utiltesting.MakePod("pending", "ns").Req(corev1.ResourceCPU, "16").Obj(),
 	}
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
-	got := nodeMetrics(Node{Pool: pool}, pods, now, 10*time.Second)
+	got := nodeMetrics(Node{Pool: pool}, pods, now)
 	want := aischedv1alpha1.NodeMetricsStatus{
 		SampleTime: metav1.NewTime(now),
-		Window:     metav1.Duration{Duration: 10 * time.Second},
 		Source:     aischedv1alpha1.MetricsSourceSimulated,
 		Utilization: aischedv1alpha1.Utilization{
 			// 10 + (8+4)/32 = 37.5% -> 48; memory 16/128 = 12.5% -> 13;

@@ -334,6 +334,9 @@ func setReadyConditions(pod *corev1.Pod, status *corev1.PodStatus, now metav1.Ti
 		}
 		status.Conditions = append(status.Conditions, c)
 	}
+	// The kubelet reports PodScheduled too: a pod bound by spec.nodeName,
+	// past the scheduler, gets it only from the kubelet.
+	set(corev1.PodScheduled, true, "")
 	set(corev1.PodReadyToStartContainers, running, "")
 	set(corev1.PodInitialized, true, "")
 	set(corev1.ContainersReady, running, reason)

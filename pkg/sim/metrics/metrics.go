@@ -35,9 +35,10 @@ type Result struct {
 	// GPUAllocationRate is GPUAllocationRate of the final placement, in
 	// [0, 1]; nil when the cluster has no GPUs.
 	GPUAllocationRate *float64 `json:"gpu_allocation_rate,omitempty"`
-	// UnallocatedGPUPct is UnallocatedGPUPct read when the arrived GPU
-	// request equals 100% of the cluster's GPU capacity (the FGD headline
-	// number); nil when the cluster has no GPUs.
+	// UnallocatedGPUPct is UnallocatedGPUPct of the final placement for a
+	// scenario; for a trace replay, read when the arrived GPU request
+	// equals 100% of the cluster's GPU capacity (the FGD headline number).
+	// Nil when the cluster has no GPUs.
 	UnallocatedGPUPct *float64 `json:"unallocated_gpu_pct,omitempty"`
 	// UnallocatedGPUPctCurve is the same metric read at other arrived
 	// percentages (80 to 130 in the FGD protocol), in increasing order.

@@ -58,7 +58,8 @@ func values(r metrics.Result, keys []string) (map[string]any, error) {
 }
 
 // Summary returns a policy's metrics over its seeds: the median for a
-// number, the first seed's value for anything else (curves, percentiles).
+// number (the mean of the middle two for an even count), the value of the
+// first seed that has one for anything else (curves, percentiles).
 func (p Policy) Summary(keys []string) (map[string]any, error) {
 	var runs []map[string]any
 	for _, r := range p.Runs {
@@ -86,7 +87,11 @@ func (p Policy) Summary(keys []string) (map[string]any, error) {
 		switch {
 		case len(nums) > 0:
 			sort.Float64s(nums)
-			out[k] = nums[len(nums)/2]
+			m := nums[len(nums)/2]
+			if len(nums)%2 == 0 {
+				m = (nums[len(nums)/2-1] + m) / 2
+			}
+			out[k] = m
 		case other != nil:
 			out[k] = other
 		}

@@ -31,6 +31,19 @@ func testReport() *Report {
 	}
 }
 
+// TestSummaryEven: with two seeds the median is the mean of both,
+// (0 + 4) / 2 = 2.
+func TestSummaryEven(t *testing.T) {
+	p := Policy{Name: "p", Runs: []Run{{Seed: 1, Result: metrics.Result{PendingPods: 0}}, {Seed: 2, Result: metrics.Result{PendingPods: 4}}}}
+	got, err := p.Summary([]string{"pending_pods"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]any{"pending_pods": 2.0}, got); diff != "" {
+		t.Errorf("Summary (-want,+got):\n%s", diff)
+	}
+}
+
 func TestSummary(t *testing.T) {
 	got, err := testReport().Policies[1].Summary(testReport().Metrics)
 	if err != nil {

@@ -64,6 +64,9 @@ func (s *Scenario) setDefaults() {
 	if len(s.Seeds) == 0 {
 		s.Seeds = slices.Clone(DefaultSeeds)
 	}
+	if s.Settle.Duration == 0 {
+		s.Settle.Duration = DefaultSettle
+	}
 	if len(s.Metrics) == 0 {
 		s.Metrics = slices.Clone(MetricKeys)
 	}
@@ -107,6 +110,9 @@ func (s *Scenario) Validate() field.ErrorList {
 			errs = append(errs, field.Duplicate(pp.Child("name"), p.Name))
 		}
 		names.Insert(p.Name)
+	}
+	if s.Settle.Duration < 0 {
+		errs = append(errs, field.Invalid(field.NewPath("settle"), s.Settle.String(), "must not be negative"))
 	}
 	if len(sets.New(s.Seeds...)) != len(s.Seeds) {
 		errs = append(errs, field.Invalid(field.NewPath("seeds"), s.Seeds, "seeds must differ"))

@@ -57,7 +57,14 @@ type Scenario struct {
 	Namespaces []Namespace `yaml:"namespaces"`
 	// workload is what arrives; at least one item.
 	Workload []Item `yaml:"workload"`
+	// settle is how long no pod may be bound or end, after the last
+	// arrival, before a run ends and is measured; +optional, default 3s.
+	// Longer than the pods' durations lets what waits for them run.
+	Settle Duration `yaml:"settle"`
 }
+
+// DefaultSettle is the settle of a scenario that gives none.
+const DefaultSettle = 3 * time.Second
 
 // Cluster is the node pools of a scenario.
 type Cluster struct {

@@ -73,17 +73,28 @@ func nodeInfo(n *corev1.Node, pods ...*corev1.Pod) *framework.NodeInfo {
 	return ni
 }
 
-// loadedNode is a 32-CPU, 128Gi node with three pods: one bound long
+// loadedNode is a 32-CPU, 128Gi node with four pods: one bound long
 // before the sample (4 CPU, 8Gi requested), one bound inside the sample's
 // window declaring cpu=8, memory=16Gi, network=125M, disk=10 (2 CPU, 4Gi
-// requested), and one assumed, not bound yet (1 CPU, 2Gi requested).
+// requested), one assumed, not bound yet (1 CPU, 2Gi requested), and one
+// put on the node directly an hour ago (16 CPU, 64Gi requested), which the
+// sample holds.
 func loadedNode() *framework.NodeInfo {
 	return nodeInfo(node("n", "32", "128Gi"),
 		utiltesting.MakePod("old", "ns").Node("n").Req(corev1.ResourceCPU, "4").Req(corev1.ResourceMemory, "8Gi").BoundAt(now.Add(-time.Minute)).Obj(),
 		utiltesting.MakePod("recent", "ns").Node("n").Req(corev1.ResourceCPU, "2").Req(corev1.ResourceMemory, "4Gi").
 			Annotation(podload.ExpectedLoadAnnotation, "cpu=8,memory=16Gi,network=125M,disk=10").BoundAt(now.Add(-5*time.Second)).Obj(),
 		utiltesting.MakePod("assumed", "ns").Node("n").Req(corev1.ResourceCPU, "1").Req(corev1.ResourceMemory, "2Gi").Obj(),
+		startedLongAgo(utiltesting.MakePod("pinned", "ns").Node("n").Req(corev1.ResourceCPU, "16").Req(corev1.ResourceMemory, "64Gi").Obj()),
 	)
+}
+
+// startedLongAgo marks a pod started an hour before now without the
+// PodScheduled condition, like one created with spec.nodeName whose
+// kubelet has not reported the condition: it is in the sample already.
+func startedLongAgo(p *corev1.Pod) *corev1.Pod {
+	p.Status.StartTime = ptr.To(metav1.NewTime(now.Add(-time.Hour)))
+	return p
 }
 
 func TestNodeLoad(t *testing.T) {
@@ -115,11 +126,12 @@ func TestNodeLoad(t *testing.T) {
 			wantWeight: 0.45546875,
 		},
 		{
-			// Requests of all pods: cpu (4+2+1)/32, memory (8+4+2)/128;
-			// network and disk unknown, so L = (0.21875+0.109375)/2.
+			// Requests of all pods: cpu (4+2+1+16)/32, memory
+			// (8+4+2+64)/128; network and disk unknown, so
+			// L = (0.71875+0.609375)/2.
 			name:       "no sample: requests",
-			want:       load{value: [4]float64{0.21875, 0.109375, 0, 0}, known: [4]bool{true, true, false, false}},
-			wantWeight: 0.1640625,
+			want:       load{value: [4]float64{0.71875, 0.609375, 0, 0}, known: [4]bool{true, true, false, false}},
+			wantWeight: 0.6640625,
 		},
 		{
 			// Network falls back to unknown; L = (0.68125+0.640625+0.3)/3.

@@ -57,14 +57,18 @@ func capacityOf(ni fwk.NodeInfo, s *aischedv1alpha1.NodeMetricsStatus) (milliCPU
 }
 
 // boundSince reports whether the pod was bound to its node at or after t:
-// the apiserver stamps the PodScheduled condition when it binds. A pod
-// without the condition is assumed by this scheduler and not bound yet, so
-// it is as recent as can be.
+// the apiserver stamps the PodScheduled condition when it binds, and the
+// kubelet when a pod came with spec.nodeName. A pod with neither the
+// condition nor a start time is assumed by this scheduler and not bound yet,
+// so it is as recent as can be.
 func boundSince(pod *corev1.Pod, t time.Time) bool {
 	for _, c := range pod.Status.Conditions {
 		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue {
 			return !c.LastTransitionTime.Time.Before(t)
 		}
+	}
+	if start := pod.Status.StartTime; start != nil {
+		return !start.Time.Before(t)
 	}
 	return true
 }
