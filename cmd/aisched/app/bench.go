@@ -42,18 +42,13 @@ simulated kubelets leave them alone, so the scheduler alone is measured.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.Profiles = strings.Split(profiles, ",")
-			logOut, closeLog, err := openLog(logFile)
+			// Stopping each cluster makes the apiserver's etcd client complain on
+			// stderr; that goes to the log, progress to the terminal.
+			progress, done, err := logToFile(logFile)
 			if err != nil {
 				return err
 			}
-			defer closeLog()
-			if err := setupKlog(logOut, 0); err != nil {
-				return err
-			}
-			// Stopping each cluster makes the apiserver's etcd client complain on
-			// stderr; that goes to the log, progress to the terminal.
-			progress, restore := redirectStderr(logOut)
-			defer restore()
+			defer done()
 			opts.Progress = progress
 			if cpuProfile != "" {
 				f, err := os.Create(cpuProfile)

@@ -46,16 +46,11 @@ format is described in docs/scenarios.md.`,
 			if err != nil {
 				return err
 			}
-			logOut, closeLog, err := openLog(logFile)
+			progress, done, err := logToFile(logFile)
 			if err != nil {
 				return err
 			}
-			defer closeLog()
-			if err := setupKlog(logOut, 0); err != nil {
-				return err
-			}
-			progress, restore := redirectStderr(logOut)
-			defer restore()
+			defer done()
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			rep, err := sim.Run(ctx, s, sim.Options{Settle: settle, Progress: progress})

@@ -266,6 +266,23 @@ func redirectStderr(w io.Writer) (terminal *os.File, restore func()) {
 	return os.NewFile(uintptr(saved), "/dev/stderr"), func() { _ = unix.Dup2(saved, 2) }
 }
 
+// logToFile sends the components' klog output and what libraries write to
+// stderr to the log file at path (- for stderr), for a command that
+// reports its own progress: it returns the terminal's stderr for that, and
+// a function that undoes it all.
+func logToFile(path string) (terminal *os.File, done func(), err error) {
+	logOut, closeLog, err := openLog(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := setupKlog(logOut, 0); err != nil {
+		closeLog()
+		return nil, nil, err
+	}
+	terminal, restore := redirectStderr(logOut)
+	return terminal, func() { restore(); closeLog() }, nil
+}
+
 func openLog(path string) (io.Writer, func(), error) {
 	if path == "-" {
 		return os.Stderr, func() {}, nil

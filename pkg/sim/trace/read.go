@@ -91,28 +91,16 @@ func ReadNodes(r io.Reader, name string) ([]Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	var nodes []Node
 	seen := map[string]int{}
-	for {
-		ok, err := t.next()
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			return nodes, nil
-		}
-		n := Node{
+	return readRows(t, func() Node {
+		return Node{
 			Name:      t.name("sn", seen),
 			MilliCPU:  t.num("cpu_milli", noLimit),
 			MemoryMiB: t.num("memory_mib", noLimit),
 			GPUs:      int(t.num("gpu", maxGPUs)),
 			Model:     t.text("model"),
 		}
-		if t.err != nil {
-			return nil, t.err
-		}
-		nodes = append(nodes, n)
-	}
+	})
 }
 
 // ReadPods parses an openb pod list in either form. name names the file in
@@ -126,16 +114,8 @@ func ReadPods(r io.Reader, name string) ([]Pod, error) {
 	if err != nil {
 		return nil, err
 	}
-	var pods []Pod
 	seen := map[string]int{}
-	for {
-		ok, err := t.next()
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			return pods, nil
-		}
+	return readRows(t, func() Pod {
 		p := Pod{
 			Name:      t.name("name", seen),
 			MilliCPU:  t.num("cpu_milli", noLimit),
@@ -150,10 +130,27 @@ func ReadPods(r io.Reader, name string) ([]Pod, error) {
 		p.Creation = t.optNum("creation_time")
 		p.Deletion = t.optNum("deletion_time")
 		p.Scheduled = t.optNum("scheduled_time")
+		return p
+	})
+}
+
+// readRows parses every row of t with parse, which reads the row through
+// t's field methods; it fails at the first bad row and returns no rows then.
+func readRows[T any](t *table, parse func() T) ([]T, error) {
+	var out []T
+	for {
+		ok, err := t.next()
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return out, nil
+		}
+		v := parse()
 		if t.err != nil {
 			return nil, t.err
 		}
-		pods = append(pods, p)
+		out = append(out, v)
 	}
 }
 
