@@ -22,6 +22,10 @@ func TestDecode(t *testing.T) {
 		want    Args
 		wantErr string
 	}{
+		{name: "baseline defaults", plugin: "BestFit", args: &FGDBaselineArgs{},
+			want: &FGDBaselineArgs{MaxMilliCPU: 128000, MaxGPUs: 8}},
+		{name: "baseline negative", plugin: "DotProd", obj: raw(`{"maxGPUs":-1}`), args: &FGDBaselineArgs{},
+			wantErr: "pluginConfig[DotProd].args.maxGPUs: Invalid value"},
 		{name: "PCC defaults", plugin: "PCCBalance", args: &PCCBalanceArgs{},
 			want: &PCCBalanceArgs{Mode: PCCBalanceSigned, Resources: DefaultPCCResources}},
 		{name: "PCC abs with two resources", plugin: "PCCBalance", obj: raw(`{"mode":"abs","resources":["cpu","nvidia.com/gpu"]}`), args: &PCCBalanceArgs{},

@@ -57,3 +57,23 @@ func (a *LoadAwareArgs) Default() {
 		a.Thresholds = &LoadThresholds{}
 	}
 }
+
+// Default implements Args.
+func (a *FGDBaselineArgs) Default() {
+	if a.MaxMilliCPU == 0 {
+		a.MaxMilliCPU = 128000
+	}
+	if a.MaxGPUs == 0 {
+		a.MaxGPUs = 8
+	}
+}
+
+// Default implements Args.
+func (a *FGDArgs) Default() {
+	if a.Window == 0 {
+		a.Window = 5000
+	}
+	if a.CoveragePercent == 0 {
+		a.CoveragePercent = 95
+	}
+}

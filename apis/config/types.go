@@ -118,3 +118,24 @@ type LoadThresholds struct {
 	// disk is the highest disk load that still takes pods.
 	Disk int64 `json:"disk,omitempty"`
 }
+
+// FGDBaselineArgs are the arguments of the BestFit and DotProd plugins:
+// the per-node maxima that normalise each dimension, fixed numbers in the
+// FGD paper's simulator (the largest node of the Alibaba trace) rather
+// than measured from the cluster.
+type FGDBaselineArgs struct {
+	// MaxMilliCPU normalises CPU, in thousandths of a core; default 128000.
+	MaxMilliCPU int64 `json:"maxMilliCPU,omitempty"`
+	// MaxGPUs normalises GPU, in cards; default 8.
+	MaxGPUs int64 `json:"maxGPUs,omitempty"`
+}
+
+// FGDArgs are the arguments of the FGD plugin.
+type FGDArgs struct {
+	// Window is how many of the most recent pods (by first scheduling
+	// attempt) the typical pod shapes are learnt from; default 5000.
+	Window int32 `json:"window,omitempty"`
+	// CoveragePercent keeps the most frequent shapes until they cover this
+	// share of the window's pods, as the FGD paper does; default 95.
+	CoveragePercent int32 `json:"coveragePercent,omitempty"`
+}

@@ -88,3 +88,27 @@ func (a *LoadAwareArgs) Validate(path *field.Path) field.ErrorList {
 	}
 	return errs
 }
+
+// Validate implements Args.
+func (a *FGDBaselineArgs) Validate(path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if a.MaxMilliCPU < 0 {
+		errs = append(errs, field.Invalid(path.Child("maxMilliCPU"), a.MaxMilliCPU, "must be positive (0 is the default, 128000)"))
+	}
+	if a.MaxGPUs < 0 {
+		errs = append(errs, field.Invalid(path.Child("maxGPUs"), a.MaxGPUs, "must be positive (0 is the default, 8)"))
+	}
+	return errs
+}
+
+// Validate implements Args.
+func (a *FGDArgs) Validate(path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if a.Window < 1 || a.Window > 1_000_000 {
+		errs = append(errs, field.Invalid(path.Child("window"), a.Window, "must be between 1 and 1000000 pods"))
+	}
+	if a.CoveragePercent < 1 || a.CoveragePercent > 100 {
+		errs = append(errs, field.Invalid(path.Child("coveragePercent"), a.CoveragePercent, "must be a percent between 1 and 100"))
+	}
+	return errs
+}

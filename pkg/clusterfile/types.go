@@ -166,6 +166,9 @@ type Quantity struct {
 	set bool
 }
 
+// NewQuantity returns q as a Quantity that was given, for pools built in code.
+func NewQuantity(q resource.Quantity) Quantity { return Quantity{Quantity: q, set: true} }
+
 // IsSet reports whether the file gave a value.
 func (q *Quantity) IsSet() bool { return q.set }
 

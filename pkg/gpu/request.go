@@ -27,6 +27,11 @@ const (
 	MemoryAnnotation = "gpu.aisched.io/memory"
 	// CoresAnnotation is the least number of CUDA cores of each card.
 	CoresAnnotation = "gpu.aisched.io/cores"
+	// MilliAnnotation asks for a share of one card, in thousandths of the
+	// card ("500" is half a card), instead of whole cards: a pod with it
+	// requests no nvidia.com/gpu and shares the card with other such pods.
+	// It is the trace's gpu_milli (Alibaba's alibabacloud.com/gpu-milli).
+	MilliAnnotation = "gpu.aisched.io/milli"
 	// ModelsAnnotation lists the acceptable card models, comma-separated
 	// (compared case-insensitively, spaces and dashes alike).
 	ModelsAnnotation = "gpu.aisched.io/models"
@@ -55,8 +60,12 @@ const (
 
 // Request is what a pod asks of GPUs.
 type Request struct {
-	// Count is the number of whole cards (the nvidia.com/gpu request).
+	// Count is the number of cards: the nvidia.com/gpu request, or 1 for a
+	// pod that shares a card (Milli > 0).
 	Count int64
+	// Milli is the share of one card in thousandths (1..999) for a pod
+	// that shares a card; 0 for whole cards.
+	Milli int64
 	// MemoryMiB is the least memory of each card; 0 accepts any.
 	MemoryMiB int64
 	// Cores is the least number of CUDA cores of each card; 0 accepts any.
@@ -64,6 +73,29 @@ type Request struct {
 	// Models are the acceptable models, normalized; empty accepts any.
 	Models []string
 }
+
+// Shared reports whether the request is for a share of one card.
+func (r Request) Shared() bool { return r.Milli > 0 }
+
+// WholeCards is the number of whole cards the request holds: its
+// nvidia.com/gpu request, 0 for a shared card.
+func (r Request) WholeCards() int64 {
+	if r.Shared() {
+		return 0
+	}
+	return r.Count
+}
+
+// TotalMilli is the request in thousandths of a card.
+func (r Request) TotalMilli() int64 {
+	if r.Shared() {
+		return r.Milli
+	}
+	return r.Count * WholeCardMilli
+}
+
+// WholeCardMilli is a whole card in thousandths.
+const WholeCardMilli = 1000
 
 // RequestError is an invalid GPU request; it names the annotation (or
 // resource) and the value at fault.
@@ -101,6 +133,19 @@ func ParseRequest(pod *corev1.Pod) (Request, error) {
 		}
 	}
 
+	if v, ok := a[MilliAnnotation]; ok {
+		m, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		switch {
+		case err != nil || m < 1 || m > WholeCardMilli:
+			return Request{}, &RequestError{Key: MilliAnnotation, Value: v, Reason: "want thousandths of one card, 1 to 999"}
+		case m == WholeCardMilli:
+			return Request{}, &RequestError{Key: MilliAnnotation, Value: v, Reason: "1000 is a whole card: request nvidia.com/gpu: 1 instead"}
+		case r.Count > 0:
+			return Request{}, &RequestError{Key: MilliAnnotation, Value: v, Reason: fmt.Sprintf("the pod also requests %d whole nvidia.com/gpu; a shared card is not an nvidia.com/gpu request, remove it", r.Count)}
+		}
+		r.Count, r.Milli = 1, m
+	}
+
 	mem, memKey, err := memoryMiB(a)
 	if err != nil {
 		return Request{}, err
@@ -123,7 +168,7 @@ func ParseRequest(pod *corev1.Pod) (Request, error) {
 	if r.Count == 0 {
 		for _, key := range []string{memKey, coresKey, modelsKey} {
 			if key != "" {
-				return Request{}, &RequestError{Key: key, Value: a[key], Reason: "the pod requests no nvidia.com/gpu; per-card constraints need a card count in resources.limits[nvidia.com/gpu]"}
+				return Request{}, &RequestError{Key: key, Value: a[key], Reason: "the pod requests no nvidia.com/gpu; per-card constraints need a card count in resources.limits[nvidia.com/gpu] or a share in " + MilliAnnotation}
 			}
 		}
 	}

@@ -63,6 +63,14 @@ func TestParseRequest(t *testing.T) {
 		{name: "empty model", count: 1, annotations: map[string]string{ModelsAnnotation: "A100,,T4"}, wantKey: ModelsAnnotation},
 		{name: "constraint without count", annotations: map[string]string{MemoryAnnotation: "16Gi"}, wantKey: MemoryAnnotation},
 		{name: "too many cards", count: 65, wantKey: string(ResourceName)},
+		{name: "share of a card", annotations: map[string]string{MilliAnnotation: "470"}, want: Request{Count: 1, Milli: 470}},
+		{name: "share with per-card constraints", annotations: map[string]string{MilliAnnotation: "1", ModelsAnnotation: "Tesla-T4"},
+			want: Request{Count: 1, Milli: 1, Models: []string{"tesla-t4"}}},
+		{name: "share with whole cards", count: 1, annotations: map[string]string{MilliAnnotation: "500"}, wantKey: MilliAnnotation},
+		{name: "share of a whole card", annotations: map[string]string{MilliAnnotation: "1000"}, wantKey: MilliAnnotation},
+		{name: "share zero", annotations: map[string]string{MilliAnnotation: "0"}, wantKey: MilliAnnotation},
+		{name: "share above a card", annotations: map[string]string{MilliAnnotation: "1500"}, wantKey: MilliAnnotation},
+		{name: "share not whole", annotations: map[string]string{MilliAnnotation: "0.5"}, wantKey: MilliAnnotation},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -130,6 +138,28 @@ func TestNormalizeModel(t *testing.T) {
 	} {
 		if got := NormalizeModel(in); got != want {
 			t.Errorf("NormalizeModel(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestRequestShares(t *testing.T) {
+	for _, tc := range []struct {
+		r                 Request
+		shared            bool
+		whole, totalMilli int64
+	}{
+		{Request{}, false, 0, 0},
+		{Request{Count: 3}, false, 3, 3000},
+		{Request{Count: 1, Milli: 999}, true, 0, 999},
+	} {
+		if got := tc.r.Shared(); got != tc.shared {
+			t.Errorf("%+v: Shared() = %t, want %t", tc.r, got, tc.shared)
+		}
+		if got := tc.r.WholeCards(); got != tc.whole {
+			t.Errorf("%+v: WholeCards() = %d, want %d", tc.r, got, tc.whole)
+		}
+		if got := tc.r.TotalMilli(); got != tc.totalMilli {
+			t.Errorf("%+v: TotalMilli() = %d, want %d", tc.r, got, tc.totalMilli)
 		}
 	}
 }

@@ -20,6 +20,8 @@ import (
 	"github.com/aisched/aisched/pkg/podgroup"
 	"github.com/aisched/aisched/pkg/scheduler/gpustate"
 	"github.com/aisched/aisched/pkg/scheduler/plugins/coscheduling"
+	"github.com/aisched/aisched/pkg/scheduler/plugins/fgd"
+	"github.com/aisched/aisched/pkg/scheduler/plugins/fgdbaseline"
 	"github.com/aisched/aisched/pkg/scheduler/plugins/gpufit"
 	"github.com/aisched/aisched/pkg/scheduler/plugins/heteropriority"
 	"github.com/aisched/aisched/pkg/scheduler/plugins/loadaware"
@@ -52,6 +54,15 @@ func Registry() frameworkruntime.Registry {
 		heteropriority.Name: func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 			return heteropriority.New(ctx, obj, h, gpus)
 		},
+		fgdbaseline.BestFitName: func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+			return fgdbaseline.NewBestFit(ctx, obj, h, gpus)
+		},
+		fgdbaseline.DotProdName: func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+			return fgdbaseline.NewDotProd(ctx, obj, h, gpus)
+		},
+		fgd.Name: func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+			return fgd.New(ctx, obj, h, gpus)
+		},
 		loadaware.Name:  loadaware.New,
 		pccbalance.Name: pccbalance.New,
 		coscheduling.Name: func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
@@ -61,8 +72,8 @@ func Registry() frameworkruntime.Registry {
 }
 
 // LocalConfig returns the defaulted and validated configuration of the
-// in-process scheduler of `aisched up`: profiles default-scheduler, aisched
-// and aisched-binpack.
+// in-process scheduler of `aisched up`: profiles default-scheduler, aisched,
+// aisched-binpack, and the FGD paper's baselines BestFit and DotProd.
 func LocalConfig() (*config.KubeSchedulerConfiguration, error) {
 	return DecodeConfig(localConfig)
 }

@@ -10,6 +10,8 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins"
 
 	aischedconfig "github.com/aisched/aisched/apis/config"
+	"github.com/aisched/aisched/pkg/scheduler/plugins/fgd"
+	"github.com/aisched/aisched/pkg/scheduler/plugins/fgdbaseline"
 	"github.com/aisched/aisched/pkg/scheduler/plugins/gpufit"
 	"github.com/aisched/aisched/pkg/scheduler/plugins/heteropriority"
 	"github.com/aisched/aisched/pkg/scheduler/plugins/pccbalance"
@@ -24,7 +26,7 @@ func TestLocalConfig(t *testing.T) {
 	for _, p := range cfg.Profiles {
 		names = append(names, p.SchedulerName)
 	}
-	if diff := cmp.Diff([]string{"default-scheduler", AischedProfile, BinpackProfile}, names); diff != "" {
+	if diff := cmp.Diff([]string{"default-scheduler", AischedProfile, BinpackProfile, "BestFit", "DotProd", "FGD"}, names); diff != "" {
 		t.Errorf("profiles (-want,+got):\n%s", diff)
 	}
 	if cfg.LeaderElection.LeaderElect {
@@ -125,6 +127,10 @@ func checkPlugins(t *testing.T, cfg *config.KubeSchedulerConfiguration) {
 				args = &aischedconfig.HeteroPriorityArgs{}
 			case gpufit.Name:
 				args = &aischedconfig.GPUFitArgs{}
+			case fgdbaseline.BestFitName, fgdbaseline.DotProdName:
+				args = &aischedconfig.FGDBaselineArgs{}
+			case fgd.Name:
+				args = &aischedconfig.FGDArgs{}
 			default:
 				continue
 			}

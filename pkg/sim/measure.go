@@ -79,7 +79,7 @@ func measure(ctx context.Context, c *local.Cluster, s *scenario.Scenario, w *wat
 		simNodes[j].UsedMilliCPU += quantity(req, corev1.ResourceCPU, true)
 		simNodes[j].UsedMemory += quantity(req, corev1.ResourceMemory, false)
 		if isGPU {
-			simNodes[j].UsedGPUMilli += 1000 * r.Count
+			simNodes[j].UsedGPUMilli += r.TotalMilli()
 		}
 	}
 	loadAndPerformance(simNodes, byNode)

@@ -346,3 +346,66 @@ func waitRunning(t *testing.T, c *local.Cluster, ns, name string) {
 		return err == nil && p.Status.Phase == corev1.PodRunning, err
 	})
 }
+
+// TestSharedGPU: pods that ask for a share of a card (gpu.aisched.io/milli)
+// pack onto one card; a whole-card pod is refused the shared card; after a
+// scheduler restart the shares are rebuilt from the bound pods, so a card
+// that is full stays full; deleting a share lets waiting pods in.
+func TestSharedGPU(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, `  - name: t4
+    count: 1
+    cpu: "16"
+    memory: 64Gi
+    gpus: {count: 1, model: Tesla-T4, memoryMiB: 15360}
+`)
+	ctx := context.Background()
+	ns := createNamespace(t, c.Client)
+	shared := func(name, milli string) *corev1.Pod {
+		return utiltesting.MakePod(name, ns).SchedulerName(scheduler.AischedProfile).
+			Req(corev1.ResourceCPU, "100m").Annotation(gpu.MilliAnnotation, milli).Obj()
+	}
+	whole := utiltesting.MakePod("whole", ns).SchedulerName(scheduler.AischedProfile).Req(corev1.ResourceCPU, "100m").GPU(1).Obj()
+
+	createPods(t, c, shared("a", "600"), shared("b", "400"))
+	running, _ := settle(t, c, ns, 2)
+	for _, p := range running {
+		if got := p.Annotations[gpu.AssignedAnnotation]; got != "0" {
+			t.Errorf("pod %s: %s=%q, want card 0", p.Name, gpu.AssignedAnnotation, got)
+		}
+	}
+	// The card is full: neither a whole-card pod nor one more milli fits.
+	createPods(t, c, whole, shared("c", "100"))
+	running, unschedulable := settle(t, c, ns, 4)
+	if len(running) != 2 || len(unschedulable) != 2 {
+		t.Fatalf("%d running, %d unschedulable; want the two shares running, whole and c waiting", len(running), len(unschedulable))
+	}
+	if err := c.RestartScheduler(ctx); err != nil {
+		t.Fatal(err)
+	}
+	createPods(t, c, shared("d", "100"))
+	_, unschedulable = settle(t, c, ns, 5)
+	if len(unschedulable) != 3 {
+		t.Fatalf("after the restart %d pods unschedulable, want whole, c and d: the restarted scheduler forgot the shares", len(unschedulable))
+	}
+	// a's 600 milli free: c and d fit; whole still does not (b holds 400).
+	if err := c.Client.CoreV1().Pods(ns).Delete(ctx, "a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	localtest.Eventually(t, time.Minute, "c and d running", func(ctx context.Context) (bool, error) {
+		pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		n := 0
+		for _, p := range pods.Items {
+			if (p.Name == "c" || p.Name == "d") && p.Status.Phase == corev1.PodRunning {
+				n++
+			}
+			if p.Name == "whole" && p.Spec.NodeName != "" {
+				return false, fmt.Errorf("the whole-card pod was bound to a shared card")
+			}
+		}
+		return n == 2, nil
+	})
+}

@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/aisched/aisched/pkg/sim"
 	"github.com/aisched/aisched/pkg/sim/scenario"
+	"github.com/aisched/aisched/pkg/sim/trace"
 )
 
 // TestSimRun runs a tiny scenario end to end, each policy on a fresh
@@ -41,4 +43,67 @@ func TestSimRun(t *testing.T) {
 	if diff := cmp.Diff(string(want), got.String()); diff != "" {
 		t.Errorf("report (-want,+got):\n%s", diff)
 	}
+}
+
+// TestSimTrace replays the shipped sample trace end to end with the FGD
+// protocol, under a profile that shares cards and one that does not.
+// Replay itself checks that the bound pods add up to what it counted and
+// that no card holds more than a card.
+func TestSimTrace(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join("..", "..", "pkg", "sim", "trace", "testdata")
+	nodes := readCSV(t, filepath.Join(dir, "nodes.csv"), trace.ReadNodes)
+	pods := readCSV(t, filepath.Join(dir, "pods.csv"), trace.ReadPods)
+	const seed = 7
+	rep, err := sim.Replay(context.Background(), sim.ReplayOptions{
+		Name: "sample", Nodes: nodes, Pods: pods, Policies: []string{"BestFit", "default-scheduler"},
+		Seeds: []int64{seed}, Inflate: 1.3,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq := trace.Workload(pods, seed, 1.3, trace.CapacityMilli(nodes))
+	shared := 0
+	for _, p := range seq {
+		if p.Shared() {
+			shared++
+		}
+	}
+	if shared == 0 {
+		t.Fatal("the sample has no shared pods; the test would prove nothing")
+	}
+	for _, p := range rep.Policies {
+		res := p.Runs[0].Result
+		wantInexpressible := 0
+		if p.Name == "default-scheduler" {
+			wantInexpressible = shared
+		}
+		if res.InexpressiblePods == nil || *res.InexpressiblePods != wantInexpressible {
+			t.Errorf("%s: inexpressible pods %v, want %d", p.Name, res.InexpressiblePods, wantInexpressible)
+		}
+		if res.UnallocatedGPUPct == nil || *res.UnallocatedGPUPct < 0 || *res.UnallocatedGPUPct > 100 {
+			t.Errorf("%s: unallocated GPU at 100%% = %v, want a percentage", p.Name, res.UnallocatedGPUPct)
+		}
+		if len(res.UnallocatedGPUPctCurve) == 0 {
+			t.Errorf("%s: no curve", p.Name)
+		}
+		if bound := len(seq) - res.PendingPods - wantInexpressible; bound <= 0 {
+			t.Errorf("%s: no pod bound", p.Name)
+		}
+		t.Logf("%s: unallocated GPU at 100%% %.2f%%, %d pods did not fit, %d inexpressible", p.Name, *res.UnallocatedGPUPct, res.PendingPods, *res.InexpressiblePods)
+	}
+}
+
+func readCSV[T any](t *testing.T, path string, read func(io.Reader, string) ([]T, error)) []T {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rows, err := read(f, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rows
 }

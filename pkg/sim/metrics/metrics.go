@@ -43,6 +43,10 @@ type Result struct {
 	// UnallocatedGPUPctCurve is the same metric read at other arrived
 	// percentages (80 to 130 in the FGD protocol), in increasing order.
 	UnallocatedGPUPctCurve []CurvePoint `json:"unallocated_gpu_pct_curve,omitempty"`
+	// InexpressiblePods is the number of pods of a trace replay that the
+	// simulated cluster cannot express (a GPU request aisched cannot place
+	// yet); they count as arrived and never allocated. Nil for scenarios.
+	InexpressiblePods *int `json:"inexpressible_pods,omitempty"`
 	// PartialGroups is GroupTracker.Partial.
 	PartialGroups int `json:"partial_groups"`
 	// GroupWaitSeconds is PercentilesOf(GroupTracker.Waits()); nil when no

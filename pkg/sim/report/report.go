@@ -58,8 +58,9 @@ func values(r metrics.Result, keys []string) (map[string]any, error) {
 }
 
 // Summary returns a policy's metrics over its seeds: the median for a
-// number (the mean of the middle two for an even count), the value of the
-// first seed that has one for anything else (curves, percentiles).
+// number (the mean of the middle two for an even count), the point-wise
+// median for the unallocated-GPU curve, the value of the first seed that
+// has one for anything else (percentiles).
 func (p Policy) Summary(keys []string) (map[string]any, error) {
 	var runs []map[string]any
 	for _, r := range p.Runs {
@@ -71,6 +72,12 @@ func (p Policy) Summary(keys []string) (map[string]any, error) {
 	}
 	out := map[string]any{}
 	for _, k := range keys {
+		if k == curveKey {
+			if c := p.medianCurve(); len(c) > 0 {
+				out[k] = c
+			}
+			continue
+		}
 		var nums []float64
 		var other any
 		for _, r := range runs {
@@ -86,17 +93,43 @@ func (p Policy) Summary(keys []string) (map[string]any, error) {
 		}
 		switch {
 		case len(nums) > 0:
-			sort.Float64s(nums)
-			m := nums[len(nums)/2]
-			if len(nums)%2 == 0 {
-				m = (nums[len(nums)/2-1] + m) / 2
-			}
-			out[k] = m
+			out[k] = median(nums)
 		case other != nil:
 			out[k] = other
 		}
 	}
 	return out, nil
+}
+
+// curveKey is the metric whose value is a curve.
+const curveKey = "unallocated_gpu_pct_curve"
+
+// median of values, the mean of the middle two for an even count; it
+// sorts values.
+func median(values []float64) float64 {
+	sort.Float64s(values)
+	m := values[len(values)/2]
+	if len(values)%2 == 0 {
+		m = (values[len(values)/2-1] + m) / 2
+	}
+	return m
+}
+
+// medianCurve is the point-wise median of the runs' curves: at each
+// arrived percentage, the median of the runs that reached it.
+func (p Policy) medianCurve() []metrics.CurvePoint {
+	byPct := map[int][]float64{}
+	for _, r := range p.Runs {
+		for _, pt := range r.Result.UnallocatedGPUPctCurve {
+			byPct[pt.ArrivedPct] = append(byPct[pt.ArrivedPct], pt.UnallocatedGPUPct)
+		}
+	}
+	var out []metrics.CurvePoint
+	for pct, values := range byPct {
+		out = append(out, metrics.CurvePoint{ArrivedPct: pct, UnallocatedGPUPct: median(values)})
+	}
+	slices.SortFunc(out, func(a, b metrics.CurvePoint) int { return a.ArrivedPct - b.ArrivedPct })
+	return out
 }
 
 // jsonRun and jsonPolicy are the JSON shapes.
@@ -208,8 +241,12 @@ func format(v any) string {
 			p95, _ := v["p95"].(float64)
 			return fmt.Sprintf("p50 %s, p95 %s", format(p50), format(p95))
 		}
-	case []any:
-		return fmt.Sprintf("%d points", len(v))
+	case []metrics.CurvePoint:
+		points := make([]string, len(v))
+		for i, p := range v {
+			points[i] = fmt.Sprintf("%d%%: %.2f", p.ArrivedPct, p.UnallocatedGPUPct)
+		}
+		return strings.Join(points, ", ")
 	}
 	data, _ := json.Marshal(v)
 	return string(data)

@@ -31,6 +31,47 @@ func testReport() *Report {
 	}
 }
 
+// traceReport is a trace replay: BestFit ran seeds 42 and 43, whose curves
+// read 10 and 12 at 90%, 7 and 8 at 100% (medians 11 and 7.5); seed 43
+// never reached 110%, so the median there is seed 42's 6.
+func traceReport() *Report {
+	curve := func(points ...float64) []metrics.CurvePoint {
+		var out []metrics.CurvePoint
+		for i, v := range points {
+			out = append(out, metrics.CurvePoint{ArrivedPct: 90 + 10*i, UnallocatedGPUPct: v})
+		}
+		return out
+	}
+	return &Report{
+		Scenario: "openb_pod_list_default.csv",
+		Metrics:  []string{"unallocated_gpu_pct", "unallocated_gpu_pct_curve", "inexpressible_pods"},
+		Policies: []Policy{
+			{Name: "BestFit", Runs: []Run{
+				{Seed: 42, Result: metrics.Result{UnallocatedGPUPct: ptr.To(7.0), UnallocatedGPUPctCurve: curve(10, 7, 6), InexpressiblePods: ptr.To(0)}},
+				{Seed: 43, Result: metrics.Result{UnallocatedGPUPct: ptr.To(8.0), UnallocatedGPUPctCurve: curve(12, 8), InexpressiblePods: ptr.To(0)}},
+			}},
+			{Name: "default-scheduler", Runs: []Run{
+				{Seed: 42, Result: metrics.Result{UnallocatedGPUPct: ptr.To(30.5), UnallocatedGPUPctCurve: curve(33, 30.5, 29), InexpressiblePods: ptr.To(4114)}},
+			}},
+		},
+	}
+}
+
+func TestSummaryCurve(t *testing.T) {
+	got, err := traceReport().Policies[0].Summary(traceReport().Metrics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{
+		"unallocated_gpu_pct":       7.5,
+		"unallocated_gpu_pct_curve": []metrics.CurvePoint{{ArrivedPct: 90, UnallocatedGPUPct: 11}, {ArrivedPct: 100, UnallocatedGPUPct: 7.5}, {ArrivedPct: 110, UnallocatedGPUPct: 6}},
+		"inexpressible_pods":        0.0,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Summary (-want,+got):\n%s", diff)
+	}
+}
+
 // TestSummaryEven: with two seeds the median is the mean of both,
 // (0 + 4) / 2 = 2.
 func TestSummaryEven(t *testing.T) {
@@ -58,7 +99,7 @@ func TestSummary(t *testing.T) {
 // TestGolden compares the three renderings with testdata/example.*; run
 // with UPDATE_GOLDEN=1 to rewrite them after a deliberate change.
 func TestGolden(t *testing.T) {
-	r := testReport()
+	r, tr := testReport(), traceReport()
 	for _, tc := range []struct {
 		file  string
 		write func(*bytes.Buffer) error
@@ -66,6 +107,10 @@ func TestGolden(t *testing.T) {
 		{"example.md", func(b *bytes.Buffer) error { return r.WriteMarkdown(b) }},
 		{"example.json", func(b *bytes.Buffer) error { return r.WriteJSON(b) }},
 		{"example.csv", func(b *bytes.Buffer) error { return r.WriteCSV(b) }},
+		{"example.svg", func(b *bytes.Buffer) error { return r.WriteSVG(b) }},
+		{"trace.md", func(b *bytes.Buffer) error { return tr.WriteMarkdown(b) }},
+		{"trace.json", func(b *bytes.Buffer) error { return tr.WriteJSON(b) }},
+		{"trace.svg", func(b *bytes.Buffer) error { return tr.WriteSVG(b) }},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			var b bytes.Buffer

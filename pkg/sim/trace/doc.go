@@ -42,8 +42,8 @@
 // with random copies until the requested GPU reaches 1.3 times the cluster's
 // capacity (CapacityMilli). The runner schedules the pods one at a time, a
 // pod that does not fit is not retried, and reads the unallocated GPU where
-// the arrived GPU request reaches a percentage of the capacity: Checkpoints
-// gives those positions in the sequence.
+// the arrived GPU request reaches a percentage of the capacity
+// (metrics.UnallocatedCurve).
 //
 // # Card models
 //

@@ -5,7 +5,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
-	"sort"
 )
 
 // CapacityMilli returns the GPU capacity of nodes in thousandths of a card:
@@ -57,30 +56,4 @@ func Workload(pods []Pod, seed int64, inflate float64, capacityMilli int64) []Po
 		sum += p.TotalGPUMilli()
 	}
 	return seq
-}
-
-// Checkpoints returns, for each of percents, the length i of the shortest
-// prefix seq[:i] whose summed TotalGPUMilli reaches that percentage of
-// capacityMilli: a runner that has scheduled seq[:i] reads its metrics "where
-// the arrived GPU request equals X% of capacity". It is 0 for percentages of
-// 0 or less, and -1 when the whole sequence does not reach the percentage
-// (unlike len(seq), -1 cannot be mistaken for a point that was reached).
-// Requests must not be negative, as ReadPods ensures.
-func Checkpoints(seq []Pod, capacityMilli int64, percents []int) []int {
-	// prefix[i] is the request of seq[:i]; it never decreases.
-	prefix := make([]int64, len(seq)+1)
-	for i, p := range seq {
-		prefix[i+1] = prefix[i] + p.TotalGPUMilli()
-	}
-	out := make([]int, len(percents))
-	for j, pct := range percents {
-		// Compare prefix*100 with pct*capacity to stay in whole numbers.
-		want := int64(pct) * capacityMilli
-		i := sort.Search(len(prefix), func(i int) bool { return prefix[i]*100 >= want })
-		if i == len(prefix) {
-			i = -1
-		}
-		out[j] = i
-	}
-	return out
 }

@@ -16,6 +16,7 @@ const (
 	reasonNoGPUs     = "node(s) have no GPUs"
 	reasonNoCardFits = "node(s) have no GPU that meets the pod's per-card request"
 	reasonNotEnough  = "node(s) have too few free GPUs that meet the pod's request"
+	reasonNoShare    = "node(s) have no GPU with the pod's share left"
 )
 
 type preFilterState struct {
@@ -68,6 +69,9 @@ func (pl *GPUFit) Filter(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, 
 	// rejected in two map lookups, before NodeResourcesFit's costlier
 	// check (the aisched profiles run GPUFit's Filter first).
 	allocatable := nodeInfo.GetAllocatable().GetScalarResources()[gpu.ResourceName]
+	if s.req.Shared() {
+		return pl.filterShared(pod, s.req, nodeInfo, allocatable)
+	}
 	switch {
 	case allocatable == 0:
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reasonNoGPUs)
@@ -80,8 +84,8 @@ func (pl *GPUFit) Filter(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, 
 	if set == nil {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reasonNoGPUs)
 	}
-	if set.Interchangeable(allocatable) {
-		// All cards alike: no scan of the node's pods.
+	if set.Interchangeable(allocatable) && !pl.state.HasShared(nodeInfo.Node().Name) {
+		// All cards alike and none shared: no scan of the node's pods.
 		if !set.First.Satisfies(s.req) {
 			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reasonNoCardFits)
 		}
@@ -93,6 +97,23 @@ func (pl *GPUFit) Filter(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, 
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reasonNoCardFits)
 	case free < s.req.Count:
 		return fwk.NewStatus(fwk.Unschedulable, reasonNotEnough)
+	}
+	return nil
+}
+
+// filterShared admits nodes with a card that meets the per-card request
+// and has the pod's share left.
+func (pl *GPUFit) filterShared(pod *corev1.Pod, req gpu.Request, nodeInfo fwk.NodeInfo, allocatable int64) *fwk.Status {
+	set := pl.state.Cards(nodeInfo.Node())
+	if allocatable == 0 || set == nil {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reasonNoGPUs)
+	}
+	capable, free := pl.state.Usage(nodeInfo, pod.UID, 0).Fit(set.Cards, req)
+	switch {
+	case capable == 0:
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reasonNoCardFits)
+	case free < 1:
+		return fwk.NewStatus(fwk.Unschedulable, reasonNoShare)
 	}
 	return nil
 }

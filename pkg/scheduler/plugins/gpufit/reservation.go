@@ -10,6 +10,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/aisched/aisched/pkg/gpu"
+	"github.com/aisched/aisched/pkg/scheduler/gpustate"
 )
 
 type reservation struct {
@@ -20,8 +21,10 @@ type reservation struct {
 // Clone implements fwk.StateData; the reservation is read-only.
 func (r *reservation) Clone() fwk.StateData { return r }
 
-// Reserve picks the pod's cards on the chosen node, best fit, and records
-// them in the shared state so that no other pod gets them.
+// Reserve picks the pod's cards on the chosen node, best fit (for a share,
+// the card a score plugin chose, else the card with the least left that
+// has room), and records them in the shared state so that no other pod
+// gets them.
 func (pl *GPUFit) Reserve(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, nodeName string) *fwk.Status {
 	s, ok := getPreFilterState(cs)
 	if !ok {
@@ -36,9 +39,18 @@ func (pl *GPUFit) Reserve(ctx context.Context, cs fwk.CycleState, pod *corev1.Po
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reasonNoGPUs)
 	}
 	cards := set.Cards
-	usage := pl.state.Usage(nodeInfo, pod.UID, s.req.Count)
-	picked, ok := gpu.Pick(cards, usage.Used, s.req, nil)
-	if !ok {
+	usage := pl.state.Usage(nodeInfo, pod.UID, s.req.WholeCards())
+	var picked []int
+	if s.req.Shared() {
+		if idx, ok := chosenCard(cs, nodeName, cards, usage, s.req); ok {
+			picked = []int{idx}
+		} else if idx, ok := usage.PickShared(cards, s.req); ok {
+			picked = []int{idx}
+		}
+	} else {
+		picked, _ = gpu.Pick(cards, usage.Used, s.req, nil)
+	}
+	if len(picked) == 0 {
 		return fwk.NewStatus(fwk.Unschedulable, reasonNotEnough)
 	}
 	r := &reservation{cards: picked}
@@ -47,10 +59,28 @@ func (pl *GPUFit) Reserve(ctx context.Context, cs fwk.CycleState, pod *corev1.Po
 			r.uuids = append(r.uuids, c.UUID)
 		}
 	}
-	pl.state.Assign(pod.UID, nodeName, picked)
+	pl.state.Assign(pod.UID, nodeName, picked, s.req.Milli)
 	cs.Write(reserveStateKey, r)
 	klog.FromContext(ctx).V(4).Info("Reserved GPUs", "pod", klog.KObj(pod), "node", nodeName, "cards", picked)
 	return nil
+}
+
+// chosenCard is the card a score plugin chose for a shared pod on the
+// node (gpustate.CardChoice), if it meets the request and has room.
+func chosenCard(cs fwk.CycleState, node string, cards []gpu.Card, usage gpustate.Usage, r gpu.Request) (int, bool) {
+	choice := gpustate.ReadCardChoice(cs)
+	if choice == nil {
+		return 0, false
+	}
+	idx, ok := choice.Get(node)
+	if !ok {
+		return 0, false
+	}
+	c := gpu.CardByIndex(cards, idx)
+	if c == nil || !c.Satisfies(r) || gpu.WholeCardMilli-usage.HeldMilli(idx) < r.Milli {
+		return 0, false
+	}
+	return idx, true
 }
 
 // Unreserve gives the pod's cards back.

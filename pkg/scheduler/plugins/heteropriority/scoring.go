@@ -45,7 +45,7 @@ func (pl *HeteroPriority) gpuPodScore(s *preScoreState, pod *corev1.Pod, ni fwk.
 	}
 	var chosen summary
 	var freeCards int64
-	if allocatable := ni.GetAllocatable().GetScalarResources()[gpu.ResourceName]; set.Interchangeable(allocatable) {
+	if allocatable := ni.GetAllocatable().GetScalarResources()[gpu.ResourceName]; set.Interchangeable(allocatable) && !pl.state.HasShared(ni.Node().Name) {
 		// Any card stands for the pick; no scan of the node's pods.
 		if !set.First.Satisfies(s.req.GPU) {
 			return 0
@@ -53,10 +53,17 @@ func (pl *HeteroPriority) gpuPodScore(s *preScoreState, pod *corev1.Pod, ni fwk.
 		chosen = summaryOf(&set.First)
 		freeCards = allocatable - ni.GetRequested().GetScalarResources()[gpu.ResourceName]
 	} else {
-		usage := pl.state.Usage(ni, pod.UID, s.req.GPU.Count)
+		usage := pl.state.Usage(ni, pod.UID, s.req.GPU.WholeCards())
 		var buf [64]int
-		picked, ok := gpu.Pick(set.Cards, usage.Used, s.req.GPU, buf[:0])
-		if !ok || len(picked) == 0 {
+		var picked []int
+		if s.req.GPU.Shared() {
+			if idx, ok := usage.PickShared(set.Cards, s.req.GPU); ok {
+				picked = append(buf[:0], idx)
+			}
+		} else {
+			picked, _ = gpu.Pick(set.Cards, usage.Used, s.req.GPU, buf[:0])
+		}
+		if len(picked) == 0 {
 			return 0
 		}
 		chosen = chosenSummary(set.Cards, picked)

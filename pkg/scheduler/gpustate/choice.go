@@ -1,0 +1,52 @@
+package gpustate
+
+import (
+	"sync"
+
+	fwk "k8s.io/kube-scheduler/framework"
+)
+
+// CardChoiceKey is the CycleState key of a CardChoice.
+const CardChoiceKey fwk.StateKey = "aisched.io/gpu-card-choice"
+
+// CardChoice is how a score plugin that weighs each card of a node (the
+// FGD plugin) tells GPUFit's Reserve which card of the chosen node it
+// scored a shared pod's placement with. Score runs for many nodes at
+// once, so it is safe for concurrent use. Reserve takes the choice only
+// when the card still has room; otherwise it picks as usual.
+type CardChoice struct {
+	mu     sync.Mutex
+	byNode map[string]int
+}
+
+// NewCardChoice returns an empty CardChoice.
+func NewCardChoice() *CardChoice { return &CardChoice{byNode: map[string]int{}} }
+
+// Clone implements fwk.StateData: one cycle's choices are shared by the
+// copies of its state (preemption's what-if copies do not score).
+func (c *CardChoice) Clone() fwk.StateData { return c }
+
+// Set records the card chosen on node.
+func (c *CardChoice) Set(node string, card int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.byNode[node] = card
+}
+
+// Get returns the card chosen on node.
+func (c *CardChoice) Get(node string) (card int, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	card, ok = c.byNode[node]
+	return card, ok
+}
+
+// ReadCardChoice returns the cycle's CardChoice, nil when no plugin wrote one.
+func ReadCardChoice(cs fwk.CycleState) *CardChoice {
+	s, err := cs.Read(CardChoiceKey)
+	if err != nil {
+		return nil
+	}
+	c, _ := s.(*CardChoice)
+	return c
+}

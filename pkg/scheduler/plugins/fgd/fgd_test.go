@@ -1,0 +1,177 @@
+package fgd
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+
+	"github.com/aisched/aisched/pkg/gpu"
+	"github.com/aisched/aisched/pkg/scheduler/gpustate"
+)
+
+func cards(n int) []gpu.Card {
+	out := make([]gpu.Card, n)
+	for i := range out {
+		out[i] = gpu.Card{Index: i, Model: "Tesla-T4", MemoryMiB: 15360, Healthy: true}
+	}
+	return out
+}
+
+func TestFragment(t *testing.T) {
+	// Typical shapes: a CPU pod (freq 0.2), a half-card pod with 4 cores
+	// (0.5) and a 2-card pod with 8 cores (0.3).
+	types := []Typical{
+		{MilliCPU: 1000, Freq: 0.2},
+		{MilliCPU: 4000, Milli: 500, Count: 1, Req: gpu.Request{Count: 1, Milli: 500}, Freq: 0.5},
+		{MilliCPU: 8000, Milli: 1000, Count: 2, Req: gpu.Request{Count: 2}, Freq: 0.3},
+	}
+	for _, tc := range []struct {
+		name    string
+		free    []int64
+		cpuFree int64
+		want    float64
+	}{
+		// Free 1000+1000+300+0 = 2300.
+		//   CPU pod:       all free GPU            0.2 * 2300 = 460
+		//   half card:     fits; card with 300     0.5 * 300  = 150
+		//   two cards:     fits; 300 unusable      0.3 * 300  = 90
+		{"mixed node", []int64{1000, 1000, 300, 0}, 16000, 700},
+		// Only 6 cores: the 2-card pod cannot run, all 2300 count for it.
+		//   460 + 150 + 0.3 * 2300 = 1300
+		{"too little CPU", []int64{1000, 1000, 300, 0}, 6000, 1300},
+		// Free 1000+400: the 2-card pod does not fit (one whole card).
+		//   0.2*1400 + 0.5*400 + 0.3*1400 = 280 + 200 + 420 = 900
+		{"one whole card", []int64{1000, 400}, 16000, 900},
+		{"full node", []int64{0, 0}, 16000, 0},
+		{"CPU-only node", nil, 16000, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := nodeView{free: tc.free, cards: cards(len(tc.free)), cpuFree: tc.cpuFree}
+			if got := n.fragment(types); math.Abs(got-tc.want) > 1e-9 {
+				t.Errorf("fragment = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// A card that fails a shape's model counts as unusable for that shape.
+func TestFragmentModels(t *testing.T) {
+	types := []Typical{{Milli: 500, Count: 1, Req: gpu.Request{Count: 1, Milli: 500, Models: []string{"a100"}}, Freq: 1, constrained: true}}
+	n := nodeView{free: []int64{1000, 600}, cards: cards(2), cpuFree: 1000}
+	if got := n.fragment(types); got != 1600 {
+		t.Errorf("fragment on cards of another model = %v, want all 1600", got)
+	}
+}
+
+func TestScoreFunction(t *testing.T) {
+	for _, tc := range []struct {
+		change float64
+		want   int64
+	}{
+		{0, 50},
+		// sigmoid(1) = 0.731 -> 73; sigmoid(-1) = 0.269 -> 26.
+		{1000, 73},
+		{-1000, 26},
+		{1e9, 100},
+		{-1e9, 0},
+	} {
+		if got := score(tc.change); got != tc.want {
+			t.Errorf("score(%v) = %d, want %d", tc.change, got, tc.want)
+		}
+	}
+}
+
+func TestWindow(t *testing.T) {
+	w := newWindow(4, 75)
+	a := shapeOf(1000, gpu.Request{Count: 1, Milli: 500})
+	b := shapeOf(2000, gpu.Request{Count: 2})
+	c := shapeOf(500, gpu.Request{})
+	for i, s := range []shape{a, a, b, c} {
+		w.observe(types.UID(fmt.Sprint(i)), s)
+	}
+	// A retried pod counts once.
+	w.observe("0", a)
+	// a: 2 of 4 pods; b and c: 1 each, tied, and ties go to fewer cards:
+	// c before b. 75% of 4 = 3 pods are covered by a and c.
+	got := w.Typical()
+	want := []Typical{
+		{MilliCPU: 1000, Milli: 500, Count: 1, Req: gpu.Request{Count: 1}, Freq: 2.0 / 3},
+		{MilliCPU: 500, Freq: 1.0 / 3},
+	}
+	if diff := cmp.Diff(want, got, cmpopts.EquateApprox(0, 1e-9), cmp.AllowUnexported(Typical{})); diff != "" {
+		t.Errorf("typical (-want,+got):\n%s", diff)
+	}
+	// The window keeps 4 pods: two more b push out the two oldest a.
+	w.observe("4", b)
+	w.observe("5", b)
+	got = w.Typical()
+	if len(got) == 0 || got[0].Count != 2 || math.Abs(got[0].Freq-1) > 1e-9 && math.Abs(got[0].Freq-0.75) > 1e-9 {
+		t.Errorf("after the window moved: %+v, want the 2-card shape first", got)
+	}
+	if _, ok := w.counts[a]; ok {
+		t.Errorf("shape a still counted after it left the window: %v", w.counts)
+	}
+}
+
+// Score tries a shared pod on every card and hands the best to Reserve.
+// The node has card 0 free and card 1 with 300 left; the pod asks 300.
+func TestScoreChoosesCard(t *testing.T) {
+	state := gpustate.NewStandalone()
+	node := st.MakeNode().Name("n").Capacity(map[corev1.ResourceName]string{corev1.ResourceCPU: "32", gpu.ResourceName: "2"}).Obj()
+	node.Labels = map[string]string{gpu.GFDCountLabel: "2", gpu.GFDMemoryLabel: "15360", gpu.GFDProductLabel: "Tesla-T4"}
+	held := st.MakePod().Name("h").UID("h").Node("n").Obj()
+	held.Annotations = map[string]string{gpu.MilliAnnotation: "700"}
+	state.Assign("h", "n", []int{1}, 700)
+	ni := framework.NewNodeInfo(held)
+	ni.SetNode(node)
+
+	pl := &FGD{state: state, shapes: newWindow(100, 100)}
+	// Typical: pods of 300 milli.
+	for i := range 10 {
+		pl.shapes.observe(types.UID(fmt.Sprint(i)), shapeOf(1000, gpu.Request{Count: 1, Milli: 300}))
+	}
+	pod := st.MakePod().Name("p").UID("p").Req(map[corev1.ResourceName]string{corev1.ResourceCPU: "1"}).Obj()
+	pod.Annotations = map[string]string{gpu.MilliAnnotation: "300"}
+	cs := framework.NewCycleState()
+	if s := pl.PreScore(context.Background(), cs, pod, nil); !s.IsSuccess() {
+		t.Fatal(s)
+	}
+	got, s := pl.Score(context.Background(), cs, pod, ni)
+	if !s.IsSuccess() {
+		t.Fatal(s)
+	}
+	// With 300-milli pods typical, nothing is ever a fragment: F = 0
+	// before and after either card, change 0 -> 50, and the first card
+	// tried (0) keeps the tie.
+	if got != 50 {
+		t.Errorf("score = %d, want 50", got)
+	}
+	card, ok := gpustate.ReadCardChoice(cs).Get("n")
+	if !ok || card != 0 {
+		t.Errorf("card choice = %d, %t; want 0 (first of equals)", card, ok)
+	}
+
+	// With 400-milli pods typical, card 1 (300 free) is already useless
+	// to them; putting the pod there (free 0) removes that fragment:
+	// before F = 300 (card 1), on card 1 F = 0 -> change 300 -> 57;
+	// on card 0 F = 300 + 0 (700 left fits 400) -> change 0 -> 50.
+	pl.shapes = newWindow(100, 100)
+	pl.shapes.observe("x", shapeOf(1000, gpu.Request{Count: 1, Milli: 400}))
+	cs = framework.NewCycleState()
+	_ = pl.PreScore(context.Background(), cs, pod, nil)
+	got, _ = pl.Score(context.Background(), cs, pod, ni)
+	if got != 57 {
+		t.Errorf("score = %d, want 57", got)
+	}
+	if card, _ := gpustate.ReadCardChoice(cs).Get("n"); card != 1 {
+		t.Errorf("card choice = %d, want 1", card)
+	}
+}

@@ -1,0 +1,80 @@
+package fgd
+
+import (
+	"math"
+
+	"github.com/aisched/aisched/pkg/gpu"
+)
+
+// Typical is a pod shape of the workload and how often it occurs.
+type Typical struct {
+	// MilliCPU is the shape's CPU request.
+	MilliCPU int64
+	// Milli is what the shape needs of each card, in thousandths (1000 for
+	// whole cards); 0 with Count 0 for CPU-only pods.
+	Milli int64
+	// Count is the number of cards.
+	Count int64
+	// Req holds the per-card constraints (models, memory, cores).
+	Req gpu.Request
+	// Freq is the shape's share of the typical pods; the shares sum to 1.
+	Freq float64
+	// constrained is true when Req has per-card constraints to check.
+	constrained bool
+}
+
+// nodeView is what the fragmentation of a node depends on: what each card
+// has free, in thousandths, and the free CPU.
+type nodeView struct {
+	// free[i] is what card cards[i] has free.
+	free    []int64
+	cards   []gpu.Card
+	cpuFree int64
+}
+
+// fragment is the FGD paper's fragmentation of the node for the typical
+// pods: F = sum over shapes t of Freq_t * frag_t, where frag_t is
+//   - all the free GPU of the node for a CPU-only shape (a CPU pod can use
+//     none of it);
+//   - all of it when the shape cannot run on the node (too few cards with
+//     room that meet its constraints, or too little CPU);
+//   - else the free GPU of the cards it cannot use (less room than it
+//     needs, or failing its constraints).
+//
+// F is in thousandths of a card.
+func (n *nodeView) fragment(types []Typical) float64 {
+	var all int64
+	for _, f := range n.free {
+		all += f
+	}
+	var total float64
+	for i := range types {
+		t := &types[i]
+		if t.Count == 0 {
+			total += t.Freq * float64(all)
+			continue
+		}
+		var fit, unusable int64
+		for j, f := range n.free {
+			if f >= t.Milli && (!t.constrained || n.cards[j].Satisfies(t.Req)) {
+				fit++
+			} else {
+				unusable += f
+			}
+		}
+		if fit >= t.Count && n.cpuFree >= t.MilliCPU {
+			total += t.Freq * float64(unusable)
+		} else {
+			total += t.Freq * float64(all)
+		}
+	}
+	return total
+}
+
+// score maps the change of fragmentation a placement causes (before -
+// after, thousandths of a card) to [0, 100] as the paper's simulator
+// does: 100 * sigmoid(change / 1000), truncated. A placement that leaves
+// fragmentation as it was scores 50.
+func score(change float64) int64 {
+	return int64(100 / (1 + math.Exp(-change/1000)))
+}

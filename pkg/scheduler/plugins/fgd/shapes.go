@@ -1,0 +1,134 @@
+package fgd
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/aisched/aisched/pkg/gpu"
+)
+
+// shape is a pod's request as FGD tells pods apart.
+type shape struct {
+	milliCPU, milli, count int64
+	// constraints is the per-card constraints, as a comparable key.
+	models           string
+	memoryMiB, cores int64
+}
+
+func shapeOf(milliCPU int64, r gpu.Request) shape {
+	s := shape{milliCPU: milliCPU, count: r.Count, models: strings.Join(r.Models, ","), memoryMiB: r.MemoryMiB, cores: r.Cores}
+	switch {
+	case r.Shared():
+		s.milli = r.Milli
+	case r.Count > 0:
+		s.milli = gpu.WholeCardMilli
+	}
+	return s
+}
+
+// window learns the typical pod shapes from the last size pods seen.
+type window struct {
+	size     int
+	coverage float64
+
+	mu     sync.Mutex
+	ring   []entry // the pods in the window, oldest at next once full
+	next   int
+	counts map[shape]int
+	seen   map[types.UID]bool
+	// typical is computed from counts when stale.
+	typical []Typical
+	stale   bool
+}
+
+type entry struct {
+	uid   types.UID
+	shape shape
+}
+
+func newWindow(size int, coveragePercent int32) *window {
+	return &window{size: size, coverage: float64(coveragePercent) / 100, counts: map[shape]int{}, seen: map[types.UID]bool{}}
+}
+
+// observe adds a pod to the window, once per pod however often it is
+// tried, and drops the oldest pod when the window is full.
+func (w *window) observe(uid types.UID, s shape) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.seen[uid] {
+		return
+	}
+	e := entry{uid: uid, shape: s}
+	if len(w.ring) < w.size {
+		w.ring = append(w.ring, e)
+	} else {
+		old := w.ring[w.next]
+		delete(w.seen, old.uid)
+		if w.counts[old.shape]--; w.counts[old.shape] == 0 {
+			delete(w.counts, old.shape)
+		}
+		w.ring[w.next] = e
+		w.next = (w.next + 1) % w.size
+	}
+	w.seen[uid] = true
+	w.counts[s]++
+	w.stale = true
+}
+
+// Typical returns the most frequent shapes until they cover the coverage
+// share of the window, with their frequencies renormalised to sum to 1
+// (ties by shape, so that the list is the same for the same window). The
+// slice is shared: do not modify it.
+func (w *window) Typical() []Typical {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.stale {
+		return w.typical
+	}
+	type counted struct {
+		s shape
+		n int
+	}
+	all := make([]counted, 0, len(w.counts))
+	for s, n := range w.counts {
+		all = append(all, counted{s, n})
+	}
+	slices.SortFunc(all, func(a, b counted) int {
+		if c := cmp.Compare(b.n, a.n); c != 0 {
+			return c
+		}
+		return compareShapes(a.s, b.s)
+	})
+	var covered int
+	var kept []counted
+	for _, c := range all {
+		if float64(covered) >= w.coverage*float64(len(w.ring)) {
+			break
+		}
+		kept = append(kept, c)
+		covered += c.n
+	}
+	out := make([]Typical, len(kept))
+	for i, c := range kept {
+		out[i] = Typical{
+			MilliCPU: c.s.milliCPU, Milli: c.s.milli, Count: c.s.count,
+			Req:  gpu.Request{Count: c.s.count, MemoryMiB: c.s.memoryMiB, Cores: c.s.cores},
+			Freq: float64(c.n) / float64(covered),
+		}
+		if c.s.models != "" {
+			out[i].Req.Models = strings.Split(c.s.models, ",")
+		}
+		out[i].constrained = c.s.models != "" || c.s.memoryMiB > 0 || c.s.cores > 0
+	}
+	w.typical, w.stale = out, false
+	return out
+}
+
+func compareShapes(a, b shape) int {
+	return cmp.Or(cmp.Compare(a.count, b.count), cmp.Compare(a.milli, b.milli), cmp.Compare(a.milliCPU, b.milliCPU),
+		cmp.Compare(a.models, b.models), cmp.Compare(a.memoryMiB, b.memoryMiB), cmp.Compare(a.cores, b.cores))
+}

@@ -1,0 +1,227 @@
+// Package fgdbaseline holds the two baselines of the FGD paper ("Beware of
+// Fragmentation", USENIX ATC '23) as score plugins, BestFit and DotProd,
+// written as that paper's simulator (hkust-adsl/kubernetes-scheduler-
+// simulator) computes them, so that `aisched sim trace` can check its
+// harness against the paper's published numbers. Both look at two
+// dimensions only, CPU and GPU, in thousandths of a core and of a card;
+// memory is left to NodeResourcesFit's filter, as in the paper.
+package fgdbaseline
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	resourcehelper "k8s.io/component-helpers/resource"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/aisched/aisched/apis/config"
+	"github.com/aisched/aisched/pkg/gpu"
+	"github.com/aisched/aisched/pkg/scheduler/gpustate"
+)
+
+// Plugin names in KubeSchedulerConfiguration.
+const (
+	BestFitName = "BestFit"
+	DotProdName = "DotProd"
+)
+
+// defaultMilliCPU is what a pod without a CPU request counts for, as the
+// scheduler's non-zero requests (and the paper's simulator) count it.
+const defaultMilliCPU = 100
+
+// vectors is the state both plugins score from.
+type vectors struct {
+	state          *gpustate.State
+	maxCPU, maxGPU float64
+}
+
+func newVectors(plugin string, obj runtime.Object, state *gpustate.State) (vectors, error) {
+	args := &config.FGDBaselineArgs{}
+	if err := config.Decode(plugin, obj, args); err != nil {
+		return vectors{}, err
+	}
+	return vectors{state: state, maxCPU: float64(args.MaxMilliCPU), maxGPU: float64(args.MaxGPUs * gpu.WholeCardMilli)}, nil
+}
+
+// request is the pod's CPU (non-zero) and GPU in thousandths.
+func request(pod *corev1.Pod) (cpu, gpuMilli int64) {
+	q := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})[corev1.ResourceCPU]
+	cpu = q.MilliValue()
+	if cpu == 0 {
+		cpu = defaultMilliCPU
+	}
+	// An invalid request never passes GPUFit's PreFilter; 0 here is moot.
+	r, _ := gpu.ParseRequest(pod)
+	return cpu, r.TotalMilli()
+}
+
+// free is what the node has left: CPU in thousandths of a core, GPU in
+// thousandths of a card (whole free cards and what shared cards have left).
+func (v vectors) free(pod *corev1.Pod, ni fwk.NodeInfo) (cpu, gpuMilli int64) {
+	cpu = ni.GetAllocatable().GetMilliCPU() - ni.GetRequested().GetMilliCPU()
+	if set := v.state.Cards(ni.Node()); set != nil {
+		gpuMilli = v.state.Usage(ni, pod.UID, 0).FreeMilli(set.Cards)
+	}
+	return cpu, gpuMilli
+}
+
+// preScoreState is the pod's request, read once per cycle.
+type preScoreState struct{ cpu, gpu int64 }
+
+// Clone implements fwk.StateData; the state is read-only.
+func (s *preScoreState) Clone() fwk.StateData { return s }
+
+func preScore(cs fwk.CycleState, key fwk.StateKey, pod *corev1.Pod) {
+	cpu, g := request(pod)
+	cs.Write(key, &preScoreState{cpu: cpu, gpu: g})
+}
+
+// podRequest reads the PreScore state, or the pod when the scheduler
+// scored without PreScore.
+func podRequest(cs fwk.CycleState, key fwk.StateKey, pod *corev1.Pod) (cpu, gpuMilli int64) {
+	if s, err := cs.Read(key); err == nil {
+		if st, ok := s.(*preScoreState); ok {
+			return st.cpu, st.gpu
+		}
+	}
+	return request(pod)
+}
+
+// signPod is the SignPlugin answer of both: the score depends on the pod
+// only through its CPU and GPU request.
+func signPod(name string, pod *corev1.Pod) []fwk.SignFragment {
+	cpu, g := request(pod)
+	return []fwk.SignFragment{{Key: "aisched.io/" + name, Value: [2]int64{cpu, g}}}
+}
+
+// BestFit prefers the node left with the least CPU and GPU after the pod.
+type BestFit struct{ vectors }
+
+var (
+	_ fwk.PreScorePlugin  = &BestFit{}
+	_ fwk.ScorePlugin     = &BestFit{}
+	_ fwk.ScoreExtensions = &BestFit{}
+	_ fwk.SignPlugin      = &BestFit{}
+)
+
+// NewBestFit builds BestFit; state is the scheduler's shared GPU view.
+func NewBestFit(_ context.Context, obj runtime.Object, _ fwk.Handle, state *gpustate.State) (fwk.Plugin, error) {
+	v, err := newVectors(BestFitName, obj, state)
+	if err != nil {
+		return nil, err
+	}
+	return &BestFit{v}, nil
+}
+
+// Name implements fwk.Plugin.
+func (pl *BestFit) Name() string { return BestFitName }
+
+// SignPod implements fwk.SignPlugin.
+func (pl *BestFit) SignPod(_ context.Context, pod *corev1.Pod) ([]fwk.SignFragment, *fwk.Status) {
+	return signPod(BestFitName, pod), nil
+}
+
+// PreScore reads the pod's request.
+func (pl *BestFit) PreScore(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) *fwk.Status {
+	preScore(cs, BestFitName, pod)
+	return nil
+}
+
+// Score is int(100 * (1 - (0.5 (cpuFree-cpuReq)/maxCPU + 0.5 (gpuFree-gpuReq)/maxGPU))),
+// truncated like the paper's; NormalizeScore then stretches the scores to
+// [0, 100]. A node the pod does not fit (which the filters rule out)
+// scores 0.
+func (pl *BestFit) Score(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, ni fwk.NodeInfo) (int64, *fwk.Status) {
+	cpuReq, gpuReq := podRequest(cs, BestFitName, pod)
+	cpuFree, gpuFree := pl.free(pod, ni)
+	return BestFitScore(cpuFree, gpuFree, cpuReq, gpuReq, pl.maxCPU, pl.maxGPU), nil
+}
+
+// BestFitScore is BestFit's raw score for what a node has free and what
+// the pod asks, before normalisation.
+func BestFitScore(cpuFree, gpuFree, cpuReq, gpuReq int64, maxCPU, maxGPU float64) int64 {
+	if cpuFree < cpuReq || gpuFree < gpuReq {
+		return 0
+	}
+	left := 0.5*float64(cpuFree-cpuReq)/maxCPU + 0.5*float64(gpuFree-gpuReq)/maxGPU
+	return int64((1 - left) * float64(fwk.MaxScore))
+}
+
+// ScoreExtensions implements fwk.ScorePlugin.
+func (pl *BestFit) ScoreExtensions() fwk.ScoreExtensions { return pl }
+
+// NormalizeScore maps the lowest score to 0 and the highest to 100 in
+// whole numbers, (s-lowest)*100/(highest-lowest); all equal gives all 0.
+func (pl *BestFit) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *corev1.Pod, scores fwk.NodeScoreList) *fwk.Status {
+	if len(scores) == 0 {
+		return nil
+	}
+	lowest, highest := scores[0].Score, scores[0].Score
+	for _, s := range scores {
+		lowest, highest = min(lowest, s.Score), max(highest, s.Score)
+	}
+	for i := range scores {
+		if highest == lowest {
+			scores[i].Score = 0
+			continue
+		}
+		scores[i].Score = (scores[i].Score - lowest) * fwk.MaxScore / (highest - lowest)
+	}
+	return nil
+}
+
+// DotProd prefers the node whose free CPU and GPU are least aligned with
+// the pod's request: score 100 * (1 - dot/2) over normalised vectors.
+type DotProd struct{ vectors }
+
+var (
+	_ fwk.PreScorePlugin = &DotProd{}
+	_ fwk.ScorePlugin    = &DotProd{}
+	_ fwk.SignPlugin     = &DotProd{}
+)
+
+// NewDotProd builds DotProd; state is the scheduler's shared GPU view.
+func NewDotProd(_ context.Context, obj runtime.Object, _ fwk.Handle, state *gpustate.State) (fwk.Plugin, error) {
+	v, err := newVectors(DotProdName, obj, state)
+	if err != nil {
+		return nil, err
+	}
+	return &DotProd{v}, nil
+}
+
+// Name implements fwk.Plugin.
+func (pl *DotProd) Name() string { return DotProdName }
+
+// SignPod implements fwk.SignPlugin.
+func (pl *DotProd) SignPod(_ context.Context, pod *corev1.Pod) ([]fwk.SignFragment, *fwk.Status) {
+	return signPod(DotProdName, pod), nil
+}
+
+// PreScore reads the pod's request.
+func (pl *DotProd) PreScore(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) *fwk.Status {
+	preScore(cs, DotProdName, pod)
+	return nil
+}
+
+// Score is DotProdScore of the node's free resources and the pod's request.
+func (pl *DotProd) Score(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, ni fwk.NodeInfo) (int64, *fwk.Status) {
+	cpuReq, gpuReq := podRequest(cs, DotProdName, pod)
+	cpuFree, gpuFree := pl.free(pod, ni)
+	return DotProdScore(cpuFree, gpuFree, cpuReq, gpuReq, pl.maxCPU, pl.maxGPU), nil
+}
+
+// DotProdScore is int(100 * (1 - ((cpuFree/maxCPU)(cpuReq/maxCPU) +
+// (gpuFree/maxGPU)(gpuReq/maxGPU)) / 2)), truncated like the paper's, and
+// 0 when the node has less CPU free than asked. Scores need no
+// normalisation: they are in [0, 100] as long as nothing exceeds the maxima.
+func DotProdScore(cpuFree, gpuFree, cpuReq, gpuReq int64, maxCPU, maxGPU float64) int64 {
+	if cpuFree < cpuReq {
+		return 0
+	}
+	dot := float64(cpuFree)/maxCPU*float64(cpuReq)/maxCPU + float64(gpuFree)/maxGPU*float64(gpuReq)/maxGPU
+	return min(max(int64((1-dot/2)*float64(fwk.MaxScore)), 0), fwk.MaxScore)
+}
+
+// ScoreExtensions implements fwk.ScorePlugin.
+func (pl *DotProd) ScoreExtensions() fwk.ScoreExtensions { return nil }

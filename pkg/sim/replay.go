@@ -1,0 +1,443 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config"
+
+	"github.com/aisched/aisched/pkg/clusterfile"
+	"github.com/aisched/aisched/pkg/gpu"
+	"github.com/aisched/aisched/pkg/local"
+	"github.com/aisched/aisched/pkg/local/nodesim"
+	"github.com/aisched/aisched/pkg/scheduler"
+	"github.com/aisched/aisched/pkg/scheduler/plugins/gpufit"
+	"github.com/aisched/aisched/pkg/sim/metrics"
+	"github.com/aisched/aisched/pkg/sim/report"
+	"github.com/aisched/aisched/pkg/sim/trace"
+)
+
+// ReplayOptions configure Replay.
+type ReplayOptions struct {
+	// Name names the report, usually the pod list's file name.
+	Name string
+	// Nodes and Pods are the trace.
+	Nodes []trace.Node
+	Pods  []trace.Pod
+	// Policies are scheduler profile names, each a policy of the report.
+	Policies []string
+	// SchedulerConfig holds the profiles; default scheduler.LocalConfig().
+	SchedulerConfig *config.KubeSchedulerConfiguration
+	// Seeds shuffle and inflate the pod list (trace.Workload), one run each.
+	Seeds []int64
+	// Inflate is the GPU request of the sequence in multiples of the
+	// cluster's capacity; the FGD protocol uses 1.3.
+	Inflate float64
+	// Percents are the arrived percentages of the curve; default
+	// ReplayPercents. 100 is always read: it is the headline number.
+	Percents []int
+	// Timeout bounds one run; default 30m.
+	Timeout time.Duration
+	// Progress receives one line per step; nil discards them.
+	Progress io.Writer
+	// Tick, when set, is called after each pod with the pods done and the
+	// length of the sequence, for a progress bar.
+	Tick func(done, total int)
+}
+
+// ReplayPercents are the arrived percentages the FGD paper plots.
+var ReplayPercents = []int{80, 85, 90, 95, 100, 105, 110, 115, 120, 125, 130}
+
+// ReplayMetrics are the metrics a replay reports, in order.
+var ReplayMetrics = []string{
+	"unallocated_gpu_pct", "unallocated_gpu_pct_curve", "gpu_allocation_rate",
+	"pending_pods", "inexpressible_pods", "pods_per_second",
+}
+
+// Replay runs the FGD evaluation protocol (trace package doc) for every
+// policy and seed, each on a fresh local cluster with the trace's nodes:
+// the pods of the sequence are created one at a time, each waits for the
+// scheduler to bind it or to find it unschedulable, and a pod that does
+// not fit is deleted at once, so that it is never retried. Pods the
+// cluster cannot express (see tracePod) are not created; they count as
+// arrived and not allocated, and their number is reported.
+func Replay(ctx context.Context, opts ReplayOptions) (*report.Report, error) {
+	if opts.SchedulerConfig == nil {
+		cfg, err := scheduler.LocalConfig()
+		if err != nil {
+			return nil, err
+		}
+		opts.SchedulerConfig = cfg
+	}
+	if len(opts.Percents) == 0 {
+		opts.Percents = ReplayPercents
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 30 * time.Minute
+	}
+	if opts.Progress == nil {
+		opts.Progress = io.Discard
+	}
+	for _, p := range opts.Policies {
+		if !hasProfile(opts.SchedulerConfig, p) {
+			return nil, fmt.Errorf("policy %s: no such profile in the scheduler configuration", p)
+		}
+	}
+	pools := trace.NodePools(opts.Nodes)
+	if errs := clusterfile.ValidateNodePools(pools, nil); len(errs) > 0 {
+		return nil, fmt.Errorf("nodes: %w", errs.ToAggregate())
+	}
+	capacity := trace.CapacityMilli(opts.Nodes)
+	if capacity == 0 {
+		return nil, errors.New("nodes: the cluster has no GPUs")
+	}
+	rep := &report.Report{Scenario: opts.Name, Metrics: ReplayMetrics}
+	for _, p := range opts.Policies {
+		pr := report.Policy{Name: p}
+		for _, seed := range opts.Seeds {
+			seq := trace.Workload(opts.Pods, seed, opts.Inflate, capacity)
+			fmt.Fprintf(opts.Progress, "%s, seed %d: %d pods\n", p, seed, len(seq))
+			begin := time.Now()
+			res, err := replayOne(ctx, opts, pools, p, seq, capacity)
+			if err != nil {
+				return nil, fmt.Errorf("policy %s, seed %d: %w", p, seed, err)
+			}
+			fmt.Fprintf(opts.Progress, "%s, seed %d: done in %.1fs, unallocated GPU at 100%%: %.2f%%\n", p, seed, time.Since(begin).Seconds(), *res.UnallocatedGPUPct)
+			pr.Runs = append(pr.Runs, report.Run{Seed: seed, Result: res})
+		}
+		rep.Policies = append(rep.Policies, pr)
+	}
+	return rep, nil
+}
+
+func hasProfile(cfg *config.KubeSchedulerConfiguration, name string) bool {
+	return findProfile(cfg, name) != nil
+}
+
+func findProfile(cfg *config.KubeSchedulerConfiguration, name string) *config.KubeSchedulerProfile {
+	for i := range cfg.Profiles {
+		if cfg.Profiles[i].SchedulerName == name {
+			return &cfg.Profiles[i]
+		}
+	}
+	return nil
+}
+
+// sharesCards reports whether a profile places pods that share a card:
+// whether it runs GPUFit's Filter.
+func sharesCards(p *config.KubeSchedulerProfile) bool {
+	named := func(set []config.Plugin) bool {
+		return slices.ContainsFunc(set, func(pl config.Plugin) bool { return pl.Name == gpufit.Name })
+	}
+	f := p.Plugins.Filter
+	return named(f.Enabled) || named(p.Plugins.MultiPoint.Enabled) && !named(f.Disabled)
+}
+
+// replayOne replays seq under one profile on a fresh cluster.
+func replayOne(ctx context.Context, opts ReplayOptions, pools []clusterfile.NodePool, profile string, seq []trace.Pod, capacity int64) (_ metrics.Result, err error) {
+	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
+	defer cancel()
+	dir, err := os.MkdirTemp("", "aisched-replay-")
+	if err != nil {
+		return metrics.Result{}, err
+	}
+	defer os.RemoveAll(dir)
+	c, err := local.Start(ctx, local.Options{
+		DataDir:         dir,
+		Cluster:         &clusterfile.Cluster{APIVersion: clusterfile.APIVersion, Kind: clusterfile.Kind, NodePools: pools},
+		SchedulerConfig: opts.SchedulerConfig,
+		// Pods never run in the protocol: no kubelet traffic, no samples.
+		Nodes: nodesim.Options{NodesOnly: true, MetricsInterval: -1},
+	})
+	if err != nil {
+		return metrics.Result{}, err
+	}
+	defer func() {
+		if stopErr := c.Stop(); stopErr != nil && err == nil {
+			err = stopErr
+		}
+	}()
+	if err := waitForServiceAccount(ctx, c); err != nil {
+		return metrics.Result{}, err
+	}
+
+	o := &outcomes{seen: map[string]outcome{}, changed: make(chan struct{}, 1)}
+	factory := informers.NewSharedInformerFactory(c.Client, 0)
+	informer := factory.Core().V1().Pods().Informer()
+	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    o.observe,
+		UpdateFunc: func(_, obj interface{}) { o.observe(obj) },
+	}); err != nil {
+		return metrics.Result{}, err
+	}
+	stopInformers := make(chan struct{})
+	factory.Start(stopInformers)
+	defer factory.Shutdown()
+	defer close(stopInformers)
+	cache.WaitForCacheSync(ctx.Done(), informer.HasSynced)
+
+	pods := c.Client.CoreV1().Pods(metav1.NamespaceDefault)
+	shares := sharesCards(findProfile(opts.SchedulerConfig, profile))
+	// After pod i: the GPU milli requested by seq[:i+1] and allocated.
+	requested, allocated := make([]int64, len(seq)), make([]int64, len(seq))
+	var sumRequested, sumAllocated int64
+	res := metrics.Result{InexpressiblePods: new(int)}
+	start := time.Now()
+	var elapsed time.Duration
+	for i, tp := range seq {
+		sumRequested += tp.TotalGPUMilli()
+		requested[i] = sumRequested
+		if opts.Tick != nil {
+			opts.Tick(i, len(seq))
+		}
+		placed, err := replayPod(ctx, pods, o, tp, profile, shares)
+		switch {
+		case err != nil:
+			return metrics.Result{}, fmt.Errorf("pod %s: %w", tp.Name, err)
+		case placed == inexpressible:
+			*res.InexpressiblePods++
+		case placed == failed:
+			res.PendingPods++
+		default:
+			sumAllocated += tp.TotalGPUMilli()
+			elapsed = time.Since(start)
+		}
+		allocated[i] = sumAllocated
+	}
+	if opts.Tick != nil {
+		opts.Tick(len(seq), len(seq))
+	}
+	if err := checkPlacement(ctx, pods, sumAllocated); err != nil {
+		return metrics.Result{}, err
+	}
+	res.PodsPerSecond = metrics.PodsPerSecond(len(seq)-res.PendingPods-*res.InexpressiblePods, elapsed)
+	rate := float64(sumAllocated) / float64(capacity)
+	res.GPUAllocationRate = &rate
+	percents := append([]int{100}, opts.Percents...)
+	for j, p := range metrics.UnallocatedCurve(requested, allocated, capacity, percents) {
+		if j == 0 && p.ArrivedPct == 100 {
+			res.UnallocatedGPUPct = &p.UnallocatedGPUPct
+			continue
+		}
+		res.UnallocatedGPUPctCurve = append(res.UnallocatedGPUPctCurve, p)
+	}
+	if res.UnallocatedGPUPct == nil {
+		return metrics.Result{}, fmt.Errorf("the sequence requests less GPU than the cluster has (inflate %g): nothing to read at 100%% arrived", opts.Inflate)
+	}
+	return res, nil
+}
+
+// What became of a pod of the sequence.
+const (
+	bound = iota
+	failed
+	inexpressible
+)
+
+// replayPod creates the pod of tp, waits for the scheduler, and deletes it
+// at once if it does not fit, so that it is never retried.
+func replayPod(ctx context.Context, pods corev1client.PodInterface, o *outcomes, tp trace.Pod, profile string, shares bool) (int, error) {
+	pod, err := tracePod(tp, profile, shares)
+	if err != nil {
+		return inexpressible, nil
+	}
+	if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		return 0, err
+	}
+	out, err := o.wait(ctx, pod.Name)
+	switch {
+	case err != nil:
+		return 0, err
+	case out.err != "":
+		return 0, fmt.Errorf("the scheduler failed: %s", out.err)
+	case out.bound:
+		return bound, nil
+	}
+	zero := int64(0)
+	if err := pods.Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil && !apierrors.IsNotFound(err) {
+		return 0, err
+	}
+	return failed, nil
+}
+
+// checkPlacement compares the replay's count with what the cluster holds:
+// the GPU of the bound pods must add up to allocated, and no card may hold
+// more than a whole card or a whole-card pod beside a share. A mismatch
+// means the protocol was broken (a failed pod retried and bound) or the
+// scheduler overcommitted a card; either makes the numbers worthless.
+func checkPlacement(ctx context.Context, pods corev1client.PodInterface, allocated int64) error {
+	list, err := pods.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	var sum int64
+	held := map[string]int64{} // node/card -> thousandths
+	for i := range list.Items {
+		pod := &list.Items[i]
+		if pod.Spec.NodeName == "" {
+			continue
+		}
+		r, err := gpu.ParseRequest(pod)
+		if err != nil || r.Count == 0 {
+			continue
+		}
+		sum += r.TotalMilli()
+		cards, ok := gpu.ParseIndices(pod.Annotations[gpu.AssignedAnnotation])
+		if !ok {
+			// default-scheduler names no cards.
+			continue
+		}
+		share := int64(gpu.WholeCardMilli)
+		if r.Shared() {
+			share = r.Milli
+		}
+		for _, c := range cards {
+			key := fmt.Sprintf("%s/%d", pod.Spec.NodeName, c)
+			if held[key] += share; held[key] > gpu.WholeCardMilli {
+				return fmt.Errorf("card %s holds %d thousandths, more than a card (pod %s)", key, held[key], pod.Name)
+			}
+		}
+	}
+	if sum != allocated {
+		return fmt.Errorf("the bound pods hold %d thousandths of a card, the replay counted %d", sum, allocated)
+	}
+	return nil
+}
+
+// waitForServiceAccount waits for the default namespace's service account,
+// without which the apiserver refuses pods.
+func waitForServiceAccount(ctx context.Context, c *local.Cluster) error {
+	for {
+		_, err := c.Client.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for the default service account: %w", ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// outcome is what became of a pod: bound, found unschedulable, or a
+// scheduler error.
+type outcome struct {
+	bound bool
+	err   string
+}
+
+// outcomes collects the outcome of every pod from the pod informer.
+type outcomes struct {
+	mu      sync.Mutex
+	seen    map[string]outcome
+	changed chan struct{}
+}
+
+func (o *outcomes) observe(obj interface{}) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	var out outcome
+	switch {
+	case pod.Spec.NodeName != "":
+		out.bound = true
+	default:
+		cond := podScheduledCondition(pod)
+		if cond == nil || cond.Status != corev1.ConditionFalse {
+			return
+		}
+		if cond.Reason == corev1.PodReasonSchedulerError {
+			out.err = cond.Message
+		}
+	}
+	o.mu.Lock()
+	o.seen[pod.Name] = out
+	o.mu.Unlock()
+	select {
+	case o.changed <- struct{}{}:
+	default:
+	}
+}
+
+func podScheduledCondition(pod *corev1.Pod) *corev1.PodCondition {
+	for i := range pod.Status.Conditions {
+		if pod.Status.Conditions[i].Type == corev1.PodScheduled {
+			return &pod.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// wait returns the outcome of the named pod once there is one.
+func (o *outcomes) wait(ctx context.Context, name string) (outcome, error) {
+	for {
+		o.mu.Lock()
+		out, ok := o.seen[name]
+		o.mu.Unlock()
+		if ok {
+			return out, nil
+		}
+		select {
+		case <-o.changed:
+		case <-ctx.Done():
+			return outcome{}, fmt.Errorf("waiting for the scheduler: %w", ctx.Err())
+		}
+	}
+}
+
+// tracePod returns the pod of a trace row for a profile, or why it cannot
+// be expressed: a pod that shares a card (gpu_milli below 1000) asks for
+// its share with gpu.MilliAnnotation, which only profiles with GPUFit
+// (shares) place.
+func tracePod(p trace.Pod, profile string, shares bool) (*corev1.Pod, error) {
+	if p.Shared() && !shares {
+		return nil, fmt.Errorf("pod %s asks for %d milli of one card: profile %s does not share cards", p.Name, p.GPUMilli, profile)
+	}
+	requests := corev1.ResourceList{
+		corev1.ResourceCPU:    *resource.NewMilliQuantity(p.MilliCPU, resource.DecimalSI),
+		corev1.ResourceMemory: *resource.NewQuantity(p.MemoryMiB<<20, resource.BinarySI),
+	}
+	limits := corev1.ResourceList{}
+	annotations := map[string]string{}
+	if p.Shared() {
+		annotations[gpu.MilliAnnotation] = strconv.FormatInt(p.GPUMilli, 10)
+	} else if p.NumGPU > 0 {
+		n := *resource.NewQuantity(int64(p.NumGPU), resource.DecimalSI)
+		requests[gpu.ResourceName], limits[gpu.ResourceName] = n, n
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: strings.ToLower(p.Name), Namespace: metav1.NamespaceDefault, Annotations: annotations},
+		Spec: corev1.PodSpec{
+			SchedulerName: profile,
+			Containers: []corev1.Container{{
+				Name: "main", Image: "trace",
+				Resources: corev1.ResourceRequirements{Requests: requests, Limits: limits},
+			}},
+		},
+	}
+	if len(p.GPUSpec) > 0 {
+		models := make([]string, len(p.GPUSpec))
+		for i, m := range p.GPUSpec {
+			models[i] = trace.NodeModel(m)
+		}
+		annotations[gpu.ModelsAnnotation] = strings.Join(models, ",")
+	}
+	return pod, nil
+}
