@@ -76,4 +76,7 @@ func (a *FGDArgs) Default() {
 	if a.CoveragePercent == 0 {
 		a.CoveragePercent = 95
 	}
+	if a.Resolution == "" {
+		a.Resolution = FGDPaper
+	}
 }

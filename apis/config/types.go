@@ -138,4 +138,20 @@ type FGDArgs struct {
 	// CoveragePercent keeps the most frequent shapes until they cover this
 	// share of the window's pods, as the FGD paper does; default 95.
 	CoveragePercent int32 `json:"coveragePercent,omitempty"`
+	// Resolution is how the fragmentation change becomes a score: Paper
+	// (default), 100*sigmoid(change/1000) truncated as the paper does, or
+	// Exact, the rank of the change among the cycle's nodes, so that the
+	// node with the least growth wins outright instead of tying with every
+	// node within a few thousandths of a card.
+	Resolution FGDResolution `json:"resolution,omitempty"`
 }
+
+// FGDResolution selects how FGD turns a fragmentation change into a score.
+type FGDResolution string
+
+const (
+	// FGDPaper is the FGD paper's score, 100*sigmoid(change/1000).
+	FGDPaper FGDResolution = "Paper"
+	// FGDExact ranks the nodes by the change.
+	FGDExact FGDResolution = "Exact"
+)

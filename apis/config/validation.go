@@ -110,5 +110,8 @@ func (a *FGDArgs) Validate(path *field.Path) field.ErrorList {
 	if a.CoveragePercent < 1 || a.CoveragePercent > 100 {
 		errs = append(errs, field.Invalid(path.Child("coveragePercent"), a.CoveragePercent, "must be a percent between 1 and 100"))
 	}
+	if a.Resolution != FGDPaper && a.Resolution != FGDExact {
+		errs = append(errs, field.NotSupported(path.Child("resolution"), a.Resolution, []FGDResolution{FGDPaper, FGDExact}))
+	}
 	return errs
 }

@@ -55,6 +55,11 @@ type Options struct {
 	// DeferScheduler leaves the scheduler stopped until StartScheduler, so
 	// that a benchmark can queue its pods first.
 	DeferScheduler bool
+	// DiscardSchedulerEvents drops the scheduler's Events (Scheduled,
+	// FailedScheduling) instead of writing them, for a replay of thousands
+	// of pods where nobody reads them and the writes would cost a third of
+	// the apiserver's work.
+	DiscardSchedulerEvents bool
 	// APIServerArgs are extra kube-apiserver flags, e.g. --runtime-config=...
 	APIServerArgs []string
 	// Nodes tunes the simulated kubelets; the clients and Nodes are filled in.
@@ -93,6 +98,7 @@ type Cluster struct {
 	scheduler       *component
 	schedulerConfig *config.KubeSchedulerConfiguration
 	newRegistry     func() frameworkruntime.Registry
+	discardEvents   bool
 
 	failOnce sync.Once
 	failed   chan struct{}
@@ -212,7 +218,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 	c.nodes = sim
-	c.schedulerConfig, c.newRegistry = opts.SchedulerConfig, opts.NewRegistry
+	c.schedulerConfig, c.newRegistry, c.discardEvents = opts.SchedulerConfig, opts.NewRegistry, opts.DiscardSchedulerEvents
 	components := []*component{
 		{name: "controllers", run: func(ctx context.Context, started chan<- struct{}) error {
 			return runControllers(ctx, c.Config, p.CACert(), started)
@@ -295,7 +301,7 @@ func (c *Cluster) waitStarted(ctx context.Context, comp *component) error {
 
 func (c *Cluster) newSchedulerComponent() *component {
 	return &component{name: "scheduler", run: func(ctx context.Context, started chan<- struct{}) error {
-		return runScheduler(ctx, c.Config, c.schedulerConfig, c.newRegistry(), started)
+		return runScheduler(ctx, c.Config, c.schedulerConfig, c.newRegistry(), c.discardEvents, started)
 	}}
 }
 

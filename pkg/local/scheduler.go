@@ -23,7 +23,7 @@ import (
 // secure serving and the process-wide configz registration, none of which
 // an in-process scheduler wants (a second cluster in the same process would
 // collide on configz).
-func runScheduler(ctx context.Context, restCfg *rest.Config, cfg *config.KubeSchedulerConfiguration, registry frameworkruntime.Registry, started chan<- struct{}) error {
+func runScheduler(ctx context.Context, restCfg *rest.Config, cfg *config.KubeSchedulerConfiguration, registry frameworkruntime.Registry, discardEvents bool, started chan<- struct{}) error {
 	restCfg = rest.AddUserAgent(rest.CopyConfig(restCfg), "aisched-scheduler")
 	client, err := kubernetes.NewForConfig(restCfg)
 	if err != nil {
@@ -52,7 +52,10 @@ func runScheduler(ctx context.Context, restCfg *rest.Config, cfg *config.KubeSch
 	if err != nil {
 		return err
 	}
-	broadcaster.StartRecordingToSink(ctx.Done())
+	if !discardEvents {
+		// Without a sink the broadcaster drops what it is given.
+		broadcaster.StartRecordingToSink(ctx.Done())
+	}
 	defer broadcaster.Shutdown()
 
 	informerFactory.Start(ctx.Done())

@@ -145,7 +145,8 @@ func sharesCards(p *config.KubeSchedulerProfile) bool {
 		return slices.ContainsFunc(set, func(pl config.Plugin) bool { return pl.Name == gpufit.Name })
 	}
 	f := p.Plugins.Filter
-	return named(f.Enabled) || named(p.Plugins.MultiPoint.Enabled) && !named(f.Disabled)
+	all := slices.ContainsFunc(f.Disabled, func(pl config.Plugin) bool { return pl.Name == "*" })
+	return named(f.Enabled) || named(p.Plugins.MultiPoint.Enabled) && !named(f.Disabled) && !all
 }
 
 // replayOne replays seq under one profile on a fresh cluster.
@@ -161,6 +162,8 @@ func replayOne(ctx context.Context, opts ReplayOptions, pools []clusterfile.Node
 		DataDir:         dir,
 		Cluster:         &clusterfile.Cluster{APIVersion: clusterfile.APIVersion, Kind: clusterfile.Kind, NodePools: pools},
 		SchedulerConfig: opts.SchedulerConfig,
+		// Nobody reads the scheduler's events of a replay.
+		DiscardSchedulerEvents: true,
 		// Pods never run in the protocol: no kubelet traffic, no samples.
 		Nodes: nodesim.Options{NodesOnly: true, MetricsInterval: -1},
 	})
@@ -403,7 +406,7 @@ func (o *outcomes) wait(ctx context.Context, name string) (outcome, error) {
 }
 
 // tracePod returns the pod of a trace row for a profile, or why it cannot
-// be expressed: a pod that shares a card (gpu_milli below 1000) asks for
+// be expressed (a gpu_spec of a pod without GPUs is moot and dropped): a pod that shares a card (gpu_milli below 1000) asks for
 // its share with gpu.MilliAnnotation, which only profiles with GPUFit
 // (shares) place.
 func tracePod(p trace.Pod, profile string, shares bool) (*corev1.Pod, error) {
@@ -432,7 +435,7 @@ func tracePod(p trace.Pod, profile string, shares bool) (*corev1.Pod, error) {
 			}},
 		},
 	}
-	if len(p.GPUSpec) > 0 {
+	if len(p.GPUSpec) > 0 && p.NumGPU > 0 {
 		models := make([]string, len(p.GPUSpec))
 		for i, m := range p.GPUSpec {
 			models[i] = trace.NodeModel(m)

@@ -38,6 +38,9 @@ type Options struct {
 	Timeout time.Duration
 	// Progress receives one line per step; nil discards them.
 	Progress io.Writer
+	// Tick, when set, is called after each arrival with the pods created
+	// and the workload's size, for a progress bar.
+	Tick func(done, total int)
 }
 
 // Run runs every policy of s with every seed, each on a fresh cluster, and
@@ -253,7 +256,10 @@ func runOne(ctx context.Context, s *scenario.Scenario, p scenario.Policy, cfg *c
 	arrivals := pods(s, p.Profile, seed)
 	start := time.Now()
 	rejected := 0
-	for _, a := range arrivals {
+	for i, a := range arrivals {
+		if opts.Tick != nil {
+			opts.Tick(i, len(arrivals))
+		}
 		if d := time.Until(start.Add(a.at)); d > 0 {
 			select {
 			case <-time.After(d):
@@ -277,6 +283,9 @@ func runOne(ctx context.Context, s *scenario.Scenario, p scenario.Policy, cfg *c
 			}
 			rejected++
 		}
+	}
+	if opts.Tick != nil {
+		opts.Tick(len(arrivals), len(arrivals))
 	}
 	created := time.Now()
 	w.mu.Lock()

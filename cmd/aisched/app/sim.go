@@ -59,7 +59,11 @@ format is described in docs/scenarios.md.`,
 			defer done()
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			rep, err := sim.Run(ctx, s, sim.Options{Settle: settle, Progress: progress})
+			opts := sim.Options{Settle: settle, Progress: progress}
+			if term.IsTerminal(int(progress.Fd())) {
+				opts.Tick = progressBar(progress, "arrived")
+			}
+			rep, err := sim.Run(ctx, s, opts)
 			if err != nil {
 				return err
 			}
@@ -133,7 +137,11 @@ cluster cannot express. With several seeds each metric is the median, and
 			}
 			defer done()
 			opts.Progress = terminal
-			opts.Tick = progress(terminal, term.IsTerminal(int(terminal.Fd())))
+			if term.IsTerminal(int(terminal.Fd())) {
+				opts.Tick = progressBar(terminal, "pods")
+			} else {
+				opts.Tick = progressLines(terminal)
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			begin := time.Now()
@@ -211,28 +219,34 @@ func parseSeeds(s string) ([]int64, error) {
 	return seeds, nil
 }
 
-// progress returns a Tick that redraws a bar on a terminal at most ten
-// times a second, and ends the line when a run is done; elsewhere (a log,
-// CI) it writes a line at every tenth of the run.
-func progress(w io.Writer, terminal bool) func(done, total int) {
+// progressBar returns a Tick that redraws a bar on the terminal at most
+// ten times a second, and ends the line when a run is done.
+func progressBar(w io.Writer, unit string) func(done, total int) {
 	var last time.Time
-	begin := time.Now()
 	return func(done, total int) {
-		if !terminal {
-			if step := max(total/10, 1); done%step == 0 && done > 0 {
-				fmt.Fprintf(w, "%d/%d pods after %s\n", done, total, time.Since(begin).Round(time.Second))
-			}
-			return
-		}
 		if done < total && time.Since(last) < 100*time.Millisecond {
 			return
 		}
 		last = time.Now()
 		const width = 40
 		filled := width * done / max(total, 1)
-		fmt.Fprintf(w, "\r[%s%s] %d/%d pods", strings.Repeat("#", filled), strings.Repeat(" ", width-filled), done, total)
+		fmt.Fprintf(w, "\r[%s%s] %d/%d %s", strings.Repeat("#", filled), strings.Repeat(" ", width-filled), done, total, unit)
 		if done == total {
 			fmt.Fprintln(w)
+		}
+	}
+}
+
+// progressLines returns a Tick for a log or CI: a line at every tenth of
+// a run, with the time since the run began.
+func progressLines(w io.Writer) func(done, total int) {
+	var begin time.Time
+	return func(done, total int) {
+		if done == 0 {
+			begin = time.Now()
+		}
+		if step := max(total/10, 1); done > 0 && done%step == 0 {
+			fmt.Fprintf(w, "%d/%d pods after %s\n", done, total, time.Since(begin).Round(time.Second))
 		}
 	}
 }

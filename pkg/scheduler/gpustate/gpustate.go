@@ -14,6 +14,7 @@ package gpustate
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -69,6 +70,11 @@ type State struct {
 	// facts is recomputed when stale (a node or an inventory changed).
 	facts      ClusterFacts
 	factsStale bool
+
+	// synced reports whether the pod and node handlers have seen every
+	// object of the informers' first list; isSynced caches a yes.
+	synced   []cache.InformerSynced
+	isSynced atomic.Bool
 }
 
 // New returns an empty State, to be connected to a scheduler with Init.
@@ -125,11 +131,35 @@ func (s *State) init(ctx context.Context, h fwk.Handle) error {
 		}
 	}
 	core := h.SharedInformerFactory().Core().V1()
-	if _, err := core.Pods().Informer().AddEventHandler(handlers(s.ObservePod, s.ForgetPod)); err != nil {
+	pods, err := core.Pods().Informer().AddEventHandler(handlers(s.ObservePod, s.ForgetPod))
+	if err != nil {
 		return err
 	}
-	_, err = core.Nodes().Informer().AddEventHandler(handlers(s.ObserveNode, s.ForgetNode))
-	return err
+	nodes, err := core.Nodes().Informer().AddEventHandler(handlers(s.ObserveNode, s.ForgetNode))
+	if err != nil {
+		return err
+	}
+	s.synced = []cache.InformerSynced{pods.HasSynced, nodes.HasSynced}
+	return nil
+}
+
+// WaitSynced waits, at most syncTimeout, until the State has seen every
+// pod and node the scheduler's informers first listed. The scheduler waits
+// only for its own handlers before it schedules; a plugin that placed a
+// pod before this State saw the bound ones could give a card, or a share
+// of one, twice. It reports whether the State is synced; once it is, the
+// call costs one atomic load.
+func (s *State) WaitSynced(ctx context.Context) bool {
+	if s.isSynced.Load() {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(ctx, syncTimeout)
+	defer cancel()
+	if !cache.WaitForCacheSync(ctx.Done(), s.synced...) {
+		return false
+	}
+	s.isSynced.Store(true)
+	return true
 }
 
 func handlers(observe, forget func(interface{})) cache.ResourceEventHandlerFuncs {

@@ -107,8 +107,8 @@ const maxCards = 64
 // Usage is what the pods of a node hold.
 type Usage struct {
 	// used has bit i set when card i is held, whole or in part, by a pod
-	// with a known assignment.
-	used uint64
+	// with a known assignment; whole has it set when a pod holds it whole.
+	used, whole uint64
 	// shared holds the thousandths of each card held by pods that share
 	// it, by card index; nil when no pod of the node shares a card.
 	shared *[maxCards]int64
@@ -126,10 +126,10 @@ func (u Usage) HeldMilli(i int) int64 {
 	switch {
 	case !u.Used(i):
 		return 0
-	case u.shared != nil && u.shared[i] > 0:
-		return min(u.shared[i], gpu.WholeCardMilli)
+	case u.whole&(1<<i) != 0 || u.shared == nil:
+		return gpu.WholeCardMilli
 	}
-	return gpu.WholeCardMilli
+	return min(u.shared[i], gpu.WholeCardMilli)
 }
 
 // Count is the number of cards known to be held, whole or in part.
@@ -172,12 +172,14 @@ func (u Usage) PickShared(cards []gpu.Card, r gpu.Request) (index int, ok bool) 
 	return index, ok
 }
 
-// FreeMilli is the thousandths of cards of the node not held, less the
-// cards held by pods whose cards are unknown.
+// FreeMilli is the thousandths of the node's healthy cards not held, less
+// the cards held by pods whose cards are unknown.
 func (u Usage) FreeMilli(cards []gpu.Card) int64 {
 	var free int64
 	for i := range cards {
-		free += gpu.WholeCardMilli - u.HeldMilli(cards[i].Index)
+		if cards[i].Healthy {
+			free += gpu.WholeCardMilli - u.HeldMilli(cards[i].Index)
+		}
 	}
 	return max(free-u.Unknown*gpu.WholeCardMilli, 0)
 }
@@ -219,11 +221,14 @@ func (s *State) Usage(nodeInfo fwk.NodeInfo, skip types.UID, skipGPUs int64) Usa
 			continue
 		}
 		for _, c := range h.cards {
-			if c >= 0 && c < maxCards {
-				u.used |= 1 << c
-				if h.milli > 0 && u.shared != nil {
-					u.shared[c] += h.milli
-				}
+			if c < 0 || c >= maxCards {
+				continue
+			}
+			u.used |= 1 << c
+			if h.milli > 0 && u.shared != nil {
+				u.shared[c] += h.milli
+			} else {
+				u.whole |= 1 << c
 			}
 		}
 		if h.milli == 0 {

@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -31,21 +32,26 @@ const preScoreStateKey fwk.StateKey = "PreScore" + Name
 type FGD struct {
 	state  *gpustate.State
 	shapes *window
+	exact  bool
 }
 
 var (
 	_ fwk.PreFilterPlugin = &FGD{}
 	_ fwk.PreScorePlugin  = &FGD{}
 	_ fwk.ScorePlugin     = &FGD{}
+	_ fwk.ScoreExtensions = &FGD{}
 )
 
 // New builds the plugin; state is the scheduler's shared GPU view.
-func New(_ context.Context, obj runtime.Object, _ fwk.Handle, state *gpustate.State) (fwk.Plugin, error) {
+func New(ctx context.Context, obj runtime.Object, h fwk.Handle, state *gpustate.State) (fwk.Plugin, error) {
 	args := &config.FGDArgs{}
 	if err := config.Decode(Name, obj, args); err != nil {
 		return nil, err
 	}
-	return &FGD{state: state, shapes: newWindow(int(args.Window), args.CoveragePercent)}, nil
+	if err := state.Init(ctx, h); err != nil {
+		return nil, err
+	}
+	return &FGD{state: state, shapes: newWindow(int(args.Window), args.CoveragePercent), exact: args.Resolution == config.FGDExact}, nil
 }
 
 // Name implements fwk.Plugin.
@@ -58,11 +64,27 @@ func podShape(pod *corev1.Pod) (milliCPU int64, r gpu.Request, err error) {
 	return q.MilliValue(), r, err
 }
 
-// PreFilter learns the pod's shape: every pod reaches PreFilter, also the
-// ones no node fits, which are as much a part of the workload.
-func (pl *FGD) PreFilter(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
-	if cpu, r, err := podShape(pod); err == nil {
-		pl.shapes.observe(pod.UID, shapeOf(cpu, r))
+// PreFilter learns the pod's shape: pods that no node fits are as much a
+// part of the workload. (A pod an earlier PreFilter rejects, such as one
+// with an invalid GPU request, is not seen.) For a pod that shares a card
+// it opens the cycle's card choice, which can also pick the card when the
+// scheduler does not score (one feasible node).
+func (pl *FGD) PreFilter(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	cpu, r, err := podShape(pod)
+	if err != nil {
+		return nil, nil
+	}
+	pl.shapes.observe(pod.UID, shapeOf(cpu, r))
+	if r.Shared() {
+		cs.Write(gpustate.CardChoiceKey, gpustate.NewCardChoice(func(ni fwk.NodeInfo) (int, bool) {
+			n := pl.view(pod, r, ni)
+			typical := pl.shapes.Typical()
+			_, card := n.bestCard(typical, n.fragment(typical), cpu, r)
+			if card < 0 {
+				return 0, false
+			}
+			return n.cards[card].Index, true
+		}))
 	}
 	return nil, nil
 }
@@ -80,18 +102,13 @@ type preScoreState struct {
 // Clone implements fwk.StateData; the state is read-only.
 func (s *preScoreState) Clone() fwk.StateData { return s }
 
-// PreScore reads the pod and the typical shapes once per cycle, and opens
-// the cycle's card choice for GPUFit's Reserve.
+// PreScore reads the pod and the typical shapes once per cycle.
 func (pl *FGD) PreScore(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) *fwk.Status {
 	cpu, r, err := podShape(pod)
 	if err != nil {
 		return fwk.NewStatus(fwk.Skip)
 	}
-	s := &preScoreState{milliCPU: cpu, req: r, typical: pl.shapes.Typical()}
-	if r.Shared() {
-		s.choice = gpustate.NewCardChoice()
-		cs.Write(gpustate.CardChoiceKey, s.choice)
-	}
+	s := &preScoreState{milliCPU: cpu, req: r, typical: pl.shapes.Typical(), choice: gpustate.ReadCardChoice(cs)}
 	cs.Write(preScoreStateKey, s)
 	return nil
 }
@@ -106,32 +123,10 @@ func (pl *FGD) Score(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, ni f
 	if err != nil {
 		return 0, fwk.AsStatus(err)
 	}
-	var buf [64]int64
-	n := nodeView{cpuFree: ni.GetAllocatable().GetMilliCPU() - ni.GetRequested().GetMilliCPU()}
-	if set := pl.state.Cards(ni.Node()); set != nil && len(set.Cards) <= len(buf) {
-		usage := pl.state.Usage(ni, pod.UID, s.req.WholeCards())
-		n.cards, n.free = set.Cards, buf[:len(set.Cards)]
-		for i := range set.Cards {
-			if set.Cards[i].Healthy {
-				n.free[i] = gpu.WholeCardMilli - usage.HeldMilli(set.Cards[i].Index)
-			}
-		}
-	}
+	n := pl.view(pod, s.req, ni)
 	before := n.fragment(s.typical)
-	n.cpuFree -= s.milliCPU
-	switch {
-	case s.req.Shared():
-		best, card := math.Inf(-1), -1
-		for i := range n.free {
-			if n.free[i] < s.req.Milli || !n.cards[i].Satisfies(s.req) {
-				continue
-			}
-			n.free[i] -= s.req.Milli
-			if change := before - n.fragment(s.typical); change > best {
-				best, card = change, i
-			}
-			n.free[i] += s.req.Milli
-		}
+	if s.req.Shared() {
+		best, card := n.bestCard(s.typical, before, s.milliCPU, s.req)
 		if card < 0 {
 			// Filter found room; the state moved on since.
 			return 0, nil
@@ -139,17 +134,44 @@ func (pl *FGD) Score(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, ni f
 		if s.choice != nil {
 			s.choice.Set(ni.Node().Name, n.cards[card].Index)
 		}
-		return score(best), nil
-	case s.req.Count > 0:
-		taken := int64(0)
-		for i := range n.free {
-			if taken < s.req.Count && n.free[i] == gpu.WholeCardMilli && n.cards[i].Satisfies(s.req) {
-				n.free[i] = 0
-				taken++
-			}
+		return pl.score(best), nil
+	}
+	n.cpuFree -= s.milliCPU
+	taken := int64(0)
+	for i := range n.free {
+		if taken < s.req.Count && n.free[i] == gpu.WholeCardMilli && n.cards[i].Satisfies(s.req) {
+			n.free[i] = 0
+			taken++
 		}
 	}
-	return score(before - n.fragment(s.typical)), nil
+	return pl.score(before - n.fragment(s.typical)), nil
+}
+
+// score is the paper's score of a change, or with Exact resolution the
+// change itself in millionths of a card, for NormalizeScore to rank.
+func (pl *FGD) score(change float64) int64 {
+	if pl.exact {
+		return int64(math.Round(change * 1000))
+	}
+	return score(change)
+}
+
+// view is the node as the fragmentation sees it, leaving out the pod
+// being placed should the node already list it.
+func (pl *FGD) view(pod *corev1.Pod, r gpu.Request, ni fwk.NodeInfo) *nodeView {
+	n := &nodeView{cpuFree: ni.GetAllocatable().GetMilliCPU() - ni.GetRequested().GetMilliCPU()}
+	set := pl.state.Cards(ni.Node())
+	if set == nil {
+		return n
+	}
+	usage := pl.state.Usage(ni, pod.UID, r.WholeCards())
+	n.cards, n.free = set.Cards, n.buf[:min(len(set.Cards), len(n.buf))]
+	for i := range n.free {
+		if set.Cards[i].Healthy {
+			n.free[i] = gpu.WholeCardMilli - usage.HeldMilli(set.Cards[i].Index)
+		}
+	}
+	return n
 }
 
 // readState returns the PreScore state, or, when the scheduler scores
@@ -167,5 +189,27 @@ func (pl *FGD) readState(cs fwk.CycleState, pod *corev1.Pod) (*preScoreState, er
 	return &preScoreState{milliCPU: cpu, req: r, typical: pl.shapes.Typical()}, nil
 }
 
-// ScoreExtensions implements fwk.ScorePlugin: scores are in [0, 100].
-func (pl *FGD) ScoreExtensions() fwk.ScoreExtensions { return nil }
+// ScoreExtensions implements fwk.ScorePlugin.
+func (pl *FGD) ScoreExtensions() fwk.ScoreExtensions { return pl }
+
+// NormalizeScore leaves the paper's scores (already 0..100) alone. With
+// Exact resolution it ranks the changes: the largest (the least growth of
+// fragmentation) scores 100, the next distinct value 99, and so on down
+// to 0, so that only exactly equal changes tie.
+func (pl *FGD) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *corev1.Pod, scores fwk.NodeScoreList) *fwk.Status {
+	if !pl.exact {
+		return nil
+	}
+	distinct := make([]int64, 0, len(scores))
+	for _, s := range scores {
+		distinct = append(distinct, s.Score)
+	}
+	slices.Sort(distinct)
+	distinct = slices.Compact(distinct)
+	for i := range scores {
+		// Position from the top among the distinct values.
+		pos, _ := slices.BinarySearch(distinct, scores[i].Score)
+		scores[i].Score = max(fwk.MaxScore-int64(len(distinct)-1-pos), 0)
+	}
+	return nil
+}

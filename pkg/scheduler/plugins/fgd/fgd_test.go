@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
@@ -141,6 +142,9 @@ func TestScoreChoosesCard(t *testing.T) {
 	pod := st.MakePod().Name("p").UID("p").Req(map[corev1.ResourceName]string{corev1.ResourceCPU: "1"}).Obj()
 	pod.Annotations = map[string]string{gpu.MilliAnnotation: "300"}
 	cs := framework.NewCycleState()
+	if _, s := pl.PreFilter(context.Background(), cs, pod, nil); !s.IsSuccess() {
+		t.Fatal(s)
+	}
 	if s := pl.PreScore(context.Background(), cs, pod, nil); !s.IsSuccess() {
 		t.Fatal(s)
 	}
@@ -154,7 +158,7 @@ func TestScoreChoosesCard(t *testing.T) {
 	if got != 50 {
 		t.Errorf("score = %d, want 50", got)
 	}
-	card, ok := gpustate.ReadCardChoice(cs).Get("n")
+	card, ok := gpustate.ReadCardChoice(cs).Get(ni)
 	if !ok || card != 0 {
 		t.Errorf("card choice = %d, %t; want 0 (first of equals)", card, ok)
 	}
@@ -163,15 +167,43 @@ func TestScoreChoosesCard(t *testing.T) {
 	// to them; putting the pod there (free 0) removes that fragment:
 	// before F = 300 (card 1), on card 1 F = 0 -> change 300 -> 57;
 	// on card 0 F = 300 + 0 (700 left fits 400) -> change 0 -> 50.
+	// (99 of them; the pod itself, learnt at PreFilter, is the 100th:
+	// F before = 0.99 * 300 = 297, change 297 -> int(100 sigmoid(0.297)) = 57.)
 	pl.shapes = newWindow(100, 100)
-	pl.shapes.observe("x", shapeOf(1000, gpu.Request{Count: 1, Milli: 400}))
+	for i := range 99 {
+		pl.shapes.observe(types.UID(fmt.Sprint("x", i)), shapeOf(1000, gpu.Request{Count: 1, Milli: 400}))
+	}
+	// Without scoring (one feasible node), the choice is made on demand.
 	cs = framework.NewCycleState()
+	_, _ = pl.PreFilter(context.Background(), cs, pod, nil)
+	if card, ok := gpustate.ReadCardChoice(cs).Get(ni); !ok || card != 1 {
+		t.Errorf("card chosen without scoring = %d, %t; want 1", card, ok)
+	}
 	_ = pl.PreScore(context.Background(), cs, pod, nil)
 	got, _ = pl.Score(context.Background(), cs, pod, ni)
 	if got != 57 {
 		t.Errorf("score = %d, want 57", got)
 	}
-	if card, _ := gpustate.ReadCardChoice(cs).Get("n"); card != 1 {
+	if card, _ := gpustate.ReadCardChoice(cs).Get(ni); card != 1 {
 		t.Errorf("card choice = %d, want 1", card)
+	}
+}
+
+func TestNormalizeExact(t *testing.T) {
+	pl := &FGD{exact: true}
+	// Changes in millionths: 300 (best), -5, 300, 0, -5.
+	scores := fwk.NodeScoreList{{Name: "a", Score: 300}, {Name: "b", Score: -5}, {Name: "c", Score: 300}, {Name: "d", Score: 0}, {Name: "e", Score: -5}}
+	if s := pl.NormalizeScore(context.Background(), nil, nil, scores); s != nil {
+		t.Fatal(s)
+	}
+	want := fwk.NodeScoreList{{Name: "a", Score: 100}, {Name: "b", Score: 98}, {Name: "c", Score: 100}, {Name: "d", Score: 99}, {Name: "e", Score: 98}}
+	if diff := cmp.Diff(want, scores); diff != "" {
+		t.Errorf("ranked (-want,+got):\n%s", diff)
+	}
+	// The paper's scores are left alone.
+	paper := fwk.NodeScoreList{{Name: "a", Score: 57}}
+	_ = (&FGD{}).NormalizeScore(context.Background(), nil, nil, paper)
+	if paper[0].Score != 57 {
+		t.Errorf("paper score normalised to %d", paper[0].Score)
 	}
 }

@@ -30,6 +30,29 @@ type nodeView struct {
 	free    []int64
 	cards   []gpu.Card
 	cpuFree int64
+	// buf holds free for nodes of up to 64 cards, without an allocation.
+	buf [64]int64
+}
+
+// bestCard tries a pod that shares a card (milliCPU, r) on every card with
+// room that meets r, and returns the largest fragmentation change (before
+// less after) and the position in cards of the card that gives it, the
+// first of equals; -1 when no card has room. n is left as it was.
+func (n *nodeView) bestCard(types []Typical, before float64, milliCPU int64, r gpu.Request) (change float64, card int) {
+	change, card = math.Inf(-1), -1
+	n.cpuFree -= milliCPU
+	for i := range n.free {
+		if n.free[i] < r.Milli || !n.cards[i].Satisfies(r) {
+			continue
+		}
+		n.free[i] -= r.Milli
+		if c := before - n.fragment(types); c > change {
+			change, card = c, i
+		}
+		n.free[i] += r.Milli
+	}
+	n.cpuFree += milliCPU
+	return change, card
 }
 
 // fragment is the FGD paper's fragmentation of the node for the typical

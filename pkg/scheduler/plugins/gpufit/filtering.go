@@ -29,13 +29,16 @@ func (s *preFilterState) Clone() fwk.StateData { return s }
 // PreFilter reads the pod's GPU request. CPU pods skip the plugin; an
 // invalid request makes the pod unschedulable until it is fixed, with a
 // message that names the annotation and its value.
-func (pl *GPUFit) PreFilter(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+func (pl *GPUFit) PreFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	req, err := gpu.ParseRequest(pod)
 	if err != nil {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
 	}
 	if req.Count == 0 {
 		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	if !pl.state.WaitSynced(ctx) {
+		return nil, fwk.NewStatus(fwk.Unschedulable, "the scheduler has not yet seen which cards the bound pods hold")
 	}
 	cs.Write(preFilterStateKey, &preFilterState{req: req})
 	return nil, nil

@@ -42,7 +42,7 @@ func (pl *GPUFit) Reserve(ctx context.Context, cs fwk.CycleState, pod *corev1.Po
 	usage := pl.state.Usage(nodeInfo, pod.UID, s.req.WholeCards())
 	var picked []int
 	if s.req.Shared() {
-		if idx, ok := chosenCard(cs, nodeName, cards, usage, s.req); ok {
+		if idx, ok := chosenCard(cs, nodeInfo, cards, usage, s.req); ok {
 			picked = []int{idx}
 		} else if idx, ok := usage.PickShared(cards, s.req); ok {
 			picked = []int{idx}
@@ -67,12 +67,12 @@ func (pl *GPUFit) Reserve(ctx context.Context, cs fwk.CycleState, pod *corev1.Po
 
 // chosenCard is the card a score plugin chose for a shared pod on the
 // node (gpustate.CardChoice), if it meets the request and has room.
-func chosenCard(cs fwk.CycleState, node string, cards []gpu.Card, usage gpustate.Usage, r gpu.Request) (int, bool) {
+func chosenCard(cs fwk.CycleState, nodeInfo fwk.NodeInfo, cards []gpu.Card, usage gpustate.Usage, r gpu.Request) (int, bool) {
 	choice := gpustate.ReadCardChoice(cs)
 	if choice == nil {
 		return 0, false
 	}
-	idx, ok := choice.Get(node)
+	idx, ok := choice.Get(nodeInfo)
 	if !ok {
 		return 0, false
 	}
