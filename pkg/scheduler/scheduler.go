@@ -34,6 +34,9 @@ const (
 	AischedProfile = "aisched"
 	// BinpackProfile packs CPU and GPUs onto as few nodes as possible.
 	BinpackProfile = "aisched-binpack"
+	// GPUShareProfile places pods that share cards so as to strand the
+	// least GPU (FGD, BestFit to break ties).
+	GPUShareProfile = "aisched-gpushare"
 )
 
 //go:embed local-config.yaml
@@ -73,7 +76,8 @@ func Registry() frameworkruntime.Registry {
 
 // LocalConfig returns the defaulted and validated configuration of the
 // in-process scheduler of `aisched up`: profiles default-scheduler, aisched,
-// aisched-binpack, and the FGD paper's baselines BestFit and DotProd.
+// aisched-binpack, the FGD paper's BestFit, DotProd and FGD, and
+// aisched-gpushare.
 func LocalConfig() (*config.KubeSchedulerConfiguration, error) {
 	return DecodeConfig(localConfig)
 }

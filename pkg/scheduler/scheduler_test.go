@@ -26,7 +26,7 @@ func TestLocalConfig(t *testing.T) {
 	for _, p := range cfg.Profiles {
 		names = append(names, p.SchedulerName)
 	}
-	if diff := cmp.Diff([]string{"default-scheduler", AischedProfile, BinpackProfile, "BestFit", "DotProd", "FGD"}, names); diff != "" {
+	if diff := cmp.Diff([]string{"default-scheduler", AischedProfile, BinpackProfile, "BestFit", "DotProd", "FGD", GPUShareProfile}, names); diff != "" {
 		t.Errorf("profiles (-want,+got):\n%s", diff)
 	}
 	if cfg.LeaderElection.LeaderElect {
@@ -49,7 +49,7 @@ func TestShippedConfigMatchesLocal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{AischedProfile, BinpackProfile} {
+	for _, name := range []string{AischedProfile, BinpackProfile, GPUShareProfile} {
 		if diff := cmp.Diff(profile(t, local, name), profile(t, shipped, name)); diff != "" {
 			t.Errorf("%s profile (-local,+shipped):\n%s", name, diff)
 		}
