@@ -77,7 +77,8 @@ func (pl *FGD) PreFilter(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, 
 	pl.shapes.observe(pod.UID, shapeOf(cpu, r))
 	if r.Shared() {
 		cs.Write(gpustate.CardChoiceKey, gpustate.NewCardChoice(func(ni fwk.NodeInfo) (int, bool) {
-			n := pl.view(pod, r, ni)
+			var n nodeView
+			pl.view(&n, pod, r, ni)
 			typical := pl.shapes.Typical()
 			_, card := n.bestCard(typical, n.fragment(typical), cpu, r)
 			if card < 0 {
@@ -123,7 +124,8 @@ func (pl *FGD) Score(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, ni f
 	if err != nil {
 		return 0, fwk.AsStatus(err)
 	}
-	n := pl.view(pod, s.req, ni)
+	var n nodeView
+	pl.view(&n, pod, s.req, ni)
 	before := n.fragment(s.typical)
 	if s.req.Shared() {
 		best, card := n.bestCard(s.typical, before, s.milliCPU, s.req)
@@ -156,13 +158,14 @@ func (pl *FGD) score(change float64) int64 {
 	return score(change)
 }
 
-// view is the node as the fragmentation sees it, leaving out the pod
-// being placed should the node already list it.
-func (pl *FGD) view(pod *corev1.Pod, r gpu.Request, ni fwk.NodeInfo) *nodeView {
-	n := &nodeView{cpuFree: ni.GetAllocatable().GetMilliCPU() - ni.GetRequested().GetMilliCPU()}
+// view fills n with the node as the fragmentation sees it, leaving out
+// the pod being placed should the node already list it. n is the caller's,
+// so that it stays on the stack.
+func (pl *FGD) view(n *nodeView, pod *corev1.Pod, r gpu.Request, ni fwk.NodeInfo) {
+	n.cpuFree = ni.GetAllocatable().GetMilliCPU() - ni.GetRequested().GetMilliCPU()
 	set := pl.state.Cards(ni.Node())
 	if set == nil {
-		return n
+		return
 	}
 	usage := pl.state.Usage(ni, pod.UID, r.WholeCards())
 	n.cards, n.free = set.Cards, n.buf[:min(len(set.Cards), len(n.buf))]
@@ -171,7 +174,6 @@ func (pl *FGD) view(pod *corev1.Pod, r gpu.Request, ni fwk.NodeInfo) *nodeView {
 			n.free[i] = gpu.WholeCardMilli - usage.HeldMilli(set.Cards[i].Index)
 		}
 	}
-	return n
 }
 
 // readState returns the PreScore state, or, when the scheduler scores
