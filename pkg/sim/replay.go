@@ -16,9 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 
 	"github.com/aisched/aisched/pkg/clusterfile"
@@ -180,19 +178,11 @@ func replayOne(ctx context.Context, opts ReplayOptions, pools []clusterfile.Node
 	}
 
 	o := &outcomes{seen: map[string]outcome{}, changed: make(chan struct{}, 1)}
-	factory := informers.NewSharedInformerFactory(c.Client, 0)
-	informer := factory.Core().V1().Pods().Informer()
-	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    o.observe,
-		UpdateFunc: func(_, obj interface{}) { o.observe(obj) },
-	}); err != nil {
+	stopWatching, err := watchPods(ctx, c, o.observe)
+	if err != nil {
 		return metrics.Result{}, err
 	}
-	stopInformers := make(chan struct{})
-	factory.Start(stopInformers)
-	defer factory.Shutdown()
-	defer close(stopInformers)
-	cache.WaitForCacheSync(ctx.Done(), informer.HasSynced)
+	defer stopWatching()
 
 	pods := c.Client.CoreV1().Pods(metav1.NamespaceDefault)
 	shares := sharesCards(findProfile(opts.SchedulerConfig, profile))

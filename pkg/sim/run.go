@@ -238,20 +238,11 @@ func runOne(ctx context.Context, s *scenario.Scenario, p scenario.Policy, cfg *c
 	}
 
 	w := &watcher{bound: map[string]time.Time{}, ended: map[string]bool{}, groups: metrics.NewGroupTracker(partialAfter), group: map[string]string{}}
-	factory := informers.NewSharedInformerFactory(c.Client, 0)
-	informer := factory.Core().V1().Pods().Informer()
-	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    w.observe,
-		UpdateFunc: func(_, obj interface{}) { w.observe(obj) },
-	}); err != nil {
+	stopWatching, err := watchPods(ctx, c, w.observe)
+	if err != nil {
 		return metrics.Result{}, err
 	}
-	// Shutdown waits for the informers, which stop with their channel.
-	stopInformers := make(chan struct{})
-	factory.Start(stopInformers)
-	defer factory.Shutdown()
-	defer close(stopInformers)
-	cache.WaitForCacheSync(ctx.Done(), informer.HasSynced)
+	defer stopWatching()
 
 	arrivals := pods(s, p.Profile, seed)
 	start := time.Now()
@@ -303,6 +294,24 @@ func runOne(ctx context.Context, s *scenario.Scenario, p scenario.Policy, cfg *c
 	// One more sample of the simulated nodes' metrics.
 	time.Sleep(1500 * time.Millisecond)
 	return measure(ctx, c, s, w, rejected, start.Add(arrivals[0].at))
+}
+
+// watchPods calls observe with every pod the cluster has and each change
+// of one, until stop, which waits for the informer to end.
+func watchPods(ctx context.Context, c *local.Cluster, observe func(interface{})) (stop func(), err error) {
+	factory := informers.NewSharedInformerFactory(c.Client, 0)
+	informer := factory.Core().V1().Pods().Informer()
+	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    observe,
+		UpdateFunc: func(_, obj interface{}) { observe(obj) },
+	}); err != nil {
+		return nil, err
+	}
+	stopInformers := make(chan struct{})
+	factory.Start(stopInformers)
+	cache.WaitForCacheSync(ctx.Done(), informer.HasSynced)
+	// Shutdown waits for the informers, which stop with their channel.
+	return func() { close(stopInformers); factory.Shutdown() }, nil
 }
 
 // prepare creates the namespaces, their quotas and the priority classes.
