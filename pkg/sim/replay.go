@@ -92,7 +92,7 @@ func Replay(ctx context.Context, opts ReplayOptions) (*report.Report, error) {
 		opts.Progress = io.Discard
 	}
 	for _, p := range opts.Policies {
-		if !hasProfile(opts.SchedulerConfig, p) {
+		if findProfile(opts.SchedulerConfig, p) == nil {
 			return nil, fmt.Errorf("policy %s: no such profile in the scheduler configuration", p)
 		}
 	}
@@ -123,10 +123,7 @@ func Replay(ctx context.Context, opts ReplayOptions) (*report.Report, error) {
 	return rep, nil
 }
 
-func hasProfile(cfg *config.KubeSchedulerConfiguration, name string) bool {
-	return findProfile(cfg, name) != nil
-}
-
+// findProfile returns the profile of cfg named name, nil when none is.
 func findProfile(cfg *config.KubeSchedulerConfiguration, name string) *config.KubeSchedulerProfile {
 	for i := range cfg.Profiles {
 		if cfg.Profiles[i].SchedulerName == name {
@@ -173,7 +170,7 @@ func replayOne(ctx context.Context, opts ReplayOptions, pools []clusterfile.Node
 			err = stopErr
 		}
 	}()
-	if err := waitForServiceAccount(ctx, c); err != nil {
+	if err := waitAdmissible(ctx, c, []string{metav1.NamespaceDefault}); err != nil {
 		return metrics.Result{}, err
 	}
 
@@ -310,22 +307,6 @@ func checkPlacement(ctx context.Context, pods corev1client.PodInterface, allocat
 		return fmt.Errorf("the bound pods hold %d thousandths of a card, the replay counted %d", sum, allocated)
 	}
 	return nil
-}
-
-// waitForServiceAccount waits for the default namespace's service account,
-// without which the apiserver refuses pods.
-func waitForServiceAccount(ctx context.Context, c *local.Cluster) error {
-	for {
-		_, err := c.Client.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for the default service account: %w", ctx.Err())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
 }
 
 // outcome is what became of a pod: bound, found unschedulable, or a

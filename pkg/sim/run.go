@@ -93,12 +93,10 @@ func policyConfig(p scenario.Policy) (*config.KubeSchedulerConfiguration, error)
 	if err != nil {
 		return nil, fmt.Errorf("policy %s: %w", p.Name, err)
 	}
-	for _, prof := range cfg.Profiles {
-		if prof.SchedulerName == p.Profile {
-			return cfg, nil
-		}
+	if findProfile(cfg, p.Profile) == nil {
+		return nil, fmt.Errorf("policy %s: no profile %q in its scheduler configuration", p.Name, p.Profile)
 	}
-	return nil, fmt.Errorf("policy %s: no profile %q in its scheduler configuration", p.Name, p.Profile)
+	return cfg, nil
 }
 
 // arrival is one pod to create and when.
@@ -341,12 +339,17 @@ func prepare(ctx context.Context, c *local.Cluster, s *scenario.Scenario) error 
 			}
 		}
 	}
-	// Pods are admitted once their namespace's default service account
-	// and, with a quota, its status exist.
 	namespaces := []string{metav1.NamespaceDefault}
 	for _, ns := range s.Namespaces {
 		namespaces = append(namespaces, ns.Name)
 	}
+	return waitAdmissible(ctx, c, namespaces)
+}
+
+// waitAdmissible waits until the apiserver admits pods in the namespaces:
+// until each has its default service account and, with a quota, the
+// quota's status.
+func waitAdmissible(ctx context.Context, c *local.Cluster, namespaces []string) error {
 	return wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		for _, ns := range namespaces {
 			if _, err := c.Client.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{}); err != nil {

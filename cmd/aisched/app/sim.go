@@ -67,15 +67,7 @@ format is described in docs/scenarios.md.`,
 			if err != nil {
 				return err
 			}
-			if out != "" {
-				if err := writeReports(rep, out); err != nil {
-					return err
-				}
-			}
-			if format == "json" {
-				return rep.WriteJSON(cmd.OutOrStdout())
-			}
-			return rep.WriteMarkdown(cmd.OutOrStdout())
+			return emit(cmd.OutOrStdout(), rep, format, out)
 		},
 	}
 	fs := cmd.Flags()
@@ -150,15 +142,7 @@ cluster cannot express. With several seeds each metric is the median, and
 				return err
 			}
 			fmt.Fprintf(terminal, "wall time %s for %d policies x %d seeds\n", time.Since(begin).Round(time.Second), len(policies), len(seedList))
-			if out != "" {
-				if err := writeReports(rep, out); err != nil {
-					return err
-				}
-			}
-			if format == "json" {
-				return rep.WriteJSON(cmd.OutOrStdout())
-			}
-			return rep.WriteMarkdown(cmd.OutOrStdout())
+			return emit(cmd.OutOrStdout(), rep, format, out)
 		},
 	}
 	fs := cmd.Flags()
@@ -249,6 +233,20 @@ func progressLines(w io.Writer) func(done, total int) {
 			fmt.Fprintf(w, "%d/%d pods after %s\n", done, total, time.Since(begin).Round(time.Second))
 		}
 	}
+}
+
+// emit prints the report in format (table or json) and, with a directory
+// out, writes it there in every format.
+func emit(w io.Writer, rep *report.Report, format, out string) error {
+	if out != "" {
+		if err := writeReports(rep, out); err != nil {
+			return err
+		}
+	}
+	if format == "json" {
+		return rep.WriteJSON(w)
+	}
+	return rep.WriteMarkdown(w)
 }
 
 // writeReports writes the report in every format to dir.

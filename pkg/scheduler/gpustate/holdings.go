@@ -172,6 +172,20 @@ func (u Usage) PickShared(cards []gpu.Card, r gpu.Request) (index int, ok bool) 
 	return index, ok
 }
 
+// Pick appends to dst the cards for r: the card PickShared chooses for a
+// share, else the best-fit whole cards of gpu.Pick. ok is false when the
+// node has no room.
+func (u Usage) Pick(cards []gpu.Card, r gpu.Request, dst []int) (picked []int, ok bool) {
+	if r.Shared() {
+		idx, ok := u.PickShared(cards, r)
+		if !ok {
+			return dst, false
+		}
+		return append(dst, idx), true
+	}
+	return gpu.Pick(cards, u.Used, r, dst)
+}
+
 // FreeMilli is the thousandths of the node's healthy cards not held, less
 // the cards held by pods whose cards are unknown.
 func (u Usage) FreeMilli(cards []gpu.Card) int64 {

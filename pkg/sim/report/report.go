@@ -204,7 +204,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 func (r *Report) WriteCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
 	cols := slices.DeleteFunc(slices.Clone(r.Metrics), func(k string) bool {
-		return k == "unallocated_gpu_pct_curve" || k == "group_wait_seconds"
+		return k == curveKey || k == "group_wait_seconds"
 	})
 	if err := cw.Write(append([]string{"policy", "seed"}, cols...)); err != nil {
 		return err

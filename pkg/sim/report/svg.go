@@ -37,9 +37,8 @@ func (r *Report) WriteSVG(w io.Writer) error {
 		sums[i] = sum
 	}
 	var b strings.Builder
-	y := 0
 	fmt.Fprintf(&b, `<text x="%d" y="24" font-size="18" font-weight="bold">%s</text>`+"\n", plotLeft, esc(r.Scenario))
-	y = 30
+	y := 30
 	if curves := r.curves(sums); len(curves) > 0 {
 		y = r.curveChart(&b, curves, y)
 	}
@@ -48,15 +47,15 @@ func (r *Report) WriteSVG(w io.Writer) error {
 			continue
 		}
 		values := make([]float64, len(sums))
-		any := false
+		measured := false
 		for i, sum := range sums {
 			if v, ok := sum[k].(float64); ok {
-				values[i], any = v, true
+				values[i], measured = v, true
 			} else {
 				values[i] = math.NaN()
 			}
 		}
-		if any {
+		if measured {
 			y = r.barChart(&b, k, values, y)
 		}
 	}

@@ -44,11 +44,10 @@ func (pl *GPUFit) Reserve(ctx context.Context, cs fwk.CycleState, pod *corev1.Po
 	if s.req.Shared() {
 		if idx, ok := chosenCard(cs, nodeInfo, cards, usage, s.req); ok {
 			picked = []int{idx}
-		} else if idx, ok := usage.PickShared(cards, s.req); ok {
-			picked = []int{idx}
 		}
-	} else {
-		picked, _ = gpu.Pick(cards, usage.Used, s.req, nil)
+	}
+	if picked == nil {
+		picked, _ = usage.Pick(cards, s.req, nil)
 	}
 	if len(picked) == 0 {
 		return fwk.NewStatus(fwk.Unschedulable, reasonNotEnough)

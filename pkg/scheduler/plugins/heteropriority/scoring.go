@@ -55,15 +55,8 @@ func (pl *HeteroPriority) gpuPodScore(s *preScoreState, pod *corev1.Pod, ni fwk.
 	} else {
 		usage := pl.state.Usage(ni, pod.UID, s.req.GPU.WholeCards())
 		var buf [64]int
-		var picked []int
-		if s.req.GPU.Shared() {
-			if idx, ok := usage.PickShared(set.Cards, s.req.GPU); ok {
-				picked = append(buf[:0], idx)
-			}
-		} else {
-			picked, _ = gpu.Pick(set.Cards, usage.Used, s.req.GPU, buf[:0])
-		}
-		if len(picked) == 0 {
+		picked, ok := usage.Pick(set.Cards, s.req.GPU, buf[:0])
+		if !ok || len(picked) == 0 {
 			return 0
 		}
 		chosen = chosenSummary(set.Cards, picked)
