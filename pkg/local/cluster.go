@@ -67,6 +67,10 @@ type Options struct {
 	// LogOutput receives etcd's log; nil discards it. (The other components
 	// log through klog, which the caller configures.)
 	LogOutput io.Writer
+	// Platform, when set, runs the AI service platform: its controllers
+	// and admission webhook, the gateway, and the demo model servers behind
+	// pods of the demo image.
+	Platform *PlatformOptions
 }
 
 // Cluster is a running local cluster.
@@ -92,6 +96,8 @@ type Cluster struct {
 
 	// nodes simulates the kubelets; AddNodes grows it.
 	nodes *nodesim.Simulator
+	// platform is the service platform; nil when off.
+	platform *platformComponents
 
 	// The scheduler can be restarted on its own (RestartScheduler).
 	schedMu         sync.Mutex
@@ -206,6 +212,17 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if opts.Platform != nil {
+		if c.platform, err = listenPlatform(*opts.Platform, p); err != nil {
+			return nil, err
+		}
+		// Registered before anything starts: the listener queues the
+		// apiserver's calls until the webhook serves, and a configuration
+		// left by the last run never points at a dead port.
+		if err := c.platform.registerWebhook(ctx, c.Client); err != nil {
+			return nil, err
+		}
+	}
 
 	compCtx, compCancel := context.WithCancel(context.WithoutCancel(ctx))
 	c.compCtx, c.compCancel = compCtx, compCancel
@@ -213,6 +230,9 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	nodeOpts.Client = c.Client
 	nodeOpts.AischedClient = aischedClient
 	nodeOpts.Nodes = nodesim.Nodes(opts.Cluster)
+	if c.platform != nil {
+		nodeOpts.Runtime = c.platform.runtime
+	}
 	sim, err := nodesim.New(nodeOpts)
 	if err != nil {
 		return nil, err
@@ -228,6 +248,9 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if !opts.DeferScheduler {
 		c.scheduler = c.newSchedulerComponent()
 		components = append(components, c.scheduler)
+	}
+	if c.platform != nil {
+		components = append(components, c.platform.components(c.Config)...)
 	}
 	for _, comp := range components {
 		c.startComponent(compCtx, comp)
@@ -400,6 +423,9 @@ func (c *Cluster) Stop() error {
 			case <-time.After(stopTimeout):
 				errs = append(errs, errors.New("kube-apiserver did not stop in time"))
 			}
+		}
+		if c.platform != nil {
+			c.platform.close()
 		}
 		if c.etcd != nil {
 			c.etcd.Close()

@@ -39,6 +39,8 @@ func (p pki) ServingKey() string        { return p.path("apiserver.key") }
 func (p pki) AdminCert() string         { return p.path("admin.crt") }
 func (p pki) AdminKey() string          { return p.path("admin.key") }
 func (p pki) ServiceAccountKey() string { return p.path("sa.key") }
+func (p pki) WebhookCert() string       { return p.path("webhook.crt") }
+func (p pki) WebhookKey() string        { return p.path("webhook.key") }
 
 // ensure creates whatever is missing. The serving certificate is valid for
 // localhost, 127.0.0.1 and the in-cluster names of the kubernetes Service.

@@ -75,7 +75,10 @@ func TestAgentOnce(t *testing.T) {
 				t.Errorf("owner references %+v, want %+v", nm.OwnerReferences, tc.wantOwners)
 			}
 
-			// A second run updates the same object.
+			// A second run updates the same object. Samples are stamped in
+			// whole seconds: a second run within the same second could
+			// write the same status, which changes nothing.
+			time.Sleep(time.Until(nm.Status.SampleTime.Add(time.Second)))
 			if out, err := runAgentOnce(t, c.KubeconfigPath, tc.node); err != nil {
 				t.Fatalf("second aisched agent --once: %v\n%s", err, out)
 			}

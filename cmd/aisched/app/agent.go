@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
 	"github.com/aisched/aisched/pkg/agent"
@@ -124,19 +123,13 @@ func (o agentOptions) validate() error {
 	return nil
 }
 
-// restConfig is the --kubeconfig file's configuration, or the pod's
-// in-cluster one.
+// restConfig is the agent's client configuration, with a timeout on
+// every request.
 func (o agentOptions) restConfig() (*rest.Config, error) {
-	var cfg *rest.Config
-	var err error
-	if o.kubeconfig == "" {
-		if cfg, err = rest.InClusterConfig(); err != nil {
-			return nil, fmt.Errorf("--kubeconfig not set and not in a pod: %w", err)
-		}
-	} else if cfg, err = clientcmd.BuildConfigFromFlags("", o.kubeconfig); err != nil {
-		return nil, fmt.Errorf("--kubeconfig: %w", err)
+	cfg, err := kubeRESTConfig(o.kubeconfig, "aisched-agent")
+	if err != nil {
+		return nil, err
 	}
-	cfg = rest.AddUserAgent(cfg, "aisched-agent")
 	cfg.Timeout = agentRequestTimeout
 	return cfg, nil
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"k8s.io/klog/v2"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // NewCommand returns the root command with every subcommand.
@@ -25,6 +27,8 @@ a whole simulated cluster in this process.`,
 		newUpCommand(),
 		newSchedulerCommand(),
 		newAgentCommand(),
+		newControllerCommand(),
+		newGatewayCommand(),
 		newSimCommand(),
 		newBenchCommand(),
 		newVersionCommand(),
@@ -38,6 +42,10 @@ func Main(args []string) int {
 	// kube-scheduler's packages register --version on the process-wide flag
 	// set, which cobra shows on every command; it belongs to "scheduler".
 	_ = pflag.CommandLine.MarkHidden("version")
+	// controller-runtime (the platform's controller and gateway) logs
+	// through its own process-wide logger: send it to klog, which each
+	// command sets up.
+	ctrllog.SetLogger(klog.NewKlogr())
 	root := NewCommand()
 	root.SetArgs(args)
 	cmd, err := root.ExecuteC()

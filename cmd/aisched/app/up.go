@@ -42,18 +42,21 @@ type upOptions struct {
 	logFile         string
 	verbosity       int
 	printDefault    bool
+	gatewayAddr     string
 }
 
 func newUpCommand() *cobra.Command {
-	o := upOptions{dataDir: local.DefaultDataDir(), port: 6443}
+	o := upOptions{dataDir: local.DefaultDataDir(), port: 6443, gatewayAddr: local.DefaultGatewayAddr}
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Run a whole simulated Kubernetes cluster with aisched in this process",
 		Long: `Run a whole Kubernetes cluster in this process: embedded etcd and
 kube-apiserver, the kube-controller-manager controllers for Deployments, Jobs,
 Services and quotas, the aisched scheduler (profiles default-scheduler and
-aisched) and simulated nodes with GPUs from a cluster file. No other binary
-is needed. Objects persist in --data-dir across restarts.`,
+aisched), simulated nodes with GPUs from a cluster file, and the AI service
+platform: its controllers and the gateway on --gateway-addr, with pods of
+the demo model image answering for real. No other binary is needed. Objects
+persist in --data-dir across restarts.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.printDefault {
@@ -73,6 +76,7 @@ is needed. Objects persist in --data-dir across restarts.`,
 	fs.StringVar(&o.logFile, "log-file", "", "component log file (default <data-dir>/aisched.log; - for stderr)")
 	fs.IntVarP(&o.verbosity, "v", "v", 0, "component log verbosity (klog level)")
 	fs.BoolVar(&o.printDefault, "print-default-cluster", false, "print the built-in cluster file and exit")
+	fs.StringVar(&o.gatewayAddr, "gateway-addr", o.gatewayAddr, "address of the AI service gateway (its /metrics takes the next free port)")
 	// One process, one set of gates: the apiserver, the controllers and the
 	// scheduler all read them.
 	utilfeature.DefaultMutableFeatureGate.AddFlag(fs)
@@ -136,6 +140,7 @@ func runUp(out io.Writer, o upOptions) error {
 		SchedulerConfig: schedCfg,
 		LogOutput:       logOut,
 		APIServerArgs:   apiserverArgsForGates(),
+		Platform:        &local.PlatformOptions{GatewayAddr: o.gatewayAddr},
 	})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -221,9 +226,11 @@ func printReady(out io.Writer, c *local.Cluster, cluster *clusterfile.Cluster, p
 		took.Seconds(), n, n-gpuNodes, gpuNodes, gpus, gpu.ResourceName, strings.Join(profiles, ", "))
 	fmt.Fprintf(out, "  kubeconfig: %s\n", c.KubeconfigPath)
 	fmt.Fprintf(out, "  apiserver:  %s\n", c.Host)
+	fmt.Fprintf(out, "  gateway:    %s/<namespace>/<service>/ (metrics: %s/metrics)\n", c.GatewayURL(), c.GatewayAdminURL())
 	fmt.Fprintf(out, "  memory:     %s\n", memoryUse())
 	fmt.Fprintf(out, "  logs:       %s\n", logPath)
 	fmt.Fprintf(out, "  try:        kubectl --kubeconfig %s get nodes\n", c.KubeconfigPath)
+	fmt.Fprintf(out, "              KUBECONFIG=%s examples/platform/try.sh   (a model served through the gateway)\n", c.KubeconfigPath)
 	fmt.Fprintln(out, "Press Ctrl-C to stop; objects are kept in", c.DataDir)
 }
 

@@ -18,6 +18,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/aisched/aisched/pkg/local"
 )
@@ -60,8 +61,11 @@ func Start(t testing.TB, opts local.Options) *local.Cluster {
 }
 
 // quietKlog discards the components' klog output unless LogEnv is set.
+// controller-runtime's process-wide logger (the platform's components)
+// goes through klog too.
 func quietKlog() {
 	klogOnce.Do(func() {
+		ctrllog.SetLogger(klog.NewKlogr())
 		if os.Getenv(LogEnv) == "1" {
 			return
 		}

@@ -23,7 +23,7 @@ func (s *Simulator) syncPod(ctx context.Context, key string) (time.Duration, err
 		return 0, err
 	}
 	if !exists {
-		s.ledger.release(key)
+		s.release(key)
 		return 0, nil
 	}
 	pod := obj.(*corev1.Pod)
@@ -34,7 +34,7 @@ func (s *Simulator) syncPod(ctx context.Context, key string) (time.Duration, err
 	case pod.DeletionTimestamp != nil:
 		return 0, s.deletePod(ctx, key, pod)
 	case pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:
-		s.ledger.release(key)
+		s.release(key)
 		return 0, nil
 	case pod.Status.Phase == corev1.PodRunning:
 		if _, ok := s.ledger.holds(key, pod.UID); !ok {
@@ -76,6 +76,15 @@ func (s *Simulator) startPod(ctx context.Context, key string, pod *corev1.Pod) (
 		status.Message = "Pod was rejected: " + rej.Message
 		return 0, s.updateStatus(ctx, pod, status)
 	}
+	if err := s.run(ctx, pod, ip); err != nil {
+		s.release(key)
+		s.recorder.Eventf(pod, corev1.EventTypeWarning, "Failed", "Error: %v", err)
+		status := pod.Status.DeepCopy()
+		status.Phase = corev1.PodFailed
+		status.Reason = "RunContainerError"
+		status.Message = err.Error()
+		return 0, s.updateStatus(ctx, pod, status)
+	}
 	now := metav1.NewTime(s.clock.Now())
 	status := pod.Status.DeepCopy()
 	status.Phase = corev1.PodRunning
@@ -114,7 +123,12 @@ func (s *Simulator) runPod(ctx context.Context, key string, pod *corev1.Pod) (ti
 	started := podStart(pod)
 	left := s.remaining(pod, started)
 	if left != 0 {
-		// Still running: only readiness may have changed (a readiness gate).
+		// Still running: the runtime reads the annotations again (or
+		// starts the containers again after a restart of aisched up), and
+		// readiness may have changed (a readiness gate).
+		if err := s.run(ctx, pod, pod.Status.PodIP); err != nil {
+			return 0, err
+		}
 		status := pod.Status.DeepCopy()
 		setReadyConditions(pod, status, metav1.NewTime(s.clock.Now()), true, "")
 		if conditionTrue(status.Conditions, corev1.PodReady) != conditionTrue(pod.Status.Conditions, corev1.PodReady) {
@@ -164,15 +178,32 @@ func (s *Simulator) runPod(ctx context.Context, key string, pod *corev1.Pod) (ti
 	if err := s.updateStatus(ctx, pod, status); err != nil {
 		return 0, err
 	}
-	s.ledger.release(key)
+	s.release(key)
 	return 0, nil
+}
+
+// run hands the pod to the Runtime, if any.
+func (s *Simulator) run(ctx context.Context, pod *corev1.Pod, ip string) error {
+	if s.opts.Runtime == nil {
+		return nil
+	}
+	return s.opts.Runtime.Run(ctx, pod, ip)
+}
+
+// release frees what the pod held: its resources, IP and cards, and its
+// containers when the Runtime runs them.
+func (s *Simulator) release(key string) {
+	s.ledger.release(key)
+	if s.opts.Runtime != nil {
+		s.opts.Runtime.Stop(key)
+	}
 }
 
 // deletePod finishes a graceful deletion the way the kubelet does once the
 // containers are stopped: delete with grace period 0, guarded by the UID so
 // that a new pod of the same name is not hit.
 func (s *Simulator) deletePod(ctx context.Context, key string, pod *corev1.Pod) error {
-	s.ledger.release(key)
+	s.release(key)
 	if pod.DeletionGracePeriodSeconds != nil && *pod.DeletionGracePeriodSeconds == 0 {
 		// Already deleted; only finalizers keep the object.
 		return nil

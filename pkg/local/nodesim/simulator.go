@@ -81,6 +81,22 @@ type Options struct {
 	// the node agent would; default DefaultMetricsInterval; negative: never
 	// (a test then writes them).
 	MetricsInterval time.Duration
+	// Runtime runs the containers of the pods it knows for real (in `aisched
+	// up`, the demo model server); nil simulates every pod.
+	Runtime Runtime
+}
+
+// Runtime runs some pods' containers for real on this machine. The pod
+// keeps its simulated IP; the runtime maps it to where the containers
+// listen (see the Runtime's documentation). Pods it does not run stay
+// simulated.
+type Runtime interface {
+	// Run starts the containers of pod, reachable at podIP, or updates them
+	// from the pod's annotations when they run; it does nothing for a pod
+	// it does not run.
+	Run(ctx context.Context, pod *corev1.Pod, podIP string) error
+	// Stop stops the containers of the pod with this key (namespace/name).
+	Stop(key string)
 }
 
 // Simulator runs the simulated kubelets of a set of nodes.

@@ -23,6 +23,7 @@ import (
 	http "net/http"
 
 	aischedv1alpha1 "github.com/aisched/aisched/pkg/generated/clientset/versioned/typed/aisched/v1alpha1"
+	platformv1alpha1 "github.com/aisched/aisched/pkg/generated/clientset/versioned/typed/platform/v1alpha1"
 	schedulingv1alpha1 "github.com/aisched/aisched/pkg/generated/clientset/versioned/typed/scheduling/v1alpha1"
 	discovery "k8s.io/client-go/discovery"
 	rest "k8s.io/client-go/rest"
@@ -32,6 +33,7 @@ import (
 type Interface interface {
 	Discovery() discovery.DiscoveryInterfaces
 	AischedV1alpha1() aischedv1alpha1.AischedV1alpha1Interface
+	PlatformV1alpha1() platformv1alpha1.PlatformV1alpha1Interface
 	SchedulingV1alpha1() schedulingv1alpha1.SchedulingV1alpha1Interface
 }
 
@@ -39,12 +41,18 @@ type Interface interface {
 type Clientset struct {
 	*discovery.DiscoveryClient
 	aischedV1alpha1    *aischedv1alpha1.AischedV1alpha1Client
+	platformV1alpha1   *platformv1alpha1.PlatformV1alpha1Client
 	schedulingV1alpha1 *schedulingv1alpha1.SchedulingV1alpha1Client
 }
 
 // AischedV1alpha1 retrieves the AischedV1alpha1Client
 func (c *Clientset) AischedV1alpha1() aischedv1alpha1.AischedV1alpha1Interface {
 	return c.aischedV1alpha1
+}
+
+// PlatformV1alpha1 retrieves the PlatformV1alpha1Client
+func (c *Clientset) PlatformV1alpha1() platformv1alpha1.PlatformV1alpha1Interface {
+	return c.platformV1alpha1
 }
 
 // SchedulingV1alpha1 retrieves the SchedulingV1alpha1Client
@@ -100,6 +108,10 @@ func NewForConfigAndClient(c *rest.Config, httpClient *http.Client) (*Clientset,
 	if err != nil {
 		return nil, err
 	}
+	cs.platformV1alpha1, err = platformv1alpha1.NewForConfigAndClient(&configShallowCopy, httpClient)
+	if err != nil {
+		return nil, err
+	}
 	cs.schedulingV1alpha1, err = schedulingv1alpha1.NewForConfigAndClient(&configShallowCopy, httpClient)
 	if err != nil {
 		return nil, err
@@ -126,6 +138,7 @@ func NewForConfigOrDie(c *rest.Config) *Clientset {
 func New(c rest.Interface) *Clientset {
 	var cs Clientset
 	cs.aischedV1alpha1 = aischedv1alpha1.New(c)
+	cs.platformV1alpha1 = platformv1alpha1.New(c)
 	cs.schedulingV1alpha1 = schedulingv1alpha1.New(c)
 
 	cs.DiscoveryClient = discovery.NewDiscoveryClient(c)

@@ -27,6 +27,7 @@ import (
 	versioned "github.com/aisched/aisched/pkg/generated/clientset/versioned"
 	aisched "github.com/aisched/aisched/pkg/generated/informers/externalversions/aisched"
 	internalinterfaces "github.com/aisched/aisched/pkg/generated/informers/externalversions/internalinterfaces"
+	platform "github.com/aisched/aisched/pkg/generated/informers/externalversions/platform"
 	scheduling "github.com/aisched/aisched/pkg/generated/informers/externalversions/scheduling"
 	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtime "k8s.io/apimachinery/pkg/runtime"
@@ -327,11 +328,16 @@ type SharedInformerFactory interface {
 	InformerFor(obj runtime.Object, newFunc internalinterfaces.NewInformerFunc) cache.SharedIndexInformer
 
 	Aisched() aisched.Interface
+	Platform() platform.Interface
 	Scheduling() scheduling.Interface
 }
 
 func (f *sharedInformerFactory) Aisched() aisched.Interface {
 	return aisched.New(f, f.namespace, f.tweakListOptions)
+}
+
+func (f *sharedInformerFactory) Platform() platform.Interface {
+	return platform.New(f, f.namespace, f.tweakListOptions)
 }
 
 func (f *sharedInformerFactory) Scheduling() scheduling.Interface {

@@ -22,6 +22,7 @@ import (
 	fmt "fmt"
 
 	v1alpha1 "github.com/aisched/aisched/apis/aisched/v1alpha1"
+	platformv1alpha1 "github.com/aisched/aisched/apis/platform/v1alpha1"
 	schedulingv1alpha1 "github.com/aisched/aisched/apis/scheduling/v1alpha1"
 	schema "k8s.io/apimachinery/pkg/runtime/schema"
 	cache "k8s.io/client-go/tools/cache"
@@ -58,6 +59,14 @@ func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Aisched().V1alpha1().GPUInventories().Informer()}, nil
 	case v1alpha1.SchemeGroupVersion.WithResource("nodemetrics"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Aisched().V1alpha1().NodeMetrics().Informer()}, nil
+
+		// Group=platform.aisched.io, Version=v1alpha1
+	case platformv1alpha1.SchemeGroupVersion.WithResource("aiservices"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Platform().V1alpha1().AIServices().Informer()}, nil
+	case platformv1alpha1.SchemeGroupVersion.WithResource("operators"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Platform().V1alpha1().Operators().Informer()}, nil
+	case platformv1alpha1.SchemeGroupVersion.WithResource("operatorinstances"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Platform().V1alpha1().OperatorInstances().Informer()}, nil
 
 		// Group=scheduling.x-k8s.io, Version=v1alpha1
 	case schedulingv1alpha1.SchemeGroupVersion.WithResource("podgroups"):

@@ -22,6 +22,8 @@ import (
 	clientset "github.com/aisched/aisched/pkg/generated/clientset/versioned"
 	aischedv1alpha1 "github.com/aisched/aisched/pkg/generated/clientset/versioned/typed/aisched/v1alpha1"
 	fakeaischedv1alpha1 "github.com/aisched/aisched/pkg/generated/clientset/versioned/typed/aisched/v1alpha1/fake"
+	platformv1alpha1 "github.com/aisched/aisched/pkg/generated/clientset/versioned/typed/platform/v1alpha1"
+	fakeplatformv1alpha1 "github.com/aisched/aisched/pkg/generated/clientset/versioned/typed/platform/v1alpha1/fake"
 	schedulingv1alpha1 "github.com/aisched/aisched/pkg/generated/clientset/versioned/typed/scheduling/v1alpha1"
 	fakeschedulingv1alpha1 "github.com/aisched/aisched/pkg/generated/clientset/versioned/typed/scheduling/v1alpha1/fake"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -100,6 +102,11 @@ var (
 // AischedV1alpha1 retrieves the AischedV1alpha1Client
 func (c *Clientset) AischedV1alpha1() aischedv1alpha1.AischedV1alpha1Interface {
 	return &fakeaischedv1alpha1.FakeAischedV1alpha1{Fake: &c.Fake}
+}
+
+// PlatformV1alpha1 retrieves the PlatformV1alpha1Client
+func (c *Clientset) PlatformV1alpha1() platformv1alpha1.PlatformV1alpha1Interface {
+	return &fakeplatformv1alpha1.FakePlatformV1alpha1{Fake: &c.Fake}
 }
 
 // SchedulingV1alpha1 retrieves the SchedulingV1alpha1Client

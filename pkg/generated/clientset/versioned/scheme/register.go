@@ -20,6 +20,7 @@ package scheme
 
 import (
 	aischedv1alpha1 "github.com/aisched/aisched/apis/aisched/v1alpha1"
+	platformv1alpha1 "github.com/aisched/aisched/apis/platform/v1alpha1"
 	schedulingv1alpha1 "github.com/aisched/aisched/apis/scheduling/v1alpha1"
 	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtime "k8s.io/apimachinery/pkg/runtime"
@@ -33,6 +34,7 @@ var Codecs = serializer.NewCodecFactory(Scheme)
 var ParameterCodec = runtime.NewParameterCodec(Scheme)
 var localSchemeBuilder = runtime.SchemeBuilder{
 	aischedv1alpha1.AddToScheme,
+	platformv1alpha1.AddToScheme,
 	schedulingv1alpha1.AddToScheme,
 }
 

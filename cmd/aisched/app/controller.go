@@ -1,0 +1,123 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+
+	"github.com/aisched/aisched/pkg/controller/platform"
+	"github.com/aisched/aisched/pkg/scheduler"
+)
+
+type controllerOptions struct {
+	kubeconfig    string
+	namespace     string
+	gatewayURL    string
+	schedulerName string
+	leaderElect   bool
+	webhookPort   int
+	webhookSvc    string
+	webhookSecret string
+	metricsAddr   string
+	healthAddr    string
+	verbosity     int
+}
+
+func newControllerCommand() *cobra.Command {
+	o := controllerOptions{
+		namespace: os.Getenv("POD_NAMESPACE"), schedulerName: scheduler.AischedProfile, leaderElect: true,
+		webhookPort: 9443, webhookSvc: "aisched-controller", webhookSecret: "aisched-controller-webhook-tls",
+		metricsAddr: ":8080", healthAddr: ":8081",
+	}
+	if o.namespace == "" {
+		o.namespace = "aisched-system"
+	}
+	cmd := &cobra.Command{
+		Use:   "controller",
+		Short: "Run the AI service platform's controllers (Operators, instances, services) and their webhook",
+		Long: `Run the controllers of the AI service platform: an OperatorInstance becomes a
+Deployment of its Operator's containers, scheduled by aisched; an AIService
+becomes a NodePort Service and a route of the gateway (aisched gateway).
+Every object reports a Ready condition that says why not.
+
+It also serves the admission webhook that refuses an OperatorInstance or
+AIService naming an object that does not exist, with a serving certificate
+it keeps itself in the Secret --webhook-secret (no cert-manager needed).
+It runs as a Deployment (deploy/platform); the replicas elect a leader.
+
+  aisched controller --kubeconfig KUBECONFIG --gateway-url http://gateway.example:8480`,
+		Args: cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error { return runController(o) },
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file of the cluster (default: the in-cluster configuration of the pod)")
+	fs.StringVar(&o.namespace, "namespace", o.namespace, "namespace of the leader lease and the webhook's Service and Secret (default $POD_NAMESPACE, else aisched-system)")
+	fs.StringVar(&o.gatewayURL, "gateway-url", "", "the gateway's base URL as callers reach it, for each AIService's status.url (empty: no URL)")
+	fs.StringVar(&o.schedulerName, "scheduler-name", o.schedulerName, "scheduler of the instances' pods when an OperatorInstance names none")
+	fs.BoolVar(&o.leaderElect, "leader-elect", o.leaderElect, "elect one active controller among the replicas")
+	fs.IntVar(&o.webhookPort, "webhook-port", o.webhookPort, "port of the admission webhook (0: no webhook)")
+	fs.StringVar(&o.webhookSvc, "webhook-service", o.webhookSvc, "the webhook's Service, which its certificate names")
+	fs.StringVar(&o.webhookSecret, "webhook-secret", o.webhookSecret, "Secret that holds the webhook's CA and serving certificate")
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", o.metricsAddr, `address of /metrics ("0": none)`)
+	fs.StringVar(&o.healthAddr, "health-probe-bind-address", o.healthAddr, `address of /healthz and /readyz ("0": none)`)
+	fs.IntVarP(&o.verbosity, "v", "v", 0, "log verbosity (klog level)")
+	return cmd
+}
+
+func runController(o controllerOptions) error {
+	if o.webhookPort < 0 || o.webhookPort > 65535 {
+		return fmt.Errorf("--webhook-port %d: not a port", o.webhookPort)
+	}
+	if err := setupKlog(os.Stderr, o.verbosity); err != nil {
+		return err
+	}
+	defer klog.Flush()
+	cfg, err := kubeRESTConfig(o.kubeconfig, "aisched-controller")
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx = klog.NewContext(ctx, klog.Background())
+	opts := platform.RunOptions{
+		Options:     platform.Options{GatewayURL: o.gatewayURL, SchedulerName: o.schedulerName},
+		MetricsAddr: o.metricsAddr,
+		HealthAddr:  o.healthAddr,
+	}
+	if o.leaderElect {
+		opts.LeaderElectionNamespace = o.namespace
+	}
+	if o.webhookPort > 0 {
+		client, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return err
+		}
+		certs := &platform.WebhookCerts{Client: client, Namespace: o.namespace, Service: o.webhookSvc, Secret: o.webhookSecret, Configuration: platform.WebhookConfigurationName}
+		ready := make(chan struct{})
+		go func() { _ = certs.Run(ctx, ready) }()
+		klog.InfoS("Waiting for the webhook certificate", "secret", klog.KRef(o.namespace, o.webhookSecret))
+		select {
+		case <-ready:
+		case <-ctx.Done():
+			return nil
+		}
+		if opts.WebhookListener, err = net.Listen("tcp", ":"+strconv.Itoa(o.webhookPort)); err != nil {
+			return fmt.Errorf("--webhook-port: %w", err)
+		}
+		opts.GetCertificate = certs.GetCertificate
+	}
+	klog.InfoS("Starting the platform controller", "gatewayURL", o.gatewayURL, "webhookPort", o.webhookPort, "leaderElection", o.leaderElect)
+	if err := platform.Run(ctx, cfg, opts, make(chan struct{})); err != nil {
+		return err
+	}
+	klog.InfoS("Stopped the platform controller")
+	return nil
+}

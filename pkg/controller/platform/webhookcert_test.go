@@ -1,0 +1,109 @@
+package platform
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+func TestWebhookCerts(t *testing.T) {
+	ctx := context.Background()
+	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: WebhookConfigurationName},
+		Webhooks: ValidatingWebhooks(func(path string) admissionregistrationv1.WebhookClientConfig {
+			return admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{Namespace: "sys", Name: "ctl", Path: &path}}
+		}),
+	}
+	client := fake.NewClientset(vwc)
+	newCerts := func() *WebhookCerts {
+		return &WebhookCerts{Client: client, Namespace: "sys", Service: "ctl", Secret: "ctl-tls", Configuration: WebhookConfigurationName}
+	}
+	a := newCerts()
+	now := time.Now()
+	if err := a.ensure(ctx, now); err != nil {
+		t.Fatal(err)
+	}
+	secret, err := client.CoreV1().Secrets("sys").Get(ctx, "ctl-tls", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := secret.Data["ca.crt"]
+	leaf := parseLeaf(t, a)
+	if err := leaf.VerifyHostname("ctl.sys.svc"); err != nil {
+		t.Errorf("certificate names: %v", err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, DNSName: "ctl.sys.svc"}); err != nil {
+		t.Errorf("certificate not signed by the Secret's CA: %v", err)
+	}
+	got, err := client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, WebhookConfigurationName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range got.Webhooks {
+		if !bytes.Equal(w.ClientConfig.CABundle, ca) {
+			t.Errorf("webhook %s caBundle not the Secret's CA", w.Name)
+		}
+	}
+
+	// A second replica serves the same certificate.
+	b := newCerts()
+	if err := b.ensure(ctx, now); err != nil {
+		t.Fatal(err)
+	}
+	if !parseLeaf(t, b).Equal(leaf) {
+		t.Error("second replica made its own certificate, want the Secret's")
+	}
+
+	// Eleven months on, the certificate is renewed under the same CA, so
+	// the caBundle the apiserver holds stays valid.
+	later := now.Add(335 * 24 * time.Hour)
+	if err := a.ensure(ctx, later); err != nil {
+		t.Fatal(err)
+	}
+	renewed := parseLeaf(t, a)
+	if renewed.Equal(leaf) || !renewed.NotAfter.After(leaf.NotAfter) {
+		t.Errorf("certificate ending %s not renewed (now ends %s)", leaf.NotAfter, renewed.NotAfter)
+	}
+	secret, _ = client.CoreV1().Secrets("sys").Get(ctx, "ctl-tls", metav1.GetOptions{})
+	if !bytes.Equal(secret.Data["ca.crt"], ca) {
+		t.Error("renewal replaced the CA, want the same CA (10 years)")
+	}
+	if _, err := renewed.Verify(x509.VerifyOptions{Roots: pool, DNSName: "ctl.sys.svc", CurrentTime: later}); err != nil {
+		t.Errorf("renewed certificate: %v", err)
+	}
+
+	// A Secret with garbage is replaced, not served.
+	secret.Data[corev1.TLSCertKey] = []byte("garbage")
+	if _, err := client.CoreV1().Secrets("sys").Update(ctx, secret, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.ensure(ctx, later); err != nil {
+		t.Fatalf("ensure over a garbled Secret: %v", err)
+	}
+	if _, err := a.GetCertificate(nil); err != nil {
+		t.Error(err)
+	}
+}
+
+func parseLeaf(t *testing.T, w *WebhookCerts) *x509.Certificate {
+	t.Helper()
+	c, err := w.GetCertificate(&tls.ClientHelloInfo{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := x509.ParseCertificate(c.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return leaf
+}

@@ -1,0 +1,267 @@
+package gateway
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/time/rate"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/aisched/aisched/apis/platform/v1alpha1"
+)
+
+// Defaults of an AIService that leaves a timeout out.
+const (
+	DefaultConnectTimeout = 2 * time.Second
+	DefaultRequestTimeout = 30 * time.Second
+)
+
+// routeConfig is an AIService compiled for the gateway, with its API keys
+// and ready endpoints. It is never changed once made: a change to any of
+// them compiles a new one.
+type routeConfig struct {
+	namespace, name string
+	// broken, when set, answers every request with 503: the AIService
+	// could not be compiled (it failed validation the apiserver should have
+	// done), and a gateway fails closed.
+	broken string
+
+	backendPath    string
+	connectTimeout time.Duration
+	timeout        time.Duration
+
+	allowIPs, denyIPs []netip.Prefix
+
+	apiKey bool
+	// keys are the SHA-256 digests of the keys and their consumers; the
+	// keys themselves are not kept.
+	keys []keyDigest
+	// keysMissing, when set, is why no key can be checked (503).
+	keysMissing                   string
+	allowConsumers, denyConsumers map[string]bool
+
+	methods         []string
+	paths           []string
+	maxBody         int64
+	requiredHeaders []string
+
+	killSwitch string // set: the kill switch is on, with this reason
+
+	rate    v1alpha1.RateLimit
+	breaker *v1alpha1.CircuitBreaker
+
+	endpoints []string
+	// unavailable says why no endpoint is ready, from the AIService's
+	// Ready condition.
+	unavailable string
+}
+
+// compile makes the route of an AIService; secret is its API-key Secret
+// (nil when it does not exist) and endpoints its ready "ip:port" addresses.
+func compile(svc *v1alpha1.AIService, secret *corev1.Secret, endpoints []string) *routeConfig {
+	s := &svc.Spec
+	c := &routeConfig{
+		namespace:      svc.Namespace,
+		name:           svc.Name,
+		backendPath:    s.Path,
+		connectTimeout: millis(s.ConnectTimeoutMilliseconds, DefaultConnectTimeout),
+		timeout:        DefaultRequestTimeout,
+		endpoints:      endpoints,
+		unavailable:    "no ready endpoint",
+	}
+	if c.backendPath == "" {
+		c.backendPath = "/"
+	}
+	if cond := meta.FindStatusCondition(svc.Status.Conditions, v1alpha1.ConditionReady); cond != nil && cond.Status != metav1.ConditionTrue {
+		c.unavailable = cond.Message
+	}
+	var err error
+	if a := s.Access; a != nil {
+		if c.allowIPs, err = prefixes(a.AllowCIDRs, "spec.access.allowCIDRs"); err == nil {
+			c.denyIPs, err = prefixes(a.DenyCIDRs, "spec.access.denyCIDRs")
+		}
+		if err != nil {
+			c.broken = err.Error()
+		}
+		c.allowConsumers, c.denyConsumers = set(a.AllowConsumers), set(a.DenyConsumers)
+	}
+	if a := s.Auth; a != nil && a.Method == v1alpha1.AuthAPIKey {
+		c.apiKey = true
+		switch {
+		case a.SecretRef == nil:
+			c.broken = "spec.auth.secretRef: required for method APIKey"
+		case secret == nil:
+			c.keysMissing = fmt.Sprintf("the service's API keys (Secret %s of type %s) are missing", a.SecretRef.Name, v1alpha1.APIKeySecretType)
+		default:
+			for consumer, key := range secret.Data {
+				// Surrounding white space is never part of a key, and a
+				// Secret made --from-file ends it with a newline.
+				if k := strings.TrimSpace(string(key)); k != "" {
+					c.keys = append(c.keys, keyDigest{digest: sha256.Sum256([]byte(k)), consumer: consumer})
+				}
+			}
+		}
+	}
+	if rc := s.Request; rc != nil {
+		c.methods = slices.Clone(rc.Methods)
+		c.paths = slices.Clone(rc.Paths)
+		for i, p := range c.paths {
+			if _, err := path.Match(p, ""); err != nil {
+				c.broken = fmt.Sprintf("spec.request.paths[%d]: %q: %v", i, p, err)
+			}
+		}
+		if rc.MaxBodyBytes != nil {
+			c.maxBody = *rc.MaxBodyBytes
+		}
+		for _, h := range rc.RequiredHeaders {
+			c.requiredHeaders = append(c.requiredHeaders, http.CanonicalHeaderKey(h))
+		}
+		c.timeout = millis(rc.TimeoutMilliseconds, DefaultRequestTimeout)
+	}
+	if ks := s.KillSwitch; ks != nil && ks.Enabled {
+		c.killSwitch = ks.Reason
+		if c.killSwitch == "" {
+			c.killSwitch = "the service is switched off"
+		}
+	}
+	if s.RateLimit != nil {
+		c.rate = *s.RateLimit
+	}
+	if s.CircuitBreaker != nil {
+		b := *s.CircuitBreaker
+		c.breaker = &b
+	}
+	return c
+}
+
+// keyDigest is a valid key, by its digest, and the consumer it names.
+type keyDigest struct {
+	digest   [sha256.Size]byte
+	consumer string
+}
+
+func millis(ms int32, def time.Duration) time.Duration {
+	if ms <= 0 {
+		return def
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+// prefixes parses CIDRs and addresses (a /32 or /128).
+func prefixes(list []string, field string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for i, s := range list {
+		if p, err := netip.ParsePrefix(s); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return nil, fmt.Errorf("%s[%d]: %q is neither a CIDR nor an IP address", field, i, s)
+		}
+		out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+	}
+	return out, nil
+}
+
+func contains(list []netip.Prefix, a netip.Addr) bool {
+	for _, p := range list {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+func set(list []string) map[string]bool {
+	if len(list) == 0 {
+		return nil
+	}
+	m := make(map[string]bool, len(list))
+	for _, s := range list {
+		m[s] = true
+	}
+	return m
+}
+
+// route is the gateway's state for one AIService: the current compiled
+// configuration with the limiters and breaker made for it, and what must
+// outlive a configuration (requests in flight, the round-robin position).
+type route struct {
+	state    atomic.Pointer[routeState]
+	inflight atomic.Int64
+	next     atomic.Uint64
+	metrics  *routeMetrics
+}
+
+// routeState is a configuration and the stateful controls made for it.
+type routeState struct {
+	cfg       *routeConfig
+	limiter   *rate.Limiter // nil: no service QPS limit
+	consumers *consumerLimiters
+	breaker   *breaker
+}
+
+// update installs cfg, keeping the token buckets and the breaker whose
+// settings did not change, so that an endpoint or key change neither
+// refills a bucket nor closes an open breaker.
+func (rt *route) update(cfg *routeConfig) {
+	old := rt.state.Load()
+	st := &routeState{cfg: cfg}
+	if old != nil && old.cfg.rate.QPS != nil && cfg.rate.QPS != nil && *old.cfg.rate.QPS == *cfg.rate.QPS && burst(old.cfg.rate.QPS, old.cfg.rate.Burst) == burst(cfg.rate.QPS, cfg.rate.Burst) {
+		st.limiter = old.limiter
+	} else if cfg.rate.QPS != nil {
+		st.limiter = rate.NewLimiter(rate.Limit(*cfg.rate.QPS), burst(cfg.rate.QPS, cfg.rate.Burst))
+	}
+	if old != nil && old.consumers != nil && cfg.rate.PerConsumerQPS != nil && *old.cfg.rate.PerConsumerQPS == *cfg.rate.PerConsumerQPS &&
+		burst(old.cfg.rate.PerConsumerQPS, old.cfg.rate.PerConsumerBurst) == burst(cfg.rate.PerConsumerQPS, cfg.rate.PerConsumerBurst) {
+		st.consumers = old.consumers
+	} else if cfg.rate.PerConsumerQPS != nil {
+		st.consumers = &consumerLimiters{qps: rate.Limit(*cfg.rate.PerConsumerQPS), burst: burst(cfg.rate.PerConsumerQPS, cfg.rate.PerConsumerBurst)}
+	}
+	switch {
+	case cfg.breaker == nil:
+		rt.metrics.breakerState.Set(0)
+	case old != nil && old.breaker != nil && equality.Semantic.DeepEqual(old.cfg.breaker, cfg.breaker):
+		st.breaker = old.breaker
+	default:
+		st.breaker = newBreaker(cfg.breaker, rt.metrics.breakerState)
+	}
+	rt.state.Store(st)
+}
+
+// burst is the bucket size: burst, or qps when unset.
+func burst(qps, burst *int32) int {
+	if burst != nil {
+		return int(*burst)
+	}
+	return int(*qps)
+}
+
+// consumerLimiters are the token buckets of a service's consumers, made
+// as consumers first call. Consumers are the keys of the API-key Secret,
+// so the map is bounded by it.
+type consumerLimiters struct {
+	qps   rate.Limit
+	burst int
+	m     sync.Map // consumer -> *rate.Limiter
+}
+
+func (c *consumerLimiters) get(consumer string) *rate.Limiter {
+	if l, ok := c.m.Load(consumer); ok {
+		return l.(*rate.Limiter)
+	}
+	l, _ := c.m.LoadOrStore(consumer, rate.NewLimiter(c.qps, c.burst))
+	return l.(*rate.Limiter)
+}
