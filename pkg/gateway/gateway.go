@@ -19,7 +19,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/time/rate"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
+
+	"github.com/aisched/aisched/apis/platform/v1alpha1"
 )
 
 // Options configure a Gateway.
@@ -102,7 +105,21 @@ func (g *Gateway) AdminHandler() http.Handler {
 	return mux
 }
 
-// set installs the configuration of a route, making the route when new.
+// Apply installs the route of an AIService, with its API-key Secret (nil
+// when it does not exist) and its ready endpoints ("ip:port"), replacing
+// the service's route if it had one. RouteReconciler calls it on every
+// change; requests in flight finish with the route they started with.
+func (g *Gateway) Apply(svc *v1alpha1.AIService, secret *corev1.Secret, endpoints []string) {
+	g.set(compile(svc, secret, endpoints))
+}
+
+// Delete drops the route of an AIService.
+func (g *Gateway) Delete(namespace, name string) {
+	if v, ok := g.routes.LoadAndDelete(namespace + "/" + name); ok {
+		v.(*route).metrics.delete()
+	}
+}
+
 func (g *Gateway) set(cfg *routeConfig) {
 	key := cfg.namespace + "/" + cfg.name
 	v, ok := g.routes.Load(key)
@@ -110,13 +127,6 @@ func (g *Gateway) set(cfg *routeConfig) {
 		v, _ = g.routes.LoadOrStore(key, &route{metrics: g.metrics.forRoute(cfg.namespace, cfg.name)})
 	}
 	v.(*route).update(cfg)
-}
-
-// remove drops the route of a deleted AIService.
-func (g *Gateway) remove(namespace, name string) {
-	if v, ok := g.routes.LoadAndDelete(namespace + "/" + name); ok {
-		v.(*route).metrics.delete()
-	}
 }
 
 // ServeHTTP routes /<namespace>/<service>/<rest>.

@@ -323,7 +323,7 @@ func TestUpdateKeepsState(t *testing.T) {
 	if got := changed.limiter.Limit(); got != 6 {
 		t.Errorf("limit %v, want 6", got)
 	}
-	g.remove("ns", "s")
+	g.Delete("ns", "s")
 	if rec := serve(g, "GET", "/ns/s/", nil, nil); rec.Code != 404 {
 		t.Errorf("removed route: %d, want 404", rec.Code)
 	}

@@ -29,7 +29,7 @@ func (r *RouteReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	var svc v1alpha1.AIService
 	if err := r.Client.Get(ctx, req.NamespacedName, &svc); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.Gateway.remove(req.Namespace, req.Name)
+			r.Gateway.Delete(req.Namespace, req.Name)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
@@ -49,7 +49,7 @@ func (r *RouteReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	r.Gateway.set(compile(&svc, secret, endpoints))
+	r.Gateway.Apply(&svc, secret, endpoints)
 	return ctrl.Result{}, nil
 }
 
