@@ -30,6 +30,7 @@ var (
 	readyLine      = regexp.MustCompile(`aisched is ready in ([0-9.]+)s`)
 	kubeconfigLine = regexp.MustCompile(`kubeconfig: (\S+)`)
 	apiserverLine  = regexp.MustCompile(`apiserver: +https://(\S+)`)
+	gatewayLine    = regexp.MustCompile(`gateway: +http://([^/\s]+)/`)
 )
 
 // upProcess is a running `aisched up`.
@@ -38,6 +39,8 @@ type upProcess struct {
 	client     kubernetes.Interface
 	kubeconfig string
 	addr       string
+	// gateway is the gateway's address.
+	gateway string
 }
 
 // startUp runs `aisched up args...` on dataDir with TMPDIR=tmpDir and waits until it is ready.
@@ -49,6 +52,7 @@ func startUp(t *testing.T, dataDir, tmpDir string, args ...string) *upProcess {
 	t.Logf("startup to ready: %.1fs (%s)", secs, ready)
 	kubeconfig := kubeconfigLine.FindStringSubmatch(c.waitLine(t, "kubeconfig:", time.Second))[1]
 	addr := apiserverLine.FindStringSubmatch(c.waitLine(t, "apiserver:", time.Second))[1]
+	gateway := gatewayLine.FindStringSubmatch(c.waitLine(t, "gateway:", time.Second))[1]
 	t.Logf("%s", c.waitLine(t, "memory:", time.Second))
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
@@ -58,7 +62,7 @@ func startUp(t *testing.T, dataDir, tmpDir string, args ...string) *upProcess {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &upProcess{command: c, client: client, kubeconfig: kubeconfig, addr: addr}
+	return &upProcess{command: c, client: client, kubeconfig: kubeconfig, addr: addr, gateway: gateway}
 }
 
 // terminate sends SIGTERM and checks that the process exits cleanly within
@@ -75,9 +79,11 @@ func (p *upProcess) terminate(t *testing.T) {
 		t.Fatalf("aisched up after SIGTERM: %v (want a clean exit within 10s)", err)
 	}
 	t.Logf("SIGTERM to exit: %.1fs", time.Since(begin).Seconds())
-	if conn, err := net.DialTimeout("tcp", p.addr, time.Second); err == nil {
-		conn.Close()
-		t.Errorf("something still listens on %s after aisched up exited", p.addr)
+	for _, addr := range []string{p.addr, p.gateway} {
+		if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			conn.Close()
+			t.Errorf("something still listens on %s after aisched up exited", addr)
+		}
 	}
 }
 

@@ -1,0 +1,191 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+
+	platformv1alpha1 "github.com/aisched/aisched/apis/platform/v1alpha1"
+	"github.com/aisched/aisched/pkg/generated/clientset/versioned"
+	"github.com/aisched/aisched/pkg/local"
+	"github.com/aisched/aisched/pkg/local/localtest"
+	utiltesting "github.com/aisched/aisched/pkg/util/testing"
+)
+
+// TestPlatformManifests runs `aisched controller` and `aisched gateway` as
+// processes of their own, as deploy/platform ships them, each with only the
+// permissions of its ServiceAccount, against a cluster that runs no
+// platform of its own: the manifests apply; the controller takes its
+// leader lease, makes its webhook certificate, puts the CA into the
+// webhook configuration, reconciles and answers admission reviews over TLS
+// as the apiserver would call it; the gateway loads the routes and serves.
+func TestPlatformManifests(t *testing.T) {
+	t.Parallel()
+	c := localtest.Start(t, local.Options{})
+	ctx := context.Background()
+	dir := filepath.Join("..", "..", "deploy", "platform")
+	for _, f := range []string{"rbac.yaml", "controller.yaml", "gateway.yaml"} {
+		applyFile(t, c, filepath.Join(dir, f))
+	}
+	waitDeploymentAvailable(t, c.Client, "aisched-system", "aisched-controller", 2)
+	waitDeploymentAvailable(t, c.Client, "aisched-system", "aisched-gateway", 2)
+
+	// The objects come first: the apiserver of this test cannot reach the
+	// webhook's Service (no kube-proxy), so the webhook is called directly
+	// below.
+	ns := createNamespace(t, c.Client)
+	api := versioned.NewForConfigOrDie(c.Config).PlatformV1alpha1()
+	if _, err := api.Operators(ns).Create(ctx, utiltesting.MakeOperator("demo", ns).Obj(), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := api.OperatorInstances(ns).Create(ctx, utiltesting.MakeInstance("demo", ns, "demo").Obj(), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := api.AIServices(ns).Create(ctx, utiltesting.MakeService("off", ns, "demo").KillSwitch("closed for the test").Obj(), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	applyFile(t, c, filepath.Join(dir, "webhook.yaml"))
+
+	webhookPort, healthPort, gatewayPort, adminPort := freePort(t), freePort(t), freePort(t), freePort(t)
+	controller := startCommand(t, nil, "controller",
+		"--kubeconfig", serviceAccountKubeconfig(t, c, "aisched-system", "aisched-controller"),
+		"--namespace", "aisched-system",
+		"--gateway-url", "http://gateway.example:8480",
+		"--webhook-port", strconv.Itoa(webhookPort),
+		"--metrics-bind-address", "0",
+		"--health-probe-bind-address", "127.0.0.1:"+strconv.Itoa(healthPort))
+	gateway := startCommand(t, nil, "gateway",
+		"--kubeconfig", serviceAccountKubeconfig(t, c, "aisched-system", "aisched-gateway"),
+		"--bind-address", "127.0.0.1:"+strconv.Itoa(gatewayPort),
+		"--admin-bind-address", "127.0.0.1:"+strconv.Itoa(adminPort))
+
+	// The controller: lease, certificate, CA bundle, reconciled objects.
+	localtest.Eventually(t, time.Minute, "the controller's leader lease", func(ctx context.Context) (bool, error) {
+		l, err := c.Client.CoordinationV1().Leases("aisched-system").Get(ctx, "aisched-controller", metav1.GetOptions{})
+		return err == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "", err
+	})
+	var ca []byte
+	localtest.Eventually(t, time.Minute, "the webhook's CA in its configuration", func(ctx context.Context) (bool, error) {
+		s, err := c.Client.CoreV1().Secrets("aisched-system").Get(ctx, "aisched-controller-webhook-tls", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		ca = s.Data["ca.crt"]
+		cfg, err := c.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, "aisched-platform", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, w := range cfg.Webhooks {
+			if !bytes.Equal(w.ClientConfig.CABundle, ca) {
+				return false, fmt.Errorf("webhook %s has no CA bundle yet", w.Name)
+			}
+		}
+		return len(ca) > 0, nil
+	})
+	localtest.Eventually(t, time.Minute, "the AIService reconciled", func(ctx context.Context) (bool, error) {
+		s, err := api.AIServices(ns).Get(ctx, "off", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return s.Status.URL == "http://gateway.example:8480/"+ns+"/off/" && s.Status.NodePort > 0 && serviceReason(platformv1alpha1.ReasonKillSwitch)(s),
+			fmt.Errorf("status %+v", s.Status)
+	})
+	waitDeploymentAvailable(t, c.Client, ns, "demo", 1)
+	if code := httpGet(t, fmt.Sprintf("http://127.0.0.1:%d/readyz", healthPort)); code != 200 {
+		t.Errorf("controller /readyz: %d, want 200", code)
+	}
+
+	// The webhook, over TLS with the CA the apiserver was given, for the
+	// name of the Service the apiserver calls.
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	webhook := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "aisched-controller.aisched-system.svc"}}}
+	review := func(inst *platformv1alpha1.OperatorInstance) *admissionv1.AdmissionResponse {
+		t.Helper()
+		raw, err := json.Marshal(inst)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := json.Marshal(admissionv1.AdmissionReview{
+			TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+			Request: &admissionv1.AdmissionRequest{
+				UID:       types.UID("review-" + inst.Name),
+				Kind:      metav1.GroupVersionKind{Group: platformv1alpha1.GroupName, Version: "v1alpha1", Kind: "OperatorInstance"},
+				Resource:  metav1.GroupVersionResource{Group: platformv1alpha1.GroupName, Version: "v1alpha1", Resource: "operatorinstances"},
+				Namespace: inst.Namespace, Name: inst.Name, Operation: admissionv1.Create,
+				Object: runtime.RawExtension{Raw: raw},
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := webhook.Post(fmt.Sprintf("https://127.0.0.1:%d/validate-platform-aisched-io-v1alpha1-operatorinstance", webhookPort), "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatalf("admission review: %v", err)
+		}
+		defer resp.Body.Close()
+		var out admissionv1.AdmissionReview
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || out.Response == nil {
+			t.Fatalf("admission review answer: %v %+v", err, out)
+		}
+		return out.Response
+	}
+	if r := review(utiltesting.MakeInstance("good", ns, "demo").Obj()); !r.Allowed {
+		t.Errorf("instance of an existing operator: %+v, want allowed", r.Result)
+	}
+	if r := review(utiltesting.MakeInstance("bad", ns, "nope").Obj()); r.Allowed || r.Result == nil || !strings.Contains(r.Result.Message, "spec.operatorRef.name: Not found") {
+		t.Errorf("instance of an unknown operator: allowed %v, %+v, want refused naming spec.operatorRef.name", r.Allowed, r.Result)
+	}
+
+	// The gateway, with its routes loaded.
+	localtest.Eventually(t, time.Minute, "the gateway ready", func(context.Context) (bool, error) {
+		return httpGet(t, fmt.Sprintf("http://127.0.0.1:%d/readyz", adminPort)) == 200, nil
+	})
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/%s/off/v2/health/ready", gatewayPort, ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 503 || !strings.Contains(string(b), "closed for the test") {
+		t.Errorf("gateway: %d %s, want 503 with the kill switch's reason", resp.StatusCode, b)
+	}
+
+	for name, p := range map[string]*command{"controller": controller, "gateway": gateway} {
+		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		stopCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		if err := p.wait(stopCtx); err != nil {
+			t.Errorf("%s after SIGTERM: %v, want a clean exit", name, err)
+		}
+		cancel()
+	}
+}
+
+// httpGet returns the status of a GET, 0 when it failed.
+func httpGet(t *testing.T, url string) int {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
