@@ -60,7 +60,9 @@ func (r *rejection) write(w http.ResponseWriter) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("X-Aisched-Reason", r.reason)
 	w.WriteHeader(r.code)
-	_ = json.NewEncoder(w).Encode(struct {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // messages are read by people: keep < and >
+	_ = enc.Encode(struct {
 		Code    int    `json:"code"`
 		Reason  string `json:"reason"`
 		Message string `json:"message"`
