@@ -225,7 +225,7 @@ func (g *Gateway) serve(w *recorder, r *http.Request, rt *route, rest string, no
 		return reject(http.StatusServiceUnavailable, ReasonUnavailable, "the service has no ready endpoint: "+cfg.unavailable)
 	}
 	endpoint := cfg.endpoints[rt.next.Add(1)%uint64(len(cfg.endpoints))]
-	rej = g.forward(w, r, cfg, rt, consumer, client, endpoint, rest)
+	rej = g.forward(w, r, cfg, consumer, endpoint, rest)
 	if st.breaker != nil {
 		code := w.code
 		if rej != nil {
@@ -360,7 +360,7 @@ func admit(st *routeState, rt *route, consumer string, now time.Time) (release f
 		res := st.consumers.get(consumer).ReserveN(now, 1)
 		if d := res.DelayFrom(now); !res.OK() || d > 0 {
 			res.CancelAt(now)
-			rej := reject(http.StatusTooManyRequests, ReasonConsumerRateLimited, fmt.Sprintf("consumer %q is over its limit of %d requests per second", consumer, *cfg.rate.PerConsumerQPS))
+			rej := reject(http.StatusTooManyRequests, ReasonConsumerRateLimited, fmt.Sprintf("consumer %q is over its limit of %v requests per second", consumer, cfg.consumer.qps))
 			rej.retryAfter = d
 			return nil, rej
 		}
@@ -371,17 +371,17 @@ func admit(st *routeState, rt *route, consumer string, now time.Time) (release f
 		if d := res.DelayFrom(now); !res.OK() || d > 0 {
 			res.CancelAt(now)
 			undo()
-			rej := reject(http.StatusTooManyRequests, ReasonRateLimited, fmt.Sprintf("the service is over its limit of %d requests per second", *cfg.rate.QPS))
+			rej := reject(http.StatusTooManyRequests, ReasonRateLimited, fmt.Sprintf("the service is over its limit of %v requests per second", cfg.service.qps))
 			rej.retryAfter = d
 			return nil, rej
 		}
 		taken = append(taken, res)
 	}
-	if limit := cfg.rate.MaxConcurrency; limit != nil {
-		if rt.inflight.Add(1) > int64(*limit) {
+	if limit := cfg.maxConcurrency; limit > 0 {
+		if rt.inflight.Add(1) > limit {
 			rt.inflight.Add(-1)
 			undo()
-			rej := reject(http.StatusTooManyRequests, ReasonTooManyConcurrent, fmt.Sprintf("the service has its maximum of %d requests in progress", *limit))
+			rej := reject(http.StatusTooManyRequests, ReasonTooManyConcurrent, fmt.Sprintf("the service has its maximum of %d requests in progress", limit))
 			rej.retryAfter = time.Second
 			return nil, rej
 		}
@@ -410,7 +410,7 @@ type target struct {
 
 // forward proxies the request to endpoint within the service's request
 // timeout.
-func (g *Gateway) forward(w *recorder, r *http.Request, cfg *routeConfig, rt *route, consumer string, client netip.Addr, endpoint, rest string) *rejection {
+func (g *Gateway) forward(w *recorder, r *http.Request, cfg *routeConfig, consumer, endpoint, rest string) *rejection {
 	ctx, cancel := context.WithTimeoutCause(r.Context(), cfg.timeout, errRequestTimeout)
 	defer cancel()
 	t := &target{endpoint: endpoint, path: joinPath(cfg.backendPath, rest), consumer: consumer, apiKey: cfg.apiKey}
@@ -424,10 +424,7 @@ func (g *Gateway) forward(w *recorder, r *http.Request, cfg *routeConfig, rt *ro
 		out.Body = t.body
 	}
 	g.proxy.ServeHTTP(w, out)
-	if w.rejection != nil {
-		return w.rejection
-	}
-	return nil
+	return w.rejection
 }
 
 var errRequestTimeout = errors.New("request timeout")

@@ -314,6 +314,7 @@ func TestUpdateKeepsState(t *testing.T) {
 		t.Errorf("endpoint change replaced the limiter (%v) or the breaker (%v), want both kept", after.limiter != before.limiter, after.breaker != before.breaker)
 	}
 	svc.Spec.RateLimit.QPS = ptr.To[int32](6)
+	svc.Spec.RateLimit.Burst = ptr.To[int32](6)
 	svc.Spec.CircuitBreaker.OpenSeconds = 6
 	g.set(compile(svc, nil, []string{"a:1"}))
 	changed := rt.state.Load()

@@ -58,8 +58,11 @@ type routeConfig struct {
 
 	killSwitch string // set: the kill switch is on, with this reason
 
-	rate    v1alpha1.RateLimit
-	breaker *v1alpha1.CircuitBreaker
+	// service and consumer are the token buckets; nil: no limit.
+	service, consumer *bucket
+	// maxConcurrency bounds the requests in flight; 0: no bound.
+	maxConcurrency int64
+	breaker        *v1alpha1.CircuitBreaker
 
 	endpoints []string
 	// unavailable says why no endpoint is ready, from the AIService's
@@ -135,8 +138,11 @@ func compile(svc *v1alpha1.AIService, secret *corev1.Secret, endpoints []string)
 			c.killSwitch = "the service is switched off"
 		}
 	}
-	if s.RateLimit != nil {
-		c.rate = *s.RateLimit
+	if rl := s.RateLimit; rl != nil {
+		c.service, c.consumer = newBucket(rl.QPS, rl.Burst), newBucket(rl.PerConsumerQPS, rl.PerConsumerBurst)
+		if rl.MaxConcurrency != nil {
+			c.maxConcurrency = int64(*rl.MaxConcurrency)
+		}
 	}
 	if s.CircuitBreaker != nil {
 		b := *s.CircuitBreaker
@@ -218,22 +224,26 @@ type routeState struct {
 // refills a bucket nor closes an open breaker.
 func (rt *route) update(cfg *routeConfig) {
 	old := rt.state.Load()
-	st := &routeState{cfg: cfg}
-	if old != nil && old.cfg.rate.QPS != nil && cfg.rate.QPS != nil && *old.cfg.rate.QPS == *cfg.rate.QPS && burst(old.cfg.rate.QPS, old.cfg.rate.Burst) == burst(cfg.rate.QPS, cfg.rate.Burst) {
-		st.limiter = old.limiter
-	} else if cfg.rate.QPS != nil {
-		st.limiter = rate.NewLimiter(rate.Limit(*cfg.rate.QPS), burst(cfg.rate.QPS, cfg.rate.Burst))
+	if old == nil {
+		old = &routeState{cfg: &routeConfig{}}
 	}
-	if old != nil && old.consumers != nil && cfg.rate.PerConsumerQPS != nil && *old.cfg.rate.PerConsumerQPS == *cfg.rate.PerConsumerQPS &&
-		burst(old.cfg.rate.PerConsumerQPS, old.cfg.rate.PerConsumerBurst) == burst(cfg.rate.PerConsumerQPS, cfg.rate.PerConsumerBurst) {
+	st := &routeState{cfg: cfg}
+	switch {
+	case sameBucket(old.cfg.service, cfg.service):
+		st.limiter = old.limiter
+	case cfg.service != nil:
+		st.limiter = rate.NewLimiter(cfg.service.qps, cfg.service.burst)
+	}
+	switch {
+	case sameBucket(old.cfg.consumer, cfg.consumer):
 		st.consumers = old.consumers
-	} else if cfg.rate.PerConsumerQPS != nil {
-		st.consumers = &consumerLimiters{qps: rate.Limit(*cfg.rate.PerConsumerQPS), burst: burst(cfg.rate.PerConsumerQPS, cfg.rate.PerConsumerBurst)}
+	case cfg.consumer != nil:
+		st.consumers = &consumerLimiters{bucket: *cfg.consumer}
 	}
 	switch {
 	case cfg.breaker == nil:
-		rt.metrics.breakerState.Set(0)
-	case old != nil && old.breaker != nil && equality.Semantic.DeepEqual(old.cfg.breaker, cfg.breaker):
+		rt.metrics.breakerState.Set(breakerClosed)
+	case old.breaker != nil && equality.Semantic.DeepEqual(old.cfg.breaker, cfg.breaker):
 		st.breaker = old.breaker
 	default:
 		st.breaker = newBreaker(cfg.breaker, rt.metrics.breakerState)
@@ -241,21 +251,32 @@ func (rt *route) update(cfg *routeConfig) {
 	rt.state.Store(st)
 }
 
-// burst is the bucket size: burst, or qps when unset.
-func burst(qps, burst *int32) int {
-	if burst != nil {
-		return int(*burst)
-	}
-	return int(*qps)
+// bucket is a token bucket's settings.
+type bucket struct {
+	qps   rate.Limit
+	burst int
 }
+
+// newBucket is the bucket of qps and burst (default qps); nil without qps.
+func newBucket(qps, burst *int32) *bucket {
+	if qps == nil {
+		return nil
+	}
+	b := &bucket{qps: rate.Limit(*qps), burst: int(*qps)}
+	if burst != nil {
+		b.burst = int(*burst)
+	}
+	return b
+}
+
+func sameBucket(a, b *bucket) bool { return a != nil && b != nil && *a == *b }
 
 // consumerLimiters are the token buckets of a service's consumers, made
 // as consumers first call. Consumers are the keys of the API-key Secret,
 // so the map is bounded by it.
 type consumerLimiters struct {
-	qps   rate.Limit
-	burst int
-	m     sync.Map // consumer -> *rate.Limiter
+	bucket
+	m sync.Map // consumer -> *rate.Limiter
 }
 
 func (c *consumerLimiters) get(consumer string) *rate.Limiter {
