@@ -28,6 +28,10 @@ build: ## Build bin/aisched.
 up: ## Run a whole simulated cluster (aisched up) from source; ARGS=... adds flags.
 	$(GO) run -ldflags '$(LDFLAGS)' ./cmd/aisched up $(ARGS)
 
+.PHONY: bench-gateway
+bench-gateway: ## Measure the gateway's added latency under load (ARGS=... adds flags).
+	$(GO) run -ldflags '$(LDFLAGS)' ./cmd/aisched bench gateway --format table $(ARGS)
+
 .PHONY: test
 test: test-unit test-integration ## Run every test: the command CI runs.
 

@@ -1,7 +1,9 @@
-// Package bench measures aisched's scheduler against the upstream default
-// on the embedded control plane: the same pods on the same simulated
-// cluster, one profile after the other, in one run on one machine, so that
-// only the ratio between them is compared.
+// Package bench measures aisched against a baseline in the same run on the
+// same machine, so that only the difference is compared: the scheduler
+// against the upstream default on the embedded control plane (the same
+// pods on the same simulated cluster, one profile after the other), and the
+// gateway against calling its backend directly (an open-loop load on
+// loopback, gateway.go).
 package bench
 
 import (

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -70,5 +71,54 @@ func TestBenchNative(t *testing.T) {
 		if p.Scheduled != 8 || res.Ratios[p.Name] <= 0 {
 			t.Errorf("case %s: %d pods scheduled, ratio %v; want 8 and a positive ratio", p.Name, p.Scheduled, res.Ratios[p.Name])
 		}
+	}
+}
+
+// TestBenchGateway runs the gateway benchmark at toy scale: the demo model
+// and the gateway as child processes, a short load at a low rate. It checks
+// that every request passes and that the gateway's goroutines do not grow,
+// not how fast it is: the machine may be busy.
+func TestBenchGateway(t *testing.T) {
+	t.Parallel()
+	out, err := runCommand(t, "bench", "gateway", "--rates", "200", "--duration", "2s", "--warmup", "500ms", "--idle", "1s")
+	if err != nil {
+		t.Fatalf("aisched bench gateway: %v\n%s", err, out)
+	}
+	// Progress comes first, on stderr; the JSON starts with a line "{".
+	start := strings.Index("\n"+out, "\n{\n")
+	if start < 0 {
+		t.Fatalf("no JSON in the output:\n%s", out)
+	}
+	var res bench.GatewayResult
+	var raw struct {
+		Rates []map[string]json.RawMessage `json:"rates"`
+	}
+	if err := json.NewDecoder(strings.NewReader(out[start:])).Decode(&res); err != nil {
+		t.Fatalf("bench output: %v\n%s", err, out)
+	}
+	if err := json.NewDecoder(strings.NewReader(out[start:])).Decode(&raw); err != nil {
+		t.Fatalf("bench output: %v\n%s", err, out)
+	}
+	if len(res.Rates) != 1 || len(raw.Rates) != 1 {
+		t.Fatalf("got %d rate results, want 1:\n%s", len(res.Rates), out)
+	}
+	r := res.Rates[0]
+	for name, run := range map[string]bench.LoadResult{"direct": r.Direct, "gateway": r.Gateway} {
+		if run.AchievedRate <= 0 || run.OK == 0 || run.Errors != 0 || run.Non200 != 0 {
+			t.Errorf("%s: %d answers 200 at %.1f/s, %d errors, %d not 200; want some at a positive rate and no other (first error %q)",
+				name, run.OK, run.AchievedRate, run.Errors, run.Non200, run.FirstError)
+		}
+	}
+	// On Linux the machine's and the gateway's CPU are read from /proc.
+	if r.Gateway.GatewayCPUMicrosPerRequest <= 0 || r.Gateway.MachineBusyPercent <= 0 {
+		t.Errorf("gateway CPU %.1f us per request, machine %.0f%% busy: want both measured", r.Gateway.GatewayCPUMicrosPerRequest, r.Gateway.MachineBusyPercent)
+	}
+	for _, key := range []string{"added_p50_ms", "added_p99_ms"} {
+		if _, ok := raw.Rates[0][key]; !ok {
+			t.Errorf("no %s in the result:\n%s", key, out)
+		}
+	}
+	if res.GoroutinesBefore <= 0 || res.GoroutinesAfter > res.GoroutinesBefore+20 {
+		t.Errorf("gateway goroutines %d before, %d after: want a count before and at most 20 more after", res.GoroutinesBefore, res.GoroutinesAfter)
 	}
 }

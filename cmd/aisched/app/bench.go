@@ -1,9 +1,11 @@
 package app
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -22,9 +24,9 @@ import (
 func newBenchCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Measure aisched against the default scheduler on the embedded control plane",
+		Short: "Measure aisched: the scheduler against the default one, the gateway's added latency",
 	}
-	cmd.AddCommand(newBenchThroughputCommand())
+	cmd.AddCommand(newBenchThroughputCommand(), newBenchGatewayCommand())
 	return cmd
 }
 
@@ -122,4 +124,187 @@ func measureInChild(flags *pflag.FlagSet) func(context.Context, bench.Throughput
 		}
 		return r, nil
 	}
+}
+
+func newBenchGatewayCommand() *cobra.Command {
+	opts := bench.GatewayOptions{Duration: 20 * time.Second, Warmup: 2 * time.Second, Idle: 5 * time.Second, Connections: 64}
+	rates, format := "1000,2000,5000,10000", "json"
+	var backend string
+	cmd := &cobra.Command{
+		Use:   "gateway",
+		Short: "The gateway's added p50/p99 latency under load on loopback, as JSON or a table",
+		Long: `Runs the demo model (aisched demo-model) and a gateway in front of it
+(one AIService with API-key auth, an IP allow list, request control, rate
+limits and a circuit breaker, none of which rejects the load) as two child
+processes on loopback, and loads both with an open-loop generator in this
+process: at each rate, the demo model called directly, then through the
+gateway, each for --duration after --warmup. Latency runs from when each
+request was due (or from when its worker, waiting for it, woke up) to the
+end of its answer, so a generator that falls behind counts its delay. Prints each run's achieved rate and percentiles, the
+gateway's added p50 and p99, the highest rate both sustained (95% of it
+achieved, every answer 200), and the gateway's goroutines and heap in use
+before the first run and after the last (and --idle). Progress goes to
+stderr.
+
+  aisched bench gateway --format table --rates 1000,5000 --duration 20s`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			if backend != "" {
+				// A child serves until its parent closes its stdin, or
+				// dies: a killed benchmark leaves no gateway behind.
+				go func() {
+					_, _ = io.Copy(io.Discard, cmd.InOrStdin())
+					stop()
+				}()
+				if err := bench.ServeGateway(ctx, backend, cmd.OutOrStdout()); err != nil {
+					return fmt.Errorf("--serve-gateway: %w", err)
+				}
+				return nil
+			}
+			var err error
+			if opts.Rates, err = bench.ParseRates(rates); err != nil {
+				return fmt.Errorf("--rates: %w", err)
+			}
+			switch {
+			case opts.Duration <= 0:
+				return fmt.Errorf("--duration %s: want a positive duration", opts.Duration)
+			case opts.Warmup < 0:
+				return fmt.Errorf("--warmup %s: negative", opts.Warmup)
+			case opts.Idle < 0:
+				return fmt.Errorf("--idle %s: negative", opts.Idle)
+			case opts.Connections < 1:
+				return fmt.Errorf("--connections %d: want at least 1", opts.Connections)
+			case format != "json" && format != "table":
+				return fmt.Errorf("--format %q: want json or table", format)
+			}
+			opts.Progress = cmd.ErrOrStderr()
+			res, err := runGatewayBench(ctx, opts)
+			if err != nil {
+				return err
+			}
+			if format == "table" {
+				return res.WriteTable(cmd.OutOrStdout())
+			}
+			enc := json.NewEncoder(cmd.OutOrStdout())
+			enc.SetIndent("", "  ")
+			return enc.Encode(res)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&rates, "rates", rates, "comma-separated request rates per second, measured one after the other")
+	fs.DurationVar(&opts.Duration, "duration", opts.Duration, "length of each measured run")
+	fs.DurationVar(&opts.Warmup, "warmup", opts.Warmup, "load at the same rate, not recorded, before each run")
+	fs.DurationVar(&opts.Idle, "idle", opts.Idle, "pause after the last run before the gateway's goroutines and heap are counted again")
+	fs.IntVar(&opts.Connections, "connections", opts.Connections, "keep-alive connections to each target, and the most requests in flight")
+	fs.StringVar(&format, "format", format, "output: json, or table (markdown)")
+	fs.StringVar(&backend, "serve-gateway", "", "serve the bench gateway in front of this backend address and print its addresses (what the gateway child process does)")
+	_ = fs.MarkHidden("serve-gateway")
+	return cmd
+}
+
+// runGatewayBench starts the backend and the gateway as child processes
+// of this binary, measures, and kills them.
+func runGatewayBench(ctx context.Context, opts bench.GatewayOptions) (*bench.GatewayResult, error) {
+	backend, line, err := startChild(ctx, opts.Progress, "demo-model", "--bind-address", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	defer backend.stop()
+	addr, ok := strings.CutPrefix(line, "serving model demo on http://")
+	if !ok {
+		return nil, fmt.Errorf("aisched demo-model printed %q, want its address", line)
+	}
+	opts.Backend = addr
+	gw, line, err := startChild(ctx, opts.Progress, "bench", "gateway", "--serve-gateway", opts.Backend)
+	if err != nil {
+		return nil, err
+	}
+	defer gw.stop()
+	opts.GatewayPID = gw.cmd.Process.Pid
+	if err := json.Unmarshal([]byte(line), &opts.Gateway); err != nil {
+		return nil, fmt.Errorf("the bench gateway printed %q: %w", line, err)
+	}
+	fmt.Fprintf(opts.Progress, "backend on %s, gateway on %s (admin %s)\n", opts.Backend, opts.Gateway.Traffic, opts.Gateway.Admin)
+	return bench.GatewayLatency(ctx, opts)
+}
+
+// childStartTimeout bounds the wait for a child's first line.
+const childStartTimeout = 30 * time.Second
+
+// child is a process of this binary that serves until stopped.
+type child struct {
+	cmd    *exec.Cmd
+	stdin  io.Closer
+	exited chan error
+}
+
+// startChild runs "aisched args..." and returns it with the first line it
+// prints on stdout; the rest of its stdout is dropped, its stderr goes to
+// stderr.
+func startChild(ctx context.Context, stderr io.Writer, args ...string) (*child, string, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, "", err
+	}
+	name := "aisched " + strings.Join(args, " ")
+	cmd := exec.CommandContext(ctx, self, args...)
+	// Not the *os.File itself: the child writes into a pipe of this
+	// process, so a child that outlives it holds nothing of whoever reads
+	// this process's stderr.
+	cmd.Stderr = struct{ io.Writer }{stderr}
+	first := &firstLine{line: make(chan string, 1)}
+	cmd.Stdout = first
+	cmd.WaitDelay = time.Second
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, "", err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, "", fmt.Errorf("%s: %w", name, err)
+	}
+	c := &child{cmd: cmd, stdin: stdin, exited: make(chan error, 1)}
+	go func() { c.exited <- cmd.Wait() }()
+	select {
+	case line := <-first.line:
+		return c, line, nil
+	case err := <-c.exited:
+		c.exited <- err
+		return nil, "", fmt.Errorf("%s exited before it served: %w", name, err)
+	case <-time.After(childStartTimeout):
+		c.stop()
+		return nil, "", fmt.Errorf("%s printed nothing within %s", name, childStartTimeout)
+	case <-ctx.Done():
+		c.stop()
+		return nil, "", ctx.Err()
+	}
+}
+
+// stop kills the child and waits for it.
+func (c *child) stop() {
+	_ = c.stdin.Close()
+	_ = c.cmd.Process.Kill()
+	err := <-c.exited
+	c.exited <- err
+}
+
+// firstLine is a child's stdout: it passes on the first line and drops the
+// rest.
+type firstLine struct {
+	buf  []byte
+	sent bool
+	line chan string
+}
+
+func (f *firstLine) Write(p []byte) (int, error) {
+	if f.sent {
+		return len(p), nil
+	}
+	f.buf = append(f.buf, p...)
+	if i := bytes.IndexByte(f.buf, '\n'); i >= 0 {
+		f.line <- strings.TrimSpace(string(f.buf[:i]))
+		f.sent, f.buf = true, nil
+	}
+	return len(p), nil
 }

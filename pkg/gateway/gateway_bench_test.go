@@ -1,0 +1,58 @@
+package gateway
+
+import (
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"k8s.io/utils/ptr"
+
+	"github.com/aisched/aisched/apis/platform/v1alpha1"
+	utiltesting "github.com/aisched/aisched/pkg/util/testing"
+)
+
+// BenchmarkGateway measures a request through the gateway, every control
+// on, over real HTTP on loopback (client, gateway and backend in this
+// process): go test -bench Gateway -cpuprofile cpu.out ./pkg/gateway.
+// `aisched bench gateway` measures the latency it adds across processes.
+func BenchmarkGateway(b *testing.B) {
+	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"model_name":"demo","outputs":[{"name":"sum","shape":[1],"datatype":"FP64","data":[10]}]}`)
+	}))
+	defer be.Close()
+	g := New(Options{})
+	svc := utiltesting.MakeService("s", "ns", "i").APIKeys("k").
+		Access(v1alpha1.AccessControl{AllowCIDRs: []string{"127.0.0.0/8"}}).
+		Request(v1alpha1.RequestControl{Methods: []string{"POST"}, Paths: []string{"/v2/models/*/infer"}, MaxBodyBytes: ptr.To[int64](1 << 20), RequiredHeaders: []string{"X-Bench"}, TimeoutMilliseconds: 5000}).
+		RateLimit(v1alpha1.RateLimit{QPS: ptr.To[int32](math.MaxInt32), MaxConcurrency: ptr.To[int32](100000)}).
+		CircuitBreaker(v1alpha1.CircuitBreaker{Strategy: v1alpha1.ErrorRatio, ThresholdPercent: 50, MinRequests: 100, WindowSeconds: 10, OpenSeconds: 5}).Obj()
+	g.Apply(svc, keys(map[string]string{"bench": "key"}), []string{strings.TrimPrefix(be.URL, "http://")})
+	gw := httptest.NewServer(g)
+	defer gw.Close()
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	body := `{"inputs":[{"name":"x","shape":[4],"datatype":"FP64","data":[1,2,3,4]}]}`
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			req, _ := http.NewRequest("POST", gw.URL+"/ns/s/v2/models/demo/infer", strings.NewReader(body))
+			req.Header.Set("Authorization", "Bearer key")
+			req.Header.Set("X-Bench", "1")
+			resp, err := client.Do(req)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				b.Errorf("status %d", resp.StatusCode)
+				return
+			}
+		}
+	})
+}
