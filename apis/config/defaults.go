@@ -79,4 +79,9 @@ func (a *FGDArgs) Default() {
 	if a.Resolution == "" {
 		a.Resolution = FGDPaper
 	}
+	for i := range a.TypicalPods {
+		if t := &a.TypicalPods[i]; t.GPUMilli > 0 && t.GPUMilli < 1000 && t.GPUCount == 0 {
+			t.GPUCount = 1
+		}
+	}
 }

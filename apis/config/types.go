@@ -144,6 +144,31 @@ type FGDArgs struct {
 	// node with the least growth wins outright instead of tying with every
 	// node within a few thousandths of a card.
 	Resolution FGDResolution `json:"resolution,omitempty"`
+	// TypicalPods, when given, is the workload's mix of pod shapes, used
+	// instead of learning it from the pods seen (Window is then unused);
+	// CoveragePercent still keeps the most frequent of them. A cluster
+	// whose workload is known (from its history, or a trace replayed as
+	// the FGD paper does) can give it here.
+	TypicalPods []FGDTypicalPod `json:"typicalPods,omitempty"`
+}
+
+// FGDTypicalPod is one pod shape of the workload and its weight.
+type FGDTypicalPod struct {
+	// MilliCPU is the shape's CPU request in thousandths of a core.
+	MilliCPU int64 `json:"milliCPU,omitempty"`
+	// GPUMilli is what the shape takes of each card, in thousandths: 1 to
+	// 999 for a share of one card (gpu.aisched.io/milli), 1000 for whole
+	// cards, 0 for a CPU-only pod.
+	GPUMilli int64 `json:"gpuMilli,omitempty"`
+	// GPUCount is the number of whole cards (GPUMilli 1000); 1 for a share
+	// (the default), 0 for a CPU-only pod.
+	GPUCount int64 `json:"gpuCount,omitempty"`
+	// Models are the acceptable card models (gpu.aisched.io/models); empty
+	// accepts any.
+	Models []string `json:"models,omitempty"`
+	// Weight is how often the shape occurs, relative to the others (a pod
+	// count, say); at least 1.
+	Weight int64 `json:"weight"`
 }
 
 // FGDResolution selects how FGD turns a fragmentation change into a score.

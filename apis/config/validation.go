@@ -1,6 +1,8 @@
 package config
 
 import (
+	"strings"
+
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -112,6 +114,38 @@ func (a *FGDArgs) Validate(path *field.Path) field.ErrorList {
 	}
 	if a.Resolution != FGDPaper && a.Resolution != FGDExact {
 		errs = append(errs, field.NotSupported(path.Child("resolution"), a.Resolution, []FGDResolution{FGDPaper, FGDExact}))
+	}
+	for i, t := range a.TypicalPods {
+		errs = append(errs, t.validate(path.Child("typicalPods").Index(i))...)
+	}
+	return errs
+}
+
+func (t *FGDTypicalPod) validate(path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if t.MilliCPU < 0 {
+		errs = append(errs, field.Invalid(path.Child("milliCPU"), t.MilliCPU, "must not be negative"))
+	}
+	switch {
+	case t.GPUMilli < 0 || t.GPUMilli > 1000:
+		errs = append(errs, field.Invalid(path.Child("gpuMilli"), t.GPUMilli, "must be thousandths of a card: 0 (no GPU), 1 to 999 (a share) or 1000 (whole cards)"))
+	case t.GPUMilli == 0 && t.GPUCount != 0:
+		errs = append(errs, field.Invalid(path.Child("gpuCount"), t.GPUCount, "a CPU-only shape (gpuMilli 0) has no cards"))
+	case t.GPUMilli > 0 && t.GPUMilli < 1000 && t.GPUCount != 1:
+		errs = append(errs, field.Invalid(path.Child("gpuCount"), t.GPUCount, "a share (gpuMilli below 1000) is of one card"))
+	case t.GPUMilli == 1000 && (t.GPUCount < 1 || t.GPUCount > 64):
+		errs = append(errs, field.Invalid(path.Child("gpuCount"), t.GPUCount, "whole cards (gpuMilli 1000) need 1 to 64 cards"))
+	}
+	if t.GPUMilli == 0 && len(t.Models) > 0 {
+		errs = append(errs, field.Invalid(path.Child("models"), t.Models, "a CPU-only shape has no card models"))
+	}
+	for j, m := range t.Models {
+		if strings.TrimSpace(m) == "" {
+			errs = append(errs, field.Invalid(path.Child("models").Index(j), m, "must not be empty"))
+		}
+	}
+	if t.Weight < 1 {
+		errs = append(errs, field.Invalid(path.Child("weight"), t.Weight, "must be at least 1"))
 	}
 	return errs
 }

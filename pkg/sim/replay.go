@@ -46,6 +46,10 @@ type ReplayOptions struct {
 	// Inflate is the GPU request of the sequence in multiples of the
 	// cluster's capacity; the FGD protocol uses 1.3.
 	Inflate float64
+	// TypicalPodsFromTrace gives FGD the pod list's shapes (trace.TypicalPods)
+	// as its typicalPods argument, as the FGD paper's simulator does,
+	// instead of letting it learn them online.
+	TypicalPodsFromTrace bool
 	// Percents are the arrived percentages of the curve; default
 	// ReplayPercents. 100 is always read: it is the headline number.
 	Percents []int
@@ -95,6 +99,13 @@ func Replay(ctx context.Context, opts ReplayOptions) (*report.Report, error) {
 		if findProfile(opts.SchedulerConfig, p) == nil {
 			return nil, fmt.Errorf("policy %s: no such profile in the scheduler configuration", p)
 		}
+	}
+	if opts.TypicalPodsFromTrace {
+		cfg, err := trace.WithTypicalPods(opts.SchedulerConfig, trace.TypicalPods(opts.Pods))
+		if err != nil {
+			return nil, err
+		}
+		opts.SchedulerConfig = cfg
 	}
 	pools := trace.NodePools(opts.Nodes)
 	if errs := clusterfile.ValidateNodePools(pools, nil); len(errs) > 0 {

@@ -82,6 +82,7 @@ func newSimTraceCommand() *cobra.Command {
 	var nodesPath, podsPath, seeds, format, out, logFile, configPath string
 	var policies []string
 	var inflate float64
+	var typicalFromTrace bool
 	cmd := &cobra.Command{
 		Use:   "trace --nodes NODES.csv --pods PODS.csv --policy PROFILE...",
 		Short: "Replay an Alibaba GPU trace (openb CSV) with the FGD paper's protocol",
@@ -112,7 +113,7 @@ cluster cannot express. With several seeds each metric is the median, and
 			}
 			opts := sim.ReplayOptions{
 				Name: filepath.Base(podsPath), Nodes: nodes, Pods: pods,
-				Policies: policies, Seeds: seedList, Inflate: inflate,
+				Policies: policies, Seeds: seedList, Inflate: inflate, TypicalPodsFromTrace: typicalFromTrace,
 			}
 			if configPath != "" {
 				data, err := os.ReadFile(configPath)
@@ -152,6 +153,7 @@ cluster cannot express. With several seeds each metric is the median, and
 	fs.StringVar(&seeds, "seeds", "42", "seeds: a list and ranges, e.g. 42-51 or 42,45")
 	fs.Float64Var(&inflate, "inflate", 1.3, "GPU request of the sequence in multiples of the cluster's GPU capacity")
 	fs.StringVar(&configPath, "scheduler-config", "", "KubeSchedulerConfiguration holding the profiles (default: the built-in one of aisched up)")
+	fs.BoolVar(&typicalFromTrace, "typical-pods-from-trace", false, "give FGD the pod list's shapes as its typicalPods argument, as the FGD paper's simulator does, instead of learning them online")
 	fs.StringVar(&format, "format", "table", "output: table (markdown) or json")
 	fs.StringVar(&out, "out", "", "directory for report.json, report.csv, report.md and report.svg")
 	fs.StringVar(&logFile, "log-file", os.DevNull, "component log file (- for stderr)")

@@ -51,7 +51,11 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle, state *gpustate.
 	if err := state.Init(ctx, h); err != nil {
 		return nil, err
 	}
-	return &FGD{state: state, shapes: newWindow(int(args.Window), args.CoveragePercent), exact: args.Resolution == config.FGDExact}, nil
+	shapes := newWindow(int(args.Window), args.CoveragePercent)
+	if len(args.TypicalPods) > 0 {
+		shapes = newFixedWindow(args.TypicalPods, args.CoveragePercent)
+	}
+	return &FGD{state: state, shapes: shapes, exact: args.Resolution == config.FGDExact}, nil
 }
 
 // Name implements fwk.Plugin.

@@ -14,6 +14,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
+	"github.com/aisched/aisched/apis/config"
 	"github.com/aisched/aisched/pkg/gpu"
 	"github.com/aisched/aisched/pkg/scheduler/gpustate"
 )
@@ -119,6 +120,27 @@ func TestWindow(t *testing.T) {
 	}
 	if _, ok := w.counts[a]; ok {
 		t.Errorf("shape a still counted after it left the window: %v", w.counts)
+	}
+}
+
+// Shapes given in args are the typical pods from the start, weighted, and
+// the pods seen change nothing.
+func TestFixedWindow(t *testing.T) {
+	w := newFixedWindow([]config.FGDTypicalPod{
+		{MilliCPU: 1000, GPUMilli: 500, GPUCount: 1, Weight: 6},
+		{MilliCPU: 2000, GPUMilli: 1000, GPUCount: 2, Models: []string{"Tesla V100"}, Weight: 3},
+		{MilliCPU: 500, Weight: 1},
+	}, 90)
+	w.observe("x", shapeOf(8000, gpu.Request{Count: 8}))
+	// 90% of the weight 10 is 9: the share (6) and the two-card shape (3)
+	// cover it, with frequencies 6/9 and 3/9; the CPU shape is left out.
+	// Models are normalised as ParseRequest does.
+	want := []Typical{
+		{MilliCPU: 1000, Milli: 500, Count: 1, Req: gpu.Request{Count: 1}, Freq: 6.0 / 9},
+		{MilliCPU: 2000, Milli: 1000, Count: 2, Req: gpu.Request{Count: 2, Models: []string{"tesla-v100"}}, Freq: 3.0 / 9, constrained: true},
+	}
+	if diff := cmp.Diff(want, w.Typical(), cmpopts.EquateApprox(0, 1e-9), cmp.AllowUnexported(Typical{})); diff != "" {
+		t.Errorf("typical (-want,+got):\n%s", diff)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/aisched/aisched/apis/config"
 	"github.com/aisched/aisched/pkg/gpu"
 )
 
@@ -35,10 +36,15 @@ type window struct {
 	size     int
 	coverage float64
 
+	// fixed is set when the shapes were given (args.typicalPods): observe
+	// then learns nothing.
+	fixed bool
+
 	mu     sync.Mutex
 	ring   []entry // the pods in the window, oldest at next once full
 	next   int
 	counts map[shape]int
+	total  int // the sum of counts
 	seen   map[types.UID]bool
 	// typical is computed from counts when stale.
 	typical []Typical
@@ -54,9 +60,29 @@ func newWindow(size int, coveragePercent int32) *window {
 	return &window{size: size, coverage: float64(coveragePercent) / 100, counts: map[shape]int{}, seen: map[types.UID]bool{}}
 }
 
+// newFixedWindow returns a window that holds the given shapes, each
+// counted its weight, and learns nothing more.
+func newFixedWindow(pods []config.FGDTypicalPod, coveragePercent int32) *window {
+	w := &window{fixed: true, coverage: float64(coveragePercent) / 100, counts: map[shape]int{}, stale: true}
+	for _, p := range pods {
+		s := shape{milliCPU: p.MilliCPU, milli: p.GPUMilli, count: p.GPUCount}
+		models := make([]string, len(p.Models))
+		for i, m := range p.Models {
+			models[i] = gpu.NormalizeModel(m)
+		}
+		s.models = strings.Join(models, ",")
+		w.counts[s] += int(p.Weight)
+		w.total += int(p.Weight)
+	}
+	return w
+}
+
 // observe adds a pod to the window, once per pod however often it is
 // tried, and drops the oldest pod when the window is full.
 func (w *window) observe(uid types.UID, s shape) {
+	if w.fixed {
+		return
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.seen[uid] {
@@ -76,6 +102,7 @@ func (w *window) observe(uid types.UID, s shape) {
 	}
 	w.seen[uid] = true
 	w.counts[s]++
+	w.total = len(w.ring)
 	w.stale = true
 }
 
@@ -106,7 +133,7 @@ func (w *window) Typical() []Typical {
 	var covered int
 	var kept []counted
 	for _, c := range all {
-		if float64(covered) >= w.coverage*float64(len(w.ring)) {
+		if float64(covered) >= w.coverage*float64(w.total) {
 			break
 		}
 		kept = append(kept, c)
