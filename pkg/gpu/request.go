@@ -32,6 +32,18 @@ const (
 	// requests no nvidia.com/gpu and shares the card with other such pods.
 	// It is the trace's gpu_milli (Alibaba's alibabacloud.com/gpu-milli).
 	MilliAnnotation = "gpu.aisched.io/milli"
+	// GPUMemAnnotation asks for a share of one card's memory, in whole MiB
+	// ("3000"), with or without a share of its compute (MilliAnnotation):
+	// like MilliAnnotation, the pod requests no nvidia.com/gpu. A share of
+	// memory alone reserves no compute: its pod competes for the card's
+	// cores with the others, as HAMi's nvidia.com/gpumem without gpucores.
+	GPUMemAnnotation = "gpu.aisched.io/gpumem"
+	// HAMiGPUMemAnnotation and HAMiGPUCoresAnnotation are HAMi's names,
+	// accepted as pod annotations: nvidia.com/gpumem is GPUMemAnnotation,
+	// nvidia.com/gpucores (percent of the card's cores) is MilliAnnotation
+	// times ten.
+	HAMiGPUMemAnnotation   = "nvidia.com/gpumem"
+	HAMiGPUCoresAnnotation = "nvidia.com/gpucores"
 	// ModelsAnnotation lists the acceptable card models, comma-separated
 	// (compared case-insensitively, spaces and dashes alike).
 	ModelsAnnotation = "gpu.aisched.io/models"
@@ -63,9 +75,13 @@ type Request struct {
 	// Count is the number of cards: the nvidia.com/gpu request, or 1 for a
 	// pod that shares a card (Milli > 0).
 	Count int64
-	// Milli is the share of one card in thousandths (1..999) for a pod
-	// that shares a card; 0 for whole cards.
+	// Milli is the share of one card's compute in thousandths (1..999)
+	// for a pod that shares a card; 0 for whole cards and for a share of
+	// memory alone.
 	Milli int64
+	// GPUMemMiB is the share of one card's memory a pod that shares a card
+	// takes; 0 for whole cards and for a share of compute alone.
+	GPUMemMiB int64
 	// MemoryMiB is the least memory of each card; 0 accepts any.
 	MemoryMiB int64
 	// Cores is the least number of CUDA cores of each card; 0 accepts any.
@@ -75,7 +91,7 @@ type Request struct {
 }
 
 // Shared reports whether the request is for a share of one card.
-func (r Request) Shared() bool { return r.Milli > 0 }
+func (r Request) Shared() bool { return r.Milli > 0 || r.GPUMemMiB > 0 }
 
 // WholeCards is the number of whole cards the request holds: its
 // nvidia.com/gpu request, 0 for a shared card.
@@ -133,17 +149,21 @@ func ParseRequest(pod *corev1.Pod) (Request, error) {
 		}
 	}
 
-	if v, ok := a[MilliAnnotation]; ok {
-		m, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-		switch {
-		case err != nil || m < 1 || m > WholeCardMilli:
-			return Request{}, &RequestError{Key: MilliAnnotation, Value: v, Reason: "want thousandths of one card, 1 to 999"}
-		case m == WholeCardMilli:
-			return Request{}, &RequestError{Key: MilliAnnotation, Value: v, Reason: "1000 is a whole card: request nvidia.com/gpu: 1 instead"}
-		case r.Count > 0:
-			return Request{}, &RequestError{Key: MilliAnnotation, Value: v, Reason: fmt.Sprintf("the pod also requests %d whole nvidia.com/gpu; a shared card is not an nvidia.com/gpu request, remove it", r.Count)}
+	milli, milliKey, err := shareMilli(a)
+	if err != nil {
+		return Request{}, err
+	}
+	gpuMem, gpuMemKey, err := shareMemory(a)
+	if err != nil {
+		return Request{}, err
+	}
+	for _, key := range []string{milliKey, gpuMemKey} {
+		if key != "" && r.Count > 0 {
+			return Request{}, &RequestError{Key: key, Value: a[key], Reason: fmt.Sprintf("the pod also requests %d whole nvidia.com/gpu; a shared card is not an nvidia.com/gpu request, remove it", r.Count)}
 		}
-		r.Count, r.Milli = 1, m
+	}
+	if milli > 0 || gpuMem > 0 {
+		r.Count, r.Milli, r.GPUMemMiB = 1, milli, gpuMem
 	}
 
 	mem, memKey, err := memoryMiB(a)
@@ -173,6 +193,58 @@ func ParseRequest(pod *corev1.Pod) (Request, error) {
 		}
 	}
 	return r, nil
+}
+
+// shareMilli reads the share of a card's compute, in thousandths, from
+// MilliAnnotation or HAMi's percent; when both are given they must agree.
+func shareMilli(a map[string]string) (int64, string, error) {
+	var milli int64
+	var key string
+	if v, ok := a[MilliAnnotation]; ok {
+		m, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		switch {
+		case err != nil || m < 1 || m > WholeCardMilli:
+			return 0, "", &RequestError{Key: MilliAnnotation, Value: v, Reason: "want thousandths of one card, 1 to 999"}
+		case m == WholeCardMilli:
+			return 0, "", &RequestError{Key: MilliAnnotation, Value: v, Reason: "1000 is a whole card: request nvidia.com/gpu: 1 instead"}
+		}
+		milli, key = m, MilliAnnotation
+	}
+	if v, ok := a[HAMiGPUCoresAnnotation]; ok {
+		pct, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		switch {
+		case err != nil || pct < 1 || pct > 100:
+			return 0, "", &RequestError{Key: HAMiGPUCoresAnnotation, Value: v, Reason: "want a percent of one card's cores, 1 to 99"}
+		case pct == 100:
+			return 0, "", &RequestError{Key: HAMiGPUCoresAnnotation, Value: v, Reason: "100 percent is a whole card: request nvidia.com/gpu: 1 instead"}
+		case key != "" && pct*10 != milli:
+			return 0, "", &RequestError{Key: HAMiGPUCoresAnnotation, Value: v, Reason: fmt.Sprintf("disagrees with %s=%q (%d percent is %d thousandths)", key, a[key], pct, pct*10)}
+		}
+		milli, key = pct*10, HAMiGPUCoresAnnotation
+	}
+	return milli, key, nil
+}
+
+// shareMemory reads the share of a card's memory, in MiB, from
+// GPUMemAnnotation or HAMi's alias; when both are given they must agree.
+func shareMemory(a map[string]string) (int64, string, error) {
+	var mib int64
+	var key string
+	for _, k := range []string{GPUMemAnnotation, HAMiGPUMemAnnotation} {
+		v, ok := a[k]
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		switch {
+		case err != nil || n < 1 || n > maxMemoryMiB:
+			return 0, "", &RequestError{Key: k, Value: v, Reason: fmt.Sprintf("want a whole number of MiB of one card's memory, 1 to %d", maxMemoryMiB)}
+		case key != "" && n != mib:
+			return 0, "", &RequestError{Key: k, Value: v, Reason: fmt.Sprintf("disagrees with %s=%q", key, a[key])}
+		}
+		mib, key = n, k
+	}
+	return mib, key, nil
 }
 
 // memoryMiB reads the per-card memory from the aisched key or the seed

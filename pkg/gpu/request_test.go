@@ -71,6 +71,21 @@ func TestParseRequest(t *testing.T) {
 		{name: "share zero", annotations: map[string]string{MilliAnnotation: "0"}, wantKey: MilliAnnotation},
 		{name: "share above a card", annotations: map[string]string{MilliAnnotation: "1500"}, wantKey: MilliAnnotation},
 		{name: "share not whole", annotations: map[string]string{MilliAnnotation: "0.5"}, wantKey: MilliAnnotation},
+		{name: "share of memory", annotations: map[string]string{GPUMemAnnotation: "3000"}, want: Request{Count: 1, GPUMemMiB: 3000}},
+		{name: "share of compute and memory", annotations: map[string]string{MilliAnnotation: "250", GPUMemAnnotation: "4096", MemoryAnnotation: "16Gi"},
+			want: Request{Count: 1, Milli: 250, GPUMemMiB: 4096, MemoryMiB: 16384}},
+		{name: "HAMi names", annotations: map[string]string{HAMiGPUMemAnnotation: "3000", HAMiGPUCoresAnnotation: "30"},
+			want: Request{Count: 1, Milli: 300, GPUMemMiB: 3000}},
+		{name: "HAMi names agree with ours", annotations: map[string]string{HAMiGPUMemAnnotation: "3000", GPUMemAnnotation: "3000", HAMiGPUCoresAnnotation: "30", MilliAnnotation: "300"},
+			want: Request{Count: 1, Milli: 300, GPUMemMiB: 3000}},
+		{name: "HAMi cores disagree", annotations: map[string]string{HAMiGPUCoresAnnotation: "30", MilliAnnotation: "250"}, wantKey: HAMiGPUCoresAnnotation},
+		{name: "HAMi memory disagrees", annotations: map[string]string{HAMiGPUMemAnnotation: "3000", GPUMemAnnotation: "2000"}, wantKey: HAMiGPUMemAnnotation},
+		{name: "HAMi cores of a whole card", annotations: map[string]string{HAMiGPUCoresAnnotation: "100"}, wantKey: HAMiGPUCoresAnnotation},
+		{name: "HAMi cores zero", annotations: map[string]string{HAMiGPUCoresAnnotation: "0"}, wantKey: HAMiGPUCoresAnnotation},
+		{name: "share of memory with whole cards", count: 1, annotations: map[string]string{GPUMemAnnotation: "3000"}, wantKey: GPUMemAnnotation},
+		{name: "share of memory zero", annotations: map[string]string{GPUMemAnnotation: "0"}, wantKey: GPUMemAnnotation},
+		{name: "share of memory as a quantity", annotations: map[string]string{GPUMemAnnotation: "3Gi"}, wantKey: GPUMemAnnotation},
+		{name: "share of memory above 1 TiB", annotations: map[string]string{HAMiGPUMemAnnotation: "2000000"}, wantKey: HAMiGPUMemAnnotation},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -151,6 +166,8 @@ func TestRequestShares(t *testing.T) {
 		{Request{}, false, 0, 0},
 		{Request{Count: 3}, false, 3, 3000},
 		{Request{Count: 1, Milli: 999}, true, 0, 999},
+		// A share of memory alone reserves no compute.
+		{Request{Count: 1, GPUMemMiB: 3000}, true, 0, 0},
 	} {
 		if got := tc.r.Shared(); got != tc.shared {
 			t.Errorf("%+v: Shared() = %t, want %t", tc.r, got, tc.shared)

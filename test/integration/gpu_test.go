@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -408,4 +409,62 @@ func TestSharedGPU(t *testing.T) {
 		}
 		return n == 2, nil
 	})
+}
+
+// Shares of memory, with HAMi's annotation: two shares that fit one card's
+// memory are packed onto it, the next goes to the other card, a whole-card
+// pod finds no untouched card, and after a scheduler restart the memory
+// held is rebuilt from the bound pods.
+func TestSharedGPUMemory(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, `  - name: t4
+    count: 1
+    cpu: "16"
+    memory: 64Gi
+    gpus: {count: 2, model: Tesla-T4, memoryMiB: 15360}
+`)
+	ctx := context.Background()
+	ns := createNamespace(t, c.Client)
+	shared := func(name, mib string) *corev1.Pod {
+		return utiltesting.MakePod(name, ns).SchedulerName(scheduler.AischedProfile).
+			Req(corev1.ResourceCPU, "100m").Annotation(gpu.HAMiGPUMemAnnotation, mib).Obj()
+	}
+	cardOf := func(pods []corev1.Pod) map[string]string {
+		out := map[string]string{}
+		for _, p := range pods {
+			out[p.Name] = p.Annotations[gpu.AssignedAnnotation]
+		}
+		return out
+	}
+	// 8000 + 7000 MiB fit card 0's 15360; 1000 more does not (360 left).
+	for i, p := range []*corev1.Pod{shared("m1", "8000"), shared("m2", "7000"), shared("m3", "1000")} {
+		createPods(t, c, p)
+		settle(t, c, ns, i+1)
+	}
+	running, _ := settle(t, c, ns, 3)
+	if got, want := cardOf(running), map[string]string{"m1": "0", "m2": "0", "m3": "1"}; !maps.Equal(got, want) {
+		t.Fatalf("cards %v, want %v", got, want)
+	}
+	whole := utiltesting.MakePod("whole", ns).SchedulerName(scheduler.AischedProfile).Req(corev1.ResourceCPU, "100m").GPU(1).Obj()
+	createPods(t, c, whole)
+	if _, unschedulable := settle(t, c, ns, 4); len(unschedulable) != 1 {
+		t.Fatalf("%d pods unschedulable, want the whole-card pod: both cards hold shares", len(unschedulable))
+	}
+	if err := c.RestartScheduler(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Card 1 has 14360 MiB left, card 0 360: 8000 fits card 1 only, and
+	// then 7000 fits neither (6360 and 360 left). A restarted scheduler
+	// that forgot the memory held would place m5 (or, taking the shares
+	// for whole cards, not m4).
+	createPods(t, c, shared("m4", "8000"))
+	settle(t, c, ns, 5)
+	createPods(t, c, shared("m5", "7000"))
+	running, unschedulable := settle(t, c, ns, 6)
+	if got := cardOf(running)["m4"]; got != "1" {
+		t.Errorf("after the restart m4 is on card %q, want 1", got)
+	}
+	if len(unschedulable) != 2 {
+		t.Errorf("after the restart %d pods unschedulable, want whole and m5", len(unschedulable))
+	}
 }

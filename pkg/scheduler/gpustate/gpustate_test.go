@@ -69,8 +69,8 @@ func TestUsage(t *testing.T) {
 	cpu := st.MakePod().Name("cpu").UID("cpu").Node("n").Req(map[corev1.ResourceName]string{corev1.ResourceCPU: "1"}).Obj()
 	ni := framework.NewNodeInfo(known, other, self, cpu)
 	ni.SetNode(node)
-	s.Assign("known", "n", []int{1, 4}, 0)
-	s.Assign("elsewhere", "m", []int{0}, 0)
+	s.Assign("known", "n", []int{1, 4}, Share{})
+	s.Assign("elsewhere", "m", []int{0}, Share{})
 
 	u := s.Usage(ni, "self", 1)
 	// known holds 1 and 4; other holds 3 unnamed cards; self is left out.

@@ -13,10 +13,25 @@ import (
 type holding struct {
 	node  string
 	cards []int
-	// milli is the share of its one card a shared pod holds; 0 for whole
+	// share is what a shared pod holds of its one card; zero for whole
 	// cards.
-	milli int64
+	share Share
 }
+
+// Share is what a pod that shares a card holds of it: thousandths of its
+// compute and MiB of its memory, either of which may be 0.
+type Share struct {
+	Milli, MemMiB int64
+}
+
+// IsZero reports whether s holds nothing: a whole-card holding.
+func (s Share) IsZero() bool { return s == Share{} }
+
+// ShareOf is the share a request holds; zero for whole cards.
+func ShareOf(r gpu.Request) Share { return Share{Milli: r.Milli, MemMiB: r.GPUMemMiB} }
+
+// shareKeys are the annotations that make a pod's request a share.
+var shareKeys = [...]string{gpu.MilliAnnotation, gpu.GPUMemAnnotation, gpu.HAMiGPUCoresAnnotation, gpu.HAMiGPUMemAnnotation}
 
 // ObservePod records the cards of a bound, running pod from its assigned
 // annotation (and, for a pod that shares a card, its share from its
@@ -41,16 +56,20 @@ func (s *State) ObservePod(obj interface{}) {
 	if !ok {
 		return
 	}
-	var milli int64
-	if _, shared := pod.Annotations[gpu.MilliAnnotation]; shared {
+	var share Share
+	for _, k := range shareKeys {
+		if _, ok := pod.Annotations[k]; !ok {
+			continue
+		}
 		req, err := gpu.ParseRequest(pod)
 		if err != nil || len(cards) != 1 {
 			// A request that no aisched profile would have placed.
 			return
 		}
-		milli = req.Milli
+		share = ShareOf(req)
+		break
 	}
-	s.Assign(pod.UID, pod.Spec.NodeName, cards, milli)
+	s.Assign(pod.UID, pod.Spec.NodeName, cards, share)
 }
 
 // ForgetPod forgets a deleted pod's cards; the pod informer's delete handler.
@@ -61,13 +80,13 @@ func (s *State) ForgetPod(obj interface{}) {
 }
 
 // Assign records that the pod holds the cards of node (Reserve): whole
-// cards with milli 0, else the share milli of its one card.
-func (s *State) Assign(uid types.UID, node string, cards []int, milli int64) {
+// cards with a zero share, else the share of its one card.
+func (s *State) Assign(uid types.UID, node string, cards []int, share Share) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.releaseLocked(uid, "")
-	s.pods[uid] = holding{node: node, cards: cards, milli: milli}
-	if milli > 0 {
+	s.pods[uid] = holding{node: node, cards: cards, share: share}
+	if !share.IsZero() {
 		s.shared[node]++
 	}
 }
@@ -86,7 +105,7 @@ func (s *State) releaseLocked(uid types.UID, node string) {
 		return
 	}
 	delete(s.pods, uid)
-	if h.milli > 0 {
+	if !h.share.IsZero() {
 		if s.shared[h.node]--; s.shared[h.node] <= 0 {
 			delete(s.shared, h.node)
 		}
@@ -109,27 +128,67 @@ type Usage struct {
 	// used has bit i set when card i is held, whole or in part, by a pod
 	// with a known assignment; whole has it set when a pod holds it whole.
 	used, whole uint64
-	// shared holds the thousandths of each card held by pods that share
-	// it, by card index; nil when no pod of the node shares a card.
-	shared *[maxCards]int64
+	// shared holds what pods that share a card hold of each, by card
+	// index; nil when no pod of the node shares a card.
+	shared *cardShares
 	// Unknown counts the cards held by GPU pods that no aisched profile
 	// placed (another scheduler's): which cards they have is not known.
 	Unknown int64
+}
+
+// cardShares sums the shares of each card of a node.
+type cardShares struct {
+	milli, memMiB [maxCards]int64
 }
 
 // Used reports whether card i is held, whole or in part, by a pod with a
 // known assignment: a whole-card pod cannot have it.
 func (u Usage) Used(i int) bool { return i >= 0 && i < maxCards && u.used&(1<<i) != 0 }
 
+// Whole reports whether a pod holds card i whole.
+func (u Usage) Whole(i int) bool {
+	return u.Used(i) && (u.whole&(1<<i) != 0 || u.shared == nil)
+}
+
 // HeldMilli is the thousandths of card i held: 1000 for a card held whole.
 func (u Usage) HeldMilli(i int) int64 {
 	switch {
 	case !u.Used(i):
 		return 0
-	case u.whole&(1<<i) != 0 || u.shared == nil:
+	case u.Whole(i):
 		return gpu.WholeCardMilli
 	}
-	return min(u.shared[i], gpu.WholeCardMilli)
+	return min(u.shared.milli[i], gpu.WholeCardMilli)
+}
+
+// HeldMemMiB is the memory of card i held by the pods that share it.
+func (u Usage) HeldMemMiB(i int) int64 {
+	if !u.Used(i) || u.shared == nil {
+		return 0
+	}
+	return u.shared.memMiB[i]
+}
+
+// Room reports whether the share r can go on card c: the card meets r's
+// per-card constraints, no pod holds it whole, and it has r's compute and
+// memory left.
+func (u Usage) Room(c *gpu.Card, r gpu.Request) bool {
+	i := c.Index
+	if !c.Satisfies(r) || u.Whole(i) {
+		return false
+	}
+	return gpu.WholeCardMilli-u.HeldMilli(i) >= r.Milli && (r.GPUMemMiB == 0 || c.MemoryMiB-u.HeldMemMiB(i) >= r.GPUMemMiB)
+}
+
+// FreeOn is what card c has free in thousandths of the card: the lesser
+// of its compute and its memory left (a card whose memory is taken by
+// shares is used up even with compute left). 0 for a card held whole.
+func (u Usage) FreeOn(c *gpu.Card) int64 {
+	free := gpu.WholeCardMilli - u.HeldMilli(c.Index)
+	if held := u.HeldMemMiB(c.Index); held > 0 && c.MemoryMiB > 0 {
+		free = min(free, max(c.MemoryMiB-held, 0)*gpu.WholeCardMilli/c.MemoryMiB)
+	}
+	return free
 }
 
 // Count is the number of cards known to be held, whole or in part.
@@ -138,32 +197,32 @@ func (u Usage) Count() int { return bits.OnesCount64(u.used) }
 // Fit counts the cards that satisfy the per-card part of r (capable) and,
 // of those, the ones r could have: for whole cards the cards not held,
 // less the cards held by pods whose cards are unknown; for a share, the
-// cards with at least that much left (free; it may be negative).
+// cards with Room for it (free; it may be negative).
 func (u Usage) Fit(cards []gpu.Card, r gpu.Request) (capable, free int64) {
 	for i := range cards {
-		if !cards[i].Satisfies(r) {
+		if !cards[i].Satisfies(r) || cards[i].MemoryMiB < r.GPUMemMiB {
 			continue
 		}
 		capable++
-		if gpu.WholeCardMilli-u.HeldMilli(cards[i].Index) >= r.Milli && (r.Shared() || !u.Used(cards[i].Index)) {
+		if r.Shared() && u.Room(&cards[i], r) || !r.Shared() && !u.Used(cards[i].Index) {
 			free++
 		}
 	}
 	return capable, free - u.Unknown
 }
 
-// PickShared returns the card for a share r.Milli of one card: of the
-// cards that satisfy r and have that much left, the one with the least
-// left (best fit, ties to the lowest index), so that whole free cards stay
-// whole. ok is false when no card has room.
+// PickShared returns the card for the share r of one card: of the cards
+// with Room for it, the one with the least free (FreeOn: best fit, ties to
+// the lowest index), so that whole free cards stay whole. ok is false when
+// no card has room.
 func (u Usage) PickShared(cards []gpu.Card, r gpu.Request) (index int, ok bool) {
 	var best int64
 	for i := range cards {
 		c := &cards[i]
-		left := gpu.WholeCardMilli - u.HeldMilli(c.Index)
-		if left < r.Milli || !c.Satisfies(r) {
+		if !u.Room(c, r) {
 			continue
 		}
+		left := u.FreeOn(c)
 		if ok && (left > best || (left == best && c.Index > index)) {
 			continue
 		}
@@ -186,13 +245,13 @@ func (u Usage) Pick(cards []gpu.Card, r gpu.Request, dst []int) (picked []int, o
 	return gpu.Pick(cards, u.Used, r, dst)
 }
 
-// FreeMilli is the thousandths of the node's healthy cards not held, less
-// the cards held by pods whose cards are unknown.
+// FreeMilli is the thousandths free (FreeOn) of the node's healthy
+// cards, less the cards held by pods whose cards are unknown.
 func (u Usage) FreeMilli(cards []gpu.Card) int64 {
 	var free int64
 	for i := range cards {
 		if cards[i].Healthy {
-			free += gpu.WholeCardMilli - u.HeldMilli(cards[i].Index)
+			free += u.FreeOn(&cards[i])
 		}
 	}
 	return max(free-u.Unknown*gpu.WholeCardMilli, 0)
@@ -221,7 +280,7 @@ func (s *State) Usage(nodeInfo fwk.NodeInfo, skip types.UID, skipGPUs int64) Usa
 		return u
 	}
 	if shared {
-		u.shared = new([maxCards]int64)
+		u.shared = new(cardShares)
 	}
 	var known int64
 	for _, pi := range nodeInfo.GetPods() {
@@ -239,13 +298,14 @@ func (s *State) Usage(nodeInfo fwk.NodeInfo, skip types.UID, skipGPUs int64) Usa
 				continue
 			}
 			u.used |= 1 << c
-			if h.milli > 0 && u.shared != nil {
-				u.shared[c] += h.milli
+			if !h.share.IsZero() && u.shared != nil {
+				u.shared.milli[c] += h.share.Milli
+				u.shared.memMiB[c] += h.share.MemMiB
 			} else {
 				u.whole |= 1 << c
 			}
 		}
-		if h.milli == 0 {
+		if h.share.IsZero() {
 			known += int64(len(h.cards))
 		}
 	}

@@ -1,6 +1,7 @@
 package gpustate
 
 import (
+	"strconv"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -35,10 +36,10 @@ func TestSharedUsage(t *testing.T) {
 	whole := st.MakePod().Name("w").UID("w").Node("n").Req(map[corev1.ResourceName]string{gpu.ResourceName: "1"}).Obj()
 	ni := framework.NewNodeInfo(a, b, c, whole)
 	ni.SetNode(node)
-	s.Assign("a", "n", []int{0}, 600)
-	s.Assign("b", "n", []int{0}, 400)
-	s.Assign("c", "n", []int{1}, 300)
-	s.Assign("w", "n", []int{2}, 0)
+	s.Assign("a", "n", []int{0}, Share{Milli: 600})
+	s.Assign("b", "n", []int{0}, Share{Milli: 400})
+	s.Assign("c", "n", []int{1}, Share{Milli: 300})
+	s.Assign("w", "n", []int{2}, Share{})
 	if !s.HasShared("n") || s.HasShared("m") {
 		t.Errorf("HasShared: n %t, m %t; want true, false", s.HasShared("n"), s.HasShared("m"))
 	}
@@ -128,4 +129,97 @@ func TestObserveSharedPod(t *testing.T) {
 	if s.HasShared("n") {
 		t.Error("HasShared after the pod was deleted")
 	}
+}
+
+// Shares of memory are counted in MiB next to the thousandths of compute:
+// a card takes shares while both last, and its free part (FreeOn) is the
+// lesser of the two.
+func TestMemoryShares(t *testing.T) {
+	s := NewStandalone()
+	// Cards of 16384 MiB. Card 0: shares of 8192 + 8192 MiB, memory
+	// exactly full, compute untouched. Card 1: 250 thousandths with 4096
+	// MiB (a quarter of each). Card 2: 600 thousandths and no memory.
+	// Card 3: free.
+	pods := []*corev1.Pod{
+		memPod("a", "", "8192"), memPod("b", "", "8192"), memPod("c", "250", "4096"), memPod("d", "600", ""),
+	}
+	ni := framework.NewNodeInfo(pods...)
+	ni.SetNode(gpuNode("n", "4", nil))
+	for i, card := range []int{0, 0, 1, 2} {
+		pod := pods[i]
+		pod.Annotations[gpu.AssignedAnnotation] = strconv.Itoa(card)
+		s.ObservePod(pod)
+	}
+	u := s.Usage(ni, "", 0)
+	cards := fourCards()
+	// FreeOn: card 0 min(1000, 0) = 0; card 1 min(750, 12288*1000/16384 =
+	// 750) = 750; card 2 min(400, 1000) = 400; card 3 1000.
+	for i, want := range []int64{0, 750, 400, 1000} {
+		if got := u.FreeOn(&cards[i]); got != want {
+			t.Errorf("FreeOn(card %d) = %d, want %d", i, got, want)
+		}
+	}
+	if got := u.FreeMilli(cards); got != 2150 {
+		t.Errorf("FreeMilli = %d, want 2150", got)
+	}
+	for _, tc := range []struct {
+		name        string
+		r           gpu.Request
+		wantCapable int64
+		wantFree    int64
+		wantCard    int
+	}{
+		// Card 0's memory is full even though its compute is not: 1 MiB
+		// goes on card 2 (400 free, the least of cards 1..3).
+		{"one MiB", gpu.Request{Count: 1, GPUMemMiB: 1}, 4, 3, 2},
+		// 12288 MiB fits card 1 (exactly its memory left), 2 and 3.
+		{"exactly card 1's memory", gpu.Request{Count: 1, GPUMemMiB: 12288}, 4, 3, 2},
+		// 12289 MiB: not card 1.
+		{"one MiB more", gpu.Request{Count: 1, Milli: 400, GPUMemMiB: 12289}, 4, 2, 2},
+		// 401 thousandths and memory: card 1 (750, 12288) and card 3.
+		{"compute and memory", gpu.Request{Count: 1, Milli: 401, GPUMemMiB: 100}, 4, 2, 1},
+		// More memory than a card has: no card is capable.
+		{"more than a card", gpu.Request{Count: 1, GPUMemMiB: 16385}, 0, 0, -1},
+		// A whole card: only card 3 is untouched (card 0 holds memory).
+		{"whole card", gpu.Request{Count: 1}, 4, 1, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			capable, free := u.Fit(cards, tc.r)
+			if capable != tc.wantCapable || free != tc.wantFree {
+				t.Errorf("Fit = %d capable, %d free; want %d, %d", capable, free, tc.wantCapable, tc.wantFree)
+			}
+			if !tc.r.Shared() {
+				return
+			}
+			card, ok := u.PickShared(cards, tc.r)
+			if !ok {
+				card = -1
+			}
+			if card != tc.wantCard {
+				t.Errorf("PickShared = card %d, want %d", card, tc.wantCard)
+			}
+		})
+	}
+	// A card held whole takes no share, not even of memory alone.
+	whole := st.MakePod().Name("w").UID("w").Node("n").Req(map[corev1.ResourceName]string{gpu.ResourceName: "1"}).Obj()
+	whole.Annotations = map[string]string{gpu.AssignedAnnotation: "3"}
+	s.ObservePod(whole)
+	ni.AddPod(whole)
+	if s.Usage(ni, "", 0).Room(&cards[3], gpu.Request{Count: 1, GPUMemMiB: 1}) {
+		t.Error("a share of memory fits a card held whole")
+	}
+}
+
+// memPod is a bound pod that shares a card: milli thousandths of its
+// compute and mem MiB of its memory (HAMi's name), either may be "".
+func memPod(name, milli, mem string) *corev1.Pod {
+	pod := st.MakePod().Name(name).UID(name).Node("n").Obj()
+	pod.Annotations = map[string]string{}
+	if milli != "" {
+		pod.Annotations[gpu.MilliAnnotation] = milli
+	}
+	if mem != "" {
+		pod.Annotations[gpu.HAMiGPUMemAnnotation] = mem
+	}
+	return pod
 }

@@ -67,7 +67,7 @@ func newFixture(b *testing.B) *fixture {
 			pod := st.MakePod().Name(fmt.Sprintf("%s-p%d", name, p)).UID(fmt.Sprintf("%s-p%d", name, p)).Node(name).
 				Req(map[corev1.ResourceName]string{corev1.ResourceCPU: "4", corev1.ResourceMemory: "16Gi", gpu.ResourceName: "1"}).Obj()
 			pods = append(pods, pod)
-			state.Assign(types.UID(pod.Name), name, []int{p}, 0)
+			state.Assign(types.UID(pod.Name), name, []int{p}, gpustate.Share{})
 		}
 	}
 	snapshot := schedcache.NewSnapshot(pods, nodes)

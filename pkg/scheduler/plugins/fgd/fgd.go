@@ -172,11 +172,16 @@ func (pl *FGD) view(n *nodeView, pod *corev1.Pod, r gpu.Request, ni fwk.NodeInfo
 		return
 	}
 	usage := pl.state.Usage(ni, pod.UID, r.WholeCards())
-	n.cards, n.free = set.Cards, n.buf[:min(len(set.Cards), len(n.buf))]
+	k := min(len(set.Cards), len(n.buf[0]))
+	n.cards, n.free, n.compute, n.mem = set.Cards, n.buf[0][:k], n.buf[1][:k], n.buf[2][:k]
 	for i := range n.free {
-		if set.Cards[i].Healthy {
-			n.free[i] = gpu.WholeCardMilli - usage.HeldMilli(set.Cards[i].Index)
+		c := &set.Cards[i]
+		if !c.Healthy || usage.Whole(c.Index) {
+			continue
 		}
+		n.free[i] = usage.FreeOn(c)
+		n.compute[i] = gpu.WholeCardMilli - usage.HeldMilli(c.Index)
+		n.mem[i] = c.MemoryMiB - usage.HeldMemMiB(c.Index)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -25,6 +26,18 @@ func cards(n int) []gpu.Card {
 		out[i] = gpu.Card{Index: i, Model: "Tesla-T4", MemoryMiB: 15360, Healthy: true}
 	}
 	return out
+}
+
+// testView is a node whose cards have free thousandths of compute and all
+// their memory left.
+func testView(free []int64, cpuFree int64) nodeView {
+	n := nodeView{free: free, compute: slices.Clone(free), mem: make([]int64, len(free)), cards: cards(len(free)), cpuFree: cpuFree}
+	for i := range n.mem {
+		if free[i] > 0 {
+			n.mem[i] = n.cards[i].MemoryMiB
+		}
+	}
+	return n
 }
 
 func TestFragment(t *testing.T) {
@@ -56,7 +69,7 @@ func TestFragment(t *testing.T) {
 		{"CPU-only node", nil, 16000, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			n := nodeView{free: tc.free, cards: cards(len(tc.free)), cpuFree: tc.cpuFree}
+			n := testView(tc.free, tc.cpuFree)
 			if got := n.fragment(types); math.Abs(got-tc.want) > 1e-9 {
 				t.Errorf("fragment = %v, want %v", got, tc.want)
 			}
@@ -64,10 +77,40 @@ func TestFragment(t *testing.T) {
 	}
 }
 
+// Shares of memory: a card whose memory is mostly taken is fragmented for
+// a typical pod that needs more than is left, and a pod that fills it is
+// put there. Cards of 15360 MiB.
+func TestFragmentMemory(t *testing.T) {
+	// Typical: shares of 4096 MiB alone.
+	types := []Typical{{Count: 1, GPUMemMiB: 4096, Req: gpu.Request{Count: 1, GPUMemMiB: 4096}, Freq: 1}}
+	// Card 0 holds 11520 MiB of shares: 3840 MiB left, free min(1000,
+	// 3840*1000/15360 = 250) = 250, too little for 4096: F = 250.
+	// Card 1 is untouched.
+	n := nodeView{free: []int64{250, 1000}, compute: []int64{1000, 1000}, mem: []int64{3840, 15360}, cards: cards(2), cpuFree: 1000}
+	before := n.fragment(types)
+	if before != 250 {
+		t.Fatalf("fragment = %v, want 250", before)
+	}
+	// A share of 3840 MiB: on card 0 it takes the rest (free 0, F 0,
+	// change +250); on card 1 it leaves 11520 MiB (free 750, still room
+	// for 4096) and card 0 as it was (F 250, change 0). Card 0 it is.
+	change, card := n.bestCard(types, before, 0, gpu.Request{Count: 1, GPUMemMiB: 3840})
+	if card != 0 || change != 250 {
+		t.Errorf("bestCard = card %d, change %v; want card 0, +250", card, change)
+	}
+	if n.free[0] != 250 || n.mem[0] != 3840 || n.compute[0] != 1000 {
+		t.Errorf("bestCard changed the view: free %v, compute %v, mem %v", n.free, n.compute, n.mem)
+	}
+	// A share of 3841 MiB does not fit card 0.
+	if _, card := n.bestCard(types, before, 0, gpu.Request{Count: 1, GPUMemMiB: 3841}); card != 1 {
+		t.Errorf("3841 MiB went on card %d, want 1", card)
+	}
+}
+
 // A card that fails a shape's model counts as unusable for that shape.
 func TestFragmentModels(t *testing.T) {
 	types := []Typical{{Milli: 500, Count: 1, Req: gpu.Request{Count: 1, Milli: 500, Models: []string{"a100"}}, Freq: 1, constrained: true}}
-	n := nodeView{free: []int64{1000, 600}, cards: cards(2), cpuFree: 1000}
+	n := testView([]int64{1000, 600}, 1000)
 	if got := n.fragment(types); got != 1600 {
 		t.Errorf("fragment on cards of another model = %v, want all 1600", got)
 	}
@@ -152,7 +195,7 @@ func TestScoreChoosesCard(t *testing.T) {
 	node.Labels = map[string]string{gpu.GFDCountLabel: "2", gpu.GFDMemoryLabel: "15360", gpu.GFDProductLabel: "Tesla-T4"}
 	held := st.MakePod().Name("h").UID("h").Node("n").Obj()
 	held.Annotations = map[string]string{gpu.MilliAnnotation: "700"}
-	state.Assign("h", "n", []int{1}, 700)
+	state.Assign("h", "n", []int{1}, gpustate.Share{Milli: 700})
 	ni := framework.NewNodeInfo(held)
 	ni.SetNode(node)
 

@@ -11,8 +11,12 @@ type Typical struct {
 	// MilliCPU is the shape's CPU request.
 	MilliCPU int64
 	// Milli is what the shape needs of each card, in thousandths (1000 for
-	// whole cards); 0 with Count 0 for CPU-only pods.
+	// whole cards); 0 with Count 0 for CPU-only pods, and for a share of
+	// memory alone.
 	Milli int64
+	// GPUMemMiB is the memory of its card a share takes; 0 for whole cards
+	// and shares of compute alone.
+	GPUMemMiB int64
 	// Count is the number of cards.
 	Count int64
 	// Req holds the per-card constraints (models, memory, cores).
@@ -24,14 +28,38 @@ type Typical struct {
 }
 
 // nodeView is what the fragmentation of a node depends on: what each card
-// has free, in thousandths, and the free CPU.
+// has free and the free CPU.
 type nodeView struct {
-	// free[i] is what card cards[i] has free.
-	free    []int64
-	cards   []gpu.Card
-	cpuFree int64
-	// buf holds free for nodes of up to 64 cards, without an allocation.
-	buf [64]int64
+	// free[i] is what card cards[i] has free in thousandths
+	// (gpustate.Usage.FreeOn: the lesser of its compute and memory left),
+	// compute[i] its compute left in thousandths and mem[i] its memory
+	// left in MiB; all 0 for a card held whole or unhealthy.
+	free, compute, mem []int64
+	cards              []gpu.Card
+	cpuFree            int64
+	// buf holds free, compute and mem for nodes of up to 64 cards, without
+	// an allocation.
+	buf [3][64]int64
+}
+
+// fits reports whether a pod of shape t could use card j: whole cards
+// must be untouched, a share needs its compute and memory left.
+func (n *nodeView) fits(t *Typical, j int) bool {
+	if n.compute[j] < t.Milli || n.mem[j] < t.GPUMemMiB || t.Milli == gpu.WholeCardMilli && n.free[j] < gpu.WholeCardMilli {
+		return false
+	}
+	return !t.constrained || n.cards[j].Satisfies(t.Req)
+}
+
+// take takes (or with sign -1 gives back) a share of card i and
+// recomputes what the card has free.
+func (n *nodeView) take(i int, r gpu.Request, sign int64) {
+	n.compute[i] -= sign * r.Milli
+	n.mem[i] -= sign * r.GPUMemMiB
+	n.free[i] = n.compute[i]
+	if total := n.cards[i].MemoryMiB; total > 0 && n.mem[i] < total {
+		n.free[i] = min(n.free[i], max(n.mem[i], 0)*gpu.WholeCardMilli/total)
+	}
 }
 
 // bestCard tries a pod that shares a card (milliCPU, r) on every card with
@@ -42,14 +70,16 @@ func (n *nodeView) bestCard(types []Typical, before float64, milliCPU int64, r g
 	change, card = math.Inf(-1), -1
 	n.cpuFree -= milliCPU
 	for i := range n.free {
-		if n.free[i] < r.Milli || !n.cards[i].Satisfies(r) {
+		if n.compute[i] < r.Milli || n.mem[i] < r.GPUMemMiB || !n.cards[i].Satisfies(r) {
 			continue
 		}
-		n.free[i] -= r.Milli
+		free := n.free[i]
+		n.take(i, r, 1)
 		if c := before - n.fragment(types); c > change {
 			change, card = c, i
 		}
-		n.free[i] += r.Milli
+		n.take(i, r, -1)
+		n.free[i] = free
 	}
 	n.cpuFree += milliCPU
 	return change, card
@@ -61,8 +91,8 @@ func (n *nodeView) bestCard(types []Typical, before float64, milliCPU int64, r g
 //     none of it);
 //   - all of it when the shape cannot run on the node (too few cards with
 //     room that meet its constraints, or too little CPU);
-//   - else the free GPU of the cards it cannot use (less room than it
-//     needs, or failing its constraints).
+//   - else the free GPU of the cards it cannot use (less compute or
+//     memory left than it needs, or failing its constraints).
 //
 // F is in thousandths of a card.
 func (n *nodeView) fragment(types []Typical) float64 {
@@ -79,7 +109,7 @@ func (n *nodeView) fragment(types []Typical) float64 {
 		}
 		var fit, unusable int64
 		for j, f := range n.free {
-			if f >= t.Milli && (!t.constrained || n.cards[j].Satisfies(t.Req)) {
+			if n.fits(t, j) {
 				fit++
 			} else {
 				unusable += f

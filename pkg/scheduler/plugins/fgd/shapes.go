@@ -14,7 +14,7 @@ import (
 
 // shape is a pod's request as FGD tells pods apart.
 type shape struct {
-	milliCPU, milli, count int64
+	milliCPU, milli, count, gpuMemMiB int64
 	// constraints is the per-card constraints, as a comparable key.
 	models           string
 	memoryMiB, cores int64
@@ -24,7 +24,7 @@ func shapeOf(milliCPU int64, r gpu.Request) shape {
 	s := shape{milliCPU: milliCPU, count: r.Count, models: strings.Join(r.Models, ","), memoryMiB: r.MemoryMiB, cores: r.Cores}
 	switch {
 	case r.Shared():
-		s.milli = r.Milli
+		s.milli, s.gpuMemMiB = r.Milli, r.GPUMemMiB
 	case r.Count > 0:
 		s.milli = gpu.WholeCardMilli
 	}
@@ -142,7 +142,7 @@ func (w *window) Typical() []Typical {
 	out := make([]Typical, len(kept))
 	for i, c := range kept {
 		out[i] = Typical{
-			MilliCPU: c.s.milliCPU, Milli: c.s.milli, Count: c.s.count,
+			MilliCPU: c.s.milliCPU, Milli: c.s.milli, Count: c.s.count, GPUMemMiB: c.s.gpuMemMiB,
 			Req:  gpu.Request{Count: c.s.count, MemoryMiB: c.s.memoryMiB, Cores: c.s.cores},
 			Freq: float64(c.n) / float64(covered),
 		}
@@ -156,6 +156,6 @@ func (w *window) Typical() []Typical {
 }
 
 func compareShapes(a, b shape) int {
-	return cmp.Or(cmp.Compare(a.count, b.count), cmp.Compare(a.milli, b.milli), cmp.Compare(a.milliCPU, b.milliCPU),
+	return cmp.Or(cmp.Compare(a.count, b.count), cmp.Compare(a.milli, b.milli), cmp.Compare(a.gpuMemMiB, b.gpuMemMiB), cmp.Compare(a.milliCPU, b.milliCPU),
 		cmp.Compare(a.models, b.models), cmp.Compare(a.memoryMiB, b.memoryMiB), cmp.Compare(a.cores, b.cores))
 }

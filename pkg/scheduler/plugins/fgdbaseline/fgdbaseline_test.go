@@ -94,8 +94,8 @@ func TestScoreReadsNode(t *testing.T) {
 	whole := st.MakePod().Name("w").UID("w").Node("n").Req(map[corev1.ResourceName]string{corev1.ResourceCPU: "16", gpu.ResourceName: "1"}).Obj()
 	shared := st.MakePod().Name("s").UID("s").Node("n").Req(map[corev1.ResourceName]string{corev1.ResourceCPU: "8"}).Obj()
 	shared.Annotations = map[string]string{gpu.MilliAnnotation: "500"}
-	state.Assign("w", "n", []int{0}, 0)
-	state.Assign("s", "n", []int{1}, 500)
+	state.Assign("w", "n", []int{0}, gpustate.Share{})
+	state.Assign("s", "n", []int{1}, gpustate.Share{Milli: 500})
 	ni := framework.NewNodeInfo(whole, shared)
 	ni.SetNode(node)
 	pod := st.MakePod().Name("p").UID("p").Req(map[corev1.ResourceName]string{corev1.ResourceCPU: "8"}).Obj()

@@ -161,7 +161,7 @@ func TestFilter(t *testing.T) {
 			}
 			f := newFixture(t, tc.running...)
 			for name, cards := range tc.held {
-				f.state.Assign(types.UID(name), "mixed", cards, 0)
+				f.state.Assign(types.UID(name), "mixed", cards, gpustate.Share{})
 			}
 			cs := framework.NewCycleState()
 			if _, s := f.pl.PreFilter(context.Background(), cs, tc.pod, nil); !s.IsSuccess() {

@@ -129,5 +129,5 @@ func (pl *GPUFit) afterOwnUpdate(_ klog.Logger, pod *corev1.Pod, oldObj, newObj 
 }
 
 func sameRequest(a, b gpu.Request) bool {
-	return a.Count == b.Count && a.Milli == b.Milli && a.MemoryMiB == b.MemoryMiB && a.Cores == b.Cores && slices.Equal(a.Models, b.Models)
+	return a.Count == b.Count && a.Milli == b.Milli && a.GPUMemMiB == b.GPUMemMiB && a.MemoryMiB == b.MemoryMiB && a.Cores == b.Cores && slices.Equal(a.Models, b.Models)
 }

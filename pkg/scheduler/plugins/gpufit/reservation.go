@@ -58,7 +58,7 @@ func (pl *GPUFit) Reserve(ctx context.Context, cs fwk.CycleState, pod *corev1.Po
 			r.uuids = append(r.uuids, c.UUID)
 		}
 	}
-	pl.state.Assign(pod.UID, nodeName, picked, s.req.Milli)
+	pl.state.Assign(pod.UID, nodeName, picked, gpustate.ShareOf(s.req))
 	cs.Write(reserveStateKey, r)
 	klog.FromContext(ctx).V(4).Info("Reserved GPUs", "pod", klog.KObj(pod), "node", nodeName, "cards", picked)
 	return nil
@@ -76,7 +76,7 @@ func chosenCard(cs fwk.CycleState, nodeInfo fwk.NodeInfo, cards []gpu.Card, usag
 		return 0, false
 	}
 	c := gpu.CardByIndex(cards, idx)
-	if c == nil || !c.Satisfies(r) || gpu.WholeCardMilli-usage.HeldMilli(idx) < r.Milli {
+	if c == nil || !usage.Room(c, r) {
 		return 0, false
 	}
 	return idx, true
