@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bufio"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -11,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/netip"
+	"os"
 	"path"
 	"strings"
 	"sync"
@@ -145,13 +147,15 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	start := time.Now()
 	rec := &recorder{ResponseWriter: w}
+	// Deferred: an answer that breaks off mid-body panics
+	// (http.ErrAbortHandler), and it was a request too.
+	defer func() { rt.metrics.request(rec.code, time.Since(start).Seconds()) }()
 	if rej := g.serve(rec, r, rt, rest, start); rej != nil {
 		rt.metrics.rejected(rej.reason)
 		if !rec.wrote {
 			rej.write(rec)
 		}
 	}
-	rt.metrics.request(rec.code, time.Since(start).Seconds())
 }
 
 // splitPath splits /<namespace>/<service>/<rest> and cleans rest, so that
@@ -186,7 +190,7 @@ func (g *Gateway) serve(w *recorder, r *http.Request, rt *route, rest string, no
 		return reject(http.StatusServiceUnavailable, ReasonUnavailable, "the service is misconfigured: "+cfg.broken)
 	}
 	// 1. Caller IP.
-	client := g.clientIP(r)
+	client, forwardedFor := g.clientIP(r)
 	if contains(cfg.denyIPs, client) {
 		return reject(http.StatusForbidden, ReasonIPDenied, fmt.Sprintf("caller %s is on the service's deny list", client))
 	}
@@ -225,42 +229,65 @@ func (g *Gateway) serve(w *recorder, r *http.Request, rt *route, rest string, no
 		return reject(http.StatusServiceUnavailable, ReasonUnavailable, "the service has no ready endpoint: "+cfg.unavailable)
 	}
 	endpoint := cfg.endpoints[rt.next.Add(1)%uint64(len(cfg.endpoints))]
-	rej = g.forward(w, r, cfg, consumer, endpoint, rest)
-	if st.breaker != nil {
+	if st.breaker == nil {
+		return g.forward(w, r, cfg, consumer, endpoint, rest, forwardedFor)
+	}
+	// The outcome is reported in a defer: the proxy panics
+	// (http.ErrAbortHandler) when an answer breaks off mid-body, and a
+	// half-open breaker whose probe is never reported refuses every call
+	// from then on.
+	returned := false
+	defer func() {
+		elapsed := time.Since(now)
 		code := w.code
-		if rej != nil {
+		switch {
+		case !returned && elapsed >= cfg.timeout:
+			code = http.StatusGatewayTimeout
+		case !returned:
+			code = http.StatusBadGateway // the pod broke off, unless the caller went away
+		case rej != nil:
 			code = rej.code
 		}
-		done(st.breaker.outcome(code, time.Since(now), r.Context().Err() != nil && rej == nil))
-	}
+		callerGone := w.callerGone || r.Context().Err() != nil && (rej == nil || !returned)
+		done(st.breaker.outcome(code, elapsed, callerGone))
+	}()
+	rej = g.forward(w, r, cfg, consumer, endpoint, rest, forwardedFor)
+	returned = true
 	return rej
 }
 
 // clientIP is the caller: the peer, or behind trusted proxies the
-// right-most X-Forwarded-For address that is not one of them.
-func (g *Gateway) clientIP(r *http.Request) netip.Addr {
+// right-most X-Forwarded-For address that is not one of them. chain is the
+// part of X-Forwarded-For that is believed, from the caller on: what the
+// caller wrote itself, left of it, is not passed on to the pod. Zones
+// (fe80::1%eth0) are dropped: netip.Prefix.Contains never matches an
+// address with one, and the lists would not apply.
+func (g *Gateway) clientIP(r *http.Request) (client netip.Addr, chain []string) {
 	ap, err := netip.ParseAddrPort(r.RemoteAddr)
 	if err != nil {
-		return netip.Addr{}
+		return netip.Addr{}, nil
 	}
-	peer := ap.Addr().Unmap()
+	peer := ap.Addr().Unmap().WithZone("")
 	if !contains(g.opts.TrustedProxies, peer) {
-		return peer
+		return peer, nil
 	}
 	hops := strings.Split(strings.Join(r.Header.Values("X-Forwarded-For"), ","), ",")
-	client := peer
+	for i := range hops {
+		hops[i] = strings.TrimSpace(hops[i])
+	}
+	client = peer
 	for i := len(hops) - 1; i >= 0; i-- {
-		a, err := netip.ParseAddr(strings.TrimSpace(hops[i]))
+		a, err := netip.ParseAddr(hops[i])
 		if err != nil {
 			// A malformed hop ends what can be believed.
-			return client
+			return client, hops[i+1:]
 		}
-		client = a.Unmap()
+		client = a.Unmap().WithZone("")
 		if !contains(g.opts.TrustedProxies, client) {
-			return client
+			return client, hops[i:]
 		}
 	}
-	return client
+	return client, hops
 }
 
 // authenticate checks the API key and the consumer lists; it returns the
@@ -405,23 +432,32 @@ type target struct {
 	consumer       string
 	apiKey         bool
 	forwardedFor   []string // the X-Forwarded-For hops to keep (from trusted proxies)
-	body           *limitedBody
+	body           *callerBody
 }
 
 // forward proxies the request to endpoint within the service's request
-// timeout.
-func (g *Gateway) forward(w *recorder, r *http.Request, cfg *routeConfig, consumer, endpoint, rest string) *rejection {
+// timeout; forwardedFor is the believed X-Forwarded-For chain.
+func (g *Gateway) forward(w *recorder, r *http.Request, cfg *routeConfig, consumer, endpoint, rest string, forwardedFor []string) *rejection {
 	ctx, cancel := context.WithTimeoutCause(r.Context(), cfg.timeout, errRequestTimeout)
 	defer cancel()
-	t := &target{endpoint: endpoint, path: joinPath(cfg.backendPath, rest), consumer: consumer, apiKey: cfg.apiKey}
-	if peer, err := netip.ParseAddrPort(r.RemoteAddr); err == nil && contains(g.opts.TrustedProxies, peer.Addr().Unmap()) {
-		t.forwardedFor = r.Header.Values("X-Forwarded-For")
-	}
+	t := &target{endpoint: endpoint, path: joinPath(cfg.backendPath, rest), consumer: consumer, apiKey: cfg.apiKey, forwardedFor: forwardedFor}
 	ctx = context.WithValue(context.WithValue(ctx, connectTimeoutKey{}, cfg.connectTimeout), targetKey{}, t)
 	out := r.WithContext(ctx)
-	if cfg.maxBody > 0 && r.Body != nil && r.Body != http.NoBody {
-		t.body = &limitedBody{r: r.Body, left: cfg.maxBody}
+	if r.Body != nil && r.Body != http.NoBody {
+		t.body = &callerBody{r: r.Body, left: cfg.maxBody}
+		if cfg.maxBody <= 0 {
+			t.body.left = -1
+		}
 		out.Body = t.body
+		// The request timeout bounds the caller's body too: the transport
+		// gives up on the pod only once its read of the body returns, so a
+		// caller that stops sending would hold the request, and its
+		// concurrency slot, for as long as it likes. Once the body is read
+		// the deadline goes: the server reads on to see the caller leave.
+		rc := http.NewResponseController(w)
+		if deadline, ok := ctx.Deadline(); ok && rc.SetReadDeadline(deadline) == nil {
+			t.body.onEOF = func() { _ = rc.SetReadDeadline(time.Time{}) }
+		}
 	}
 	g.proxy.ServeHTTP(w, out)
 	return w.rejection
@@ -458,7 +494,7 @@ func rewrite(pr *httputil.ProxyRequest) {
 		pr.Out.Header.Set("X-Aisched-Consumer", t.consumer)
 	}
 	if len(t.forwardedFor) > 0 {
-		pr.Out.Header["X-Forwarded-For"] = t.forwardedFor
+		pr.Out.Header.Set("X-Forwarded-For", strings.Join(t.forwardedFor, ", "))
 	}
 	pr.SetXForwarded()
 }
@@ -469,6 +505,13 @@ func proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	t := r.Context().Value(targetKey{}).(*target)
 	var rej *rejection
 	switch {
+	case t.body != nil && errors.Is(t.body.err, os.ErrDeadlineExceeded):
+		// The caller's body stopped coming until the request timeout (the
+		// read deadline forward set): the caller's failure, not the pod's.
+		// Checked first: the failed read cancels the request, maybe before
+		// the timeout's own context ends.
+		rec.callerGone = true
+		rej = reject(http.StatusGatewayTimeout, ReasonUpstreamTimeout, "the request body did not arrive within the request timeout")
 	case errors.Is(context.Cause(r.Context()), errRequestTimeout):
 		rej = reject(http.StatusGatewayTimeout, ReasonUpstreamTimeout, "the service did not answer within the request timeout")
 	case r.Context().Err() != nil:
@@ -477,6 +520,11 @@ func proxyError(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	case t.body != nil && t.body.over:
 		rej = reject(http.StatusRequestEntityTooLarge, ReasonBodyTooLarge, fmt.Sprintf("request body is over the limit of %d bytes", t.body.limit()))
+	case t.body != nil && t.body.err != nil:
+		// The caller's body broke (malformed chunks): the caller's
+		// failure, which must not count against the pod.
+		rec.callerGone = true
+		rej = reject(http.StatusBadRequest, ReasonBadRequestBody, fmt.Sprintf("the request body could not be read: %v", t.body.err))
 	default:
 		rej = reject(http.StatusBadGateway, ReasonUpstreamError, fmt.Sprintf("endpoint %s failed: %v", t.endpoint, err))
 		klog.FromContext(r.Context()).V(2).Info("Proxy error", "endpoint", t.endpoint, "err", err)
@@ -484,16 +532,22 @@ func proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	rec.rejection = rej
 }
 
-// limitedBody fails a body read past its limit and remembers it did.
-type limitedBody struct {
+// callerBody is the request body on its way to the pod. It fails a read
+// past its limit and remembers it did, and remembers an error reading from
+// the caller: the transport reports either as its own error, and neither is
+// the pod's failure.
+type callerBody struct {
 	r    io.ReadCloser
-	left int64
+	left int64 // < 0: no limit
 	read int64
 	over bool
+	err  error // reading from the caller, io.EOF aside
+	// onEOF, if set, is called once the whole body is read.
+	onEOF func()
 }
 
-func (b *limitedBody) Read(p []byte) (int, error) {
-	if b.left <= 0 {
+func (b *callerBody) Read(p []byte) (int, error) {
+	if b.left == 0 {
 		// One byte more tells a body at the limit from one over it.
 		var one [1]byte
 		n, err := b.r.Read(one[:])
@@ -501,20 +555,36 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 			b.over = true
 			return 0, errors.New("request body too large")
 		}
+		b.ended(err)
 		return 0, err
 	}
-	if int64(len(p)) > b.left {
+	if b.left > 0 && int64(len(p)) > b.left {
 		p = p[:b.left]
 	}
 	n, err := b.r.Read(p)
-	b.left -= int64(n)
+	if b.left > 0 {
+		b.left -= int64(n)
+	}
 	b.read += int64(n)
+	b.ended(err)
 	return n, err
 }
 
-func (b *limitedBody) limit() int64 { return b.read + b.left }
+func (b *callerBody) ended(err error) {
+	switch {
+	case err == io.EOF:
+		if b.onEOF != nil {
+			b.onEOF()
+			b.onEOF = nil
+		}
+	case err != nil:
+		b.err = err
+	}
+}
 
-func (b *limitedBody) Close() error { return b.r.Close() }
+func (b *callerBody) limit() int64 { return b.read + b.left }
+
+func (b *callerBody) Close() error { return b.r.Close() }
 
 // recorder remembers the status written, and the rejection proxyError
 // chose, for the metrics and the breaker.
@@ -523,10 +593,16 @@ type recorder struct {
 	code      int
 	wrote     bool
 	rejection *rejection
+	// callerGone: the call failed on the caller's side (its body broke, or
+	// the answer could not be written to it); the breaker does not count it.
+	callerGone bool
 }
 
 func (r *recorder) WriteHeader(code int) {
-	if !r.wrote {
+	// A 1xx the proxy passes on (100 Continue, 103 Early Hints) is not the
+	// answer: the status comes after it, and so may the gateway's own
+	// rejection (a timeout, a body over the limit).
+	if !r.wrote && (code >= 200 || code == http.StatusSwitchingProtocols) {
 		r.code, r.wrote = code, true
 	}
 	r.ResponseWriter.WriteHeader(code)
@@ -536,10 +612,24 @@ func (r *recorder) Write(b []byte) (int, error) {
 	if !r.wrote {
 		r.code, r.wrote = http.StatusOK, true
 	}
-	return r.ResponseWriter.Write(b)
+	n, err := r.ResponseWriter.Write(b)
+	if err != nil {
+		r.callerGone = true
+	}
+	return n, err
 }
 
-// Unwrap lets http.ResponseController flush and hijack (streams, upgrades).
+// Hijack is an upgrade's: the proxy answers 101 on the connection itself,
+// without WriteHeader.
+func (r *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, brw, err := http.NewResponseController(r.ResponseWriter).Hijack()
+	if err == nil && !r.wrote {
+		r.code, r.wrote = http.StatusSwitchingProtocols, true
+	}
+	return conn, brw, err
+}
+
+// Unwrap lets http.ResponseController flush (streams).
 func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
 // bufferPool lends the proxy its copy buffers instead of allocating 32 KiB

@@ -101,6 +101,10 @@ func TestControls(t *testing.T) {
 		{name: "path pattern", svc: svc().Request(v1alpha1.RequestControl{Paths: []string{"/v2/health/*"}}).Obj(), wantCode: 404, wantReason: ReasonPathNotAllowed},
 		{name: "dot segments are cleaned before matching", svc: svc().Request(v1alpha1.RequestControl{Paths: []string{"/v2/models/*/infer"}}).Obj(), path: "/v2/health/../models/m/infer", wantCode: 200,
 			wantHeader: map[string]string{"X-Got-Path": "/v2/models/m/infer"}},
+		// The path is matched and sent decoded and cleaned: an encoded
+		// slash is a slash in both, so it cannot widen a * or climb.
+		{name: "an encoded slash is a slash", svc: svc().Request(v1alpha1.RequestControl{Paths: []string{"/v2/models/*/infer"}}).Obj(), path: "/v2/models/a%2Fb/infer", wantCode: 404, wantReason: ReasonPathNotAllowed},
+		{name: "encoded dot segments are cleaned", svc: svc().Request(v1alpha1.RequestControl{Paths: []string{"/v2/models/*/infer"}}).Obj(), path: "/v2/models/m%2F..%2F..%2Fadmin/infer", wantCode: 404, wantReason: ReasonPathNotAllowed},
 		{name: "dot segments stay under the API path", svc: func() *v1alpha1.AIService { s := svc().Obj(); s.Spec.Path = "/api"; return s }(), path: "/../../etc/passwd", wantCode: 200,
 			wantHeader: map[string]string{"X-Got-Path": "/api/etc/passwd"}},
 		{name: "body at the limit", svc: svc().Request(v1alpha1.RequestControl{MaxBodyBytes: ptr.To[int64](5)}).Obj(), body: "12345", wantCode: 200},
@@ -186,6 +190,10 @@ func TestClientIP(t *testing.T) {
 		{name: "malformed hop ends the chain", trusted: trusted, peer: "10.0.0.1:1", xff: []string{"1.2.3.4, garbage, 10.0.0.8"}, want: "10.0.0.8"},
 		{name: "all trusted", trusted: trusted, peer: "10.0.0.1:1", xff: []string{"10.0.0.9"}, want: "10.0.0.9"},
 		{name: "IPv4-mapped peer", peer: "[::ffff:192.0.2.1]:1", want: "192.0.2.1"},
+		// netip.Prefix.Contains never matches an address with a zone: with
+		// it, a link-local caller would pass a deny list of fe80::/10.
+		{name: "zone dropped", peer: "[fe80::1%eth0]:1", want: "fe80::1"},
+		{name: "zone dropped from a hop", trusted: trusted, peer: "10.0.0.1:1", xff: []string{"fe80::1%eth0"}, want: "fe80::1"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -195,7 +203,7 @@ func TestClientIP(t *testing.T) {
 			for _, v := range tc.xff {
 				req.Header.Add("X-Forwarded-For", v)
 			}
-			if got := g.clientIP(req).String(); got != tc.want {
+			if got, _ := g.clientIP(req); got.String() != tc.want {
 				t.Errorf("clientIP = %s, want %s", got, tc.want)
 			}
 		})
@@ -203,22 +211,32 @@ func TestClientIP(t *testing.T) {
 }
 
 // TestForwardedFor checks what the service is told of the caller: the
-// chain from trusted proxies, plus the peer; never a chain an untrusted
-// caller made up.
+// chain from trusted proxies, from the caller the gateway found on, plus
+// the peer; never a chain, or the part of one, that a caller made up.
 func TestForwardedFor(t *testing.T) {
 	be := backend(t)
+	proxies := []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24"), netip.MustParsePrefix("10.0.0.0/8")}
 	for _, tc := range []struct {
 		name    string
 		trusted []netip.Prefix
+		xff     []string
 		want    string
 	}{
-		{name: "untrusted peer", want: "192.0.2.1"},
-		{name: "trusted peer", trusted: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}, want: "1.2.3.4, 192.0.2.1"},
+		{name: "untrusted peer", xff: []string{"1.2.3.4"}, want: "192.0.2.1"},
+		{name: "trusted peer", trusted: proxies, xff: []string{"1.2.3.4"}, want: "1.2.3.4, 192.0.2.1"},
+		{name: "hops the caller wrote are dropped", trusted: proxies, xff: []string{"6.6.6.6, 1.2.3.4"}, want: "1.2.3.4, 192.0.2.1"},
+		{name: "trusted hops are kept", trusted: proxies, xff: []string{"6.6.6.6", "1.2.3.4, 10.0.0.7"}, want: "1.2.3.4, 10.0.0.7, 192.0.2.1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := New(Options{TrustedProxies: tc.trusted})
 			g.set(compile(utiltesting.MakeService("s", "ns", "i").Obj(), nil, []string{strings.TrimPrefix(be.URL, "http://")}))
-			rec := serve(g, "GET", "/ns/s/", nil, map[string]string{"X-Forwarded-For": "1.2.3.4"})
+			req := httptest.NewRequest("GET", "/ns/s/", nil)
+			req.RemoteAddr = "192.0.2.1:40000"
+			for _, v := range tc.xff {
+				req.Header.Add("X-Forwarded-For", v)
+			}
+			rec := httptest.NewRecorder()
+			g.ServeHTTP(rec, req)
 			if got := rec.Header().Get("X-Got-Forwarded-For"); got != tc.want {
 				t.Errorf("X-Forwarded-For at the service: %q, want %q", got, tc.want)
 			}

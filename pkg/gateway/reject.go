@@ -20,6 +20,7 @@ const (
 	ReasonMethodNotAllowed    = "MethodNotAllowed"
 	ReasonPathNotAllowed      = "PathNotAllowed"
 	ReasonBodyTooLarge        = "BodyTooLarge"
+	ReasonBadRequestBody      = "BadRequestBody"
 	ReasonMissingHeader       = "MissingHeader"
 	ReasonKillSwitch          = "KillSwitch"
 	ReasonRateLimited         = "RateLimited"

@@ -1,0 +1,296 @@
+package gateway
+
+// These tests run the gateway over real HTTP, between a real client and a
+// real backend: 1xx answers, hijacked upgrades, read deadlines and answers
+// that break off (http.ErrAbortHandler) only behave as in production there.
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/iotest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"k8s.io/utils/ptr"
+
+	"github.com/aisched/aisched/apis/platform/v1alpha1"
+	utiltesting "github.com/aisched/aisched/pkg/util/testing"
+)
+
+// tripOnFirst is a breaker that opens on the first bad call, for a second.
+var tripOnFirst = v1alpha1.CircuitBreaker{Strategy: v1alpha1.ErrorRatio, ThresholdPercent: 50, MinRequests: 1, WindowSeconds: 10, OpenSeconds: 1}
+
+// gatewayServer serves svc, with endpoint be, over real HTTP.
+func gatewayServer(t *testing.T, svc *v1alpha1.AIService, be *httptest.Server) (*Gateway, *httptest.Server) {
+	t.Helper()
+	g := New(Options{})
+	svc.Namespace, svc.Name = "ns", "s"
+	g.set(compile(svc, nil, []string{strings.TrimPrefix(be.URL, "http://")}))
+	gw := httptest.NewServer(g)
+	t.Cleanup(gw.Close)
+	return g, gw
+}
+
+// waitRequests waits until the gateway has recorded n requests.
+func waitRequests(t *testing.T, g *Gateway, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for total(g) < float64(n) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the gateway recorded %v requests, want %d", total(g), n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// total is the sum of aisched_gateway_requests_total.
+func total(g *Gateway) float64 {
+	mfs, _ := g.metrics.registry.Gather()
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() == "aisched_gateway_requests_total" {
+			for _, m := range mf.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
+}
+
+// TestInformationalAnswers: a 1xx the pod sends (100 Continue to a caller's
+// Expect, 103 Early Hints) is not the answer: the failure or rejection
+// that follows must still reach the caller and the breaker.
+func TestInformationalAnswers(t *testing.T) {
+	tests := []struct {
+		name    string
+		svc     *v1alpha1.AIService
+		backend http.HandlerFunc
+		// requests are sent in turn; the last one's answer is checked.
+		requests   int
+		wantCode   int
+		wantReason string
+	}{
+		{
+			name: "chunked body over the limit, with Expect: 100-continue",
+			svc:  utiltesting.MakeService("s", "ns", "i").Request(v1alpha1.RequestControl{MaxBodyBytes: ptr.To[int64](5)}).Obj(),
+			backend: func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.ReadAll(r.Body)
+			},
+			requests: 1, wantCode: 413, wantReason: ReasonBodyTooLarge,
+		},
+		{
+			name: "5xx after 100 Continue counts for the breaker",
+			svc:  utiltesting.MakeService("s", "ns", "i").CircuitBreaker(tripOnFirst).Obj(),
+			backend: func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.ReadAll(r.Body)
+				w.WriteHeader(500)
+			},
+			requests: 2, wantCode: 503, wantReason: ReasonCircuitOpen,
+		},
+		{
+			name: "timeout after 103 Early Hints",
+			svc:  utiltesting.MakeService("s", "ns", "i").Request(v1alpha1.RequestControl{TimeoutMilliseconds: 100}).Obj(),
+			backend: func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.ReadAll(r.Body) // so that the server sees the gateway go
+				w.WriteHeader(http.StatusEarlyHints)
+				select {
+				case <-r.Context().Done():
+				case <-time.After(5 * time.Second):
+				}
+			},
+			requests: 1, wantCode: 504, wantReason: ReasonUpstreamTimeout,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			be := httptest.NewServer(tc.backend)
+			defer be.Close()
+			_, gw := gatewayServer(t, tc.svc, be)
+			var resp *http.Response
+			for range tc.requests {
+				// A body of unknown length (chunked), 2 bytes a read.
+				req, _ := http.NewRequest("POST", gw.URL+"/ns/s/x", iotest.HalfReader(strings.NewReader("1234567890")))
+				req.ContentLength = -1
+				req.Header.Set("Expect", "100-continue")
+				var err error
+				if resp, err = http.DefaultClient.Do(req); err != nil {
+					t.Fatal(err)
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			if resp.StatusCode != tc.wantCode || resp.Header.Get("X-Aisched-Reason") != tc.wantReason {
+				t.Errorf("status %d %q, want %d %q", resp.StatusCode, resp.Header.Get("X-Aisched-Reason"), tc.wantCode, tc.wantReason)
+			}
+		})
+	}
+}
+
+// TestBreakerProbeBrokenOff: a half-open breaker's probe whose answer
+// breaks off mid-body (the proxy panics with http.ErrAbortHandler) is a
+// failed call: the breaker opens again and later lets another probe
+// through, rather than waiting for the lost probe forever.
+func TestBreakerProbeBrokenOff(t *testing.T) {
+	var calls atomic.Int32
+	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch calls.Add(1) {
+		case 1:
+			w.WriteHeader(500)
+		case 2:
+			w.Header().Set("Content-Length", "100")
+			_, _ = io.WriteString(w, "part")
+			http.NewResponseController(w).Flush()
+			panic(http.ErrAbortHandler)
+		default:
+			_, _ = io.WriteString(w, "ok")
+		}
+	}))
+	defer be.Close()
+	_, gw := gatewayServer(t, utiltesting.MakeService("s", "ns", "i").CircuitBreaker(tripOnFirst).Obj(), be)
+	get := func() (int, string) {
+		resp, err := http.Get(gw.URL + "/ns/s/x")
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return resp.StatusCode, "broken off: " + err.Error()
+		}
+		return resp.StatusCode, string(b)
+	}
+	if code, _ := get(); code != 500 {
+		t.Fatalf("first call: %d, want the pod's 500", code)
+	}
+	time.Sleep(1100 * time.Millisecond) // the breaker goes half-open
+	// The probe's answer breaks off before its headers leave the gateway,
+	// so the client retries the GET, and is refused.
+	get()
+	time.Sleep(1100 * time.Millisecond) // open again after the failed probe, then half-open
+	if code, what := get(); code != 200 {
+		t.Errorf("after the broken-off probe: %d %s, want a new probe that succeeds", code, what)
+	}
+}
+
+// TestCallerBrokenBody: a body the caller breaks off or garbles is the
+// caller's failure, not the pod's: it must not open the breaker (one
+// caller could otherwise take the service away from all), and a caller
+// still there is told 400.
+func TestCallerBrokenBody(t *testing.T) {
+	tests := []struct {
+		name  string
+		body  string // after the headers of a chunked POST
+		close bool   // the caller goes away after it
+		// wantStatus is the status line's start, "" when nobody reads it.
+		wantStatus string
+	}{
+		{name: "caller goes away mid-body", body: "5\r\nhello\r\n", close: true},
+		{name: "malformed chunk", body: "5\r\nhello\r\nzz\r\n", wantStatus: "HTTP/1.1 400"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if _, err := io.ReadAll(r.Body); err != nil {
+					return
+				}
+				_, _ = io.WriteString(w, "ok")
+			}))
+			defer be.Close()
+			g, gw := gatewayServer(t, utiltesting.MakeService("s", "ns", "i").CircuitBreaker(tripOnFirst).Obj(), be)
+			conn, err := net.Dial("tcp", gw.Listener.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			_, _ = io.WriteString(conn, "POST /ns/s/x HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\n\r\n"+tc.body)
+			if tc.close {
+				conn.Close()
+			} else {
+				line, _ := bufio.NewReader(conn).ReadString('\n')
+				if !strings.HasPrefix(line, tc.wantStatus) {
+					t.Errorf("answer %q, want %s", line, tc.wantStatus)
+				}
+			}
+			waitRequests(t, g, 1)
+			resp, err := http.Get(gw.URL + "/ns/s/x")
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				t.Errorf("next call: %d %s, want 200: the breaker must not count the caller's broken body", resp.StatusCode, resp.Header.Get("X-Aisched-Reason"))
+			}
+		})
+	}
+}
+
+// TestStalledBody: a caller that stops sending its body is cut off at the
+// request timeout; it neither keeps its concurrency slot nor counts against
+// the pod.
+func TestStalledBody(t *testing.T) {
+	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body)
+	}))
+	defer be.Close()
+	_, gw := gatewayServer(t, utiltesting.MakeService("s", "ns", "i").
+		Request(v1alpha1.RequestControl{TimeoutMilliseconds: 200}).
+		RateLimit(v1alpha1.RateLimit{MaxConcurrency: ptr.To[int32](1)}).
+		CircuitBreaker(tripOnFirst).Obj(), be)
+	conn, err := net.Dial("tcp", gw.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// One chunk, then nothing.
+	_, _ = io.WriteString(conn, "POST /ns/s/x HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n")
+	_ = conn.SetReadDeadline(time.Now().Add(3 * time.Second))
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if !strings.HasPrefix(line, "HTTP/1.1 504") {
+		t.Fatalf("answer %q (%v), want 504 at the request timeout", line, err)
+	}
+	resp, err := http.Get(gw.URL + "/ns/s/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("next call: %d %s, want 200: the slot is free and the breaker closed", resp.StatusCode, resp.Header.Get("X-Aisched-Reason"))
+	}
+}
+
+// TestUpgradeRecorded: an upgrade is answered 101 on the hijacked
+// connection, never through WriteHeader: the request is recorded with 101.
+func TestUpgradeRecorded(t *testing.T) {
+	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		_, _ = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+		_ = brw.Flush()
+	}))
+	defer be.Close()
+	g, gw := gatewayServer(t, utiltesting.MakeService("s", "ns", "i").Obj(), be)
+	conn, err := net.Dial("tcp", gw.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_, _ = io.WriteString(conn, "GET /ns/s/ws HTTP/1.1\r\nHost: gw\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
+	line, _ := bufio.NewReader(conn).ReadString('\n')
+	if !strings.HasPrefix(line, "HTTP/1.1 101") {
+		t.Fatalf("answer %q, want 101", line)
+	}
+	conn.Close()
+	waitRequests(t, g, 1)
+	if n := testutil.ToFloat64(g.metrics.requests.WithLabelValues("ns", "s", "101")); n != 1 {
+		t.Errorf("requests with code 101: %v, want 1", n)
+	}
+}
