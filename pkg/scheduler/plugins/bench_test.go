@@ -8,11 +8,13 @@ package plugins_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
@@ -30,6 +32,8 @@ import (
 	aischedv1alpha1 "github.com/aisched/aisched/apis/aisched/v1alpha1"
 	"github.com/aisched/aisched/pkg/gpu"
 	"github.com/aisched/aisched/pkg/scheduler/gpustate"
+	"github.com/aisched/aisched/pkg/scheduler/plugins/fgd"
+	"github.com/aisched/aisched/pkg/scheduler/plugins/fgdbaseline"
 	"github.com/aisched/aisched/pkg/scheduler/plugins/gpufit"
 	"github.com/aisched/aisched/pkg/scheduler/plugins/heteropriority"
 	"github.com/aisched/aisched/pkg/scheduler/plugins/pccbalance"
@@ -89,6 +93,8 @@ var (
 		Req(map[corev1.ResourceName]string{corev1.ResourceCPU: "8", corev1.ResourceMemory: "32Gi", gpu.ResourceName: "2"}).Obj()
 	cpuPod = st.MakePod().Name("c").UID("c").
 		Req(map[corev1.ResourceName]string{corev1.ResourceCPU: "8", corev1.ResourceMemory: "32Gi"}).Obj()
+	sharedPod = st.MakePod().Name("s").UID("s").Annotation(gpu.MilliAnnotation, "300").
+			Req(map[corev1.ResourceName]string{corev1.ResourceCPU: "8", corev1.ResourceMemory: "32Gi"}).Obj()
 )
 
 func newFit(b *testing.B, h fwk.Handle) fwk.Plugin {
@@ -152,6 +158,27 @@ func BenchmarkScore(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	// FGD with 35 typical shapes, as many as the Alibaba trace's default
+	// pod list keeps at 95% coverage.
+	var typical []string
+	for i := range 35 {
+		switch {
+		case i%3 == 0:
+			typical = append(typical, fmt.Sprintf(`{"milliCPU":%d,"gpuMilli":%d,"weight":%d}`, 1000*(i+1), 100+25*i, 35-i))
+		case i%3 == 1:
+			typical = append(typical, fmt.Sprintf(`{"milliCPU":%d,"gpuMilli":1000,"gpuCount":%d,"weight":%d}`, 1000*(i+1), 1+i%8, 35-i))
+		default:
+			typical = append(typical, fmt.Sprintf(`{"milliCPU":%d,"weight":%d}`, 1000*(i+1), 35-i))
+		}
+	}
+	fgdPlugin, err := fgd.New(ctx, &runtime.Unknown{Raw: []byte(`{"typicalPods":[` + strings.Join(typical, ",") + `]}`)}, f.handle, f.state)
+	if err != nil {
+		b.Fatal(err)
+	}
+	bestFit, err := fgdbaseline.NewBestFit(ctx, nil, f.handle, f.state)
+	if err != nil {
+		b.Fatal(err)
+	}
 	balanced, err := noderesources.NewBalancedAllocation(ctx, &config.NodeResourcesBalancedAllocationArgs{
 		Resources: []config.ResourceSpec{{Name: "cpu", Weight: 1}, {Name: "memory", Weight: 1}},
 	}, f.handle, feature.Features{})
@@ -168,6 +195,9 @@ func BenchmarkScore(b *testing.B) {
 		{"HeteroPriority/gpu-pod", hetero, gpuPod},
 		{"HeteroPriority/cpu-pod", hetero, cpuPod},
 		{"PCCBalance", pcc, gpuPod},
+		{"FGD/gpu-pod", fgdPlugin, gpuPod},
+		{"FGD/shared-pod", fgdPlugin, sharedPod},
+		{"BestFit", bestFit, gpuPod},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			score := tc.pl.(fwk.ScorePlugin)

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -81,8 +82,8 @@ func (pl *FGD) PreFilter(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, 
 	pl.shapes.observe(pod.UID, shapeOf(cpu, r))
 	if r.Shared() {
 		cs.Write(gpustate.CardChoiceKey, gpustate.NewCardChoice(func(ni fwk.NodeInfo) (int, bool) {
-			var n nodeView
-			pl.view(&n, pod, r, ni)
+			n := pl.view(pod, r, ni)
+			defer viewPool.Put(n)
 			typical := pl.shapes.Typical()
 			_, card := n.bestCard(typical, n.fragment(typical), cpu, r)
 			if card < 0 {
@@ -128,8 +129,8 @@ func (pl *FGD) Score(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, ni f
 	if err != nil {
 		return 0, fwk.AsStatus(err)
 	}
-	var n nodeView
-	pl.view(&n, pod, s.req, ni)
+	n := pl.view(pod, s.req, ni)
+	defer viewPool.Put(n)
 	before := n.fragment(s.typical)
 	if s.req.Shared() {
 		best, card := n.bestCard(s.typical, before, s.milliCPU, s.req)
@@ -162,14 +163,21 @@ func (pl *FGD) score(change float64) int64 {
 	return score(change)
 }
 
-// view fills n with the node as the fragmentation sees it, leaving out
-// the pod being placed should the node already list it. n is the caller's,
-// so that it stays on the stack.
-func (pl *FGD) view(n *nodeView, pod *corev1.Pod, r gpu.Request, ni fwk.NodeInfo) {
+// viewPool keeps the node views that Score fills, a few KiB each: one
+// per node and pod would be most of the plugin's cost in allocation and
+// garbage collection.
+var viewPool = sync.Pool{New: func() any { return new(nodeView) }}
+
+// view returns the node as the fragmentation sees it, leaving out the pod
+// being placed should the node already list it. The caller puts it back
+// in viewPool.
+func (pl *FGD) view(pod *corev1.Pod, r gpu.Request, ni fwk.NodeInfo) *nodeView {
+	n := viewPool.Get().(*nodeView)
 	n.cpuFree = ni.GetAllocatable().GetMilliCPU() - ni.GetRequested().GetMilliCPU()
+	n.cards, n.free, n.compute, n.mem = nil, nil, nil, nil
 	set := pl.state.Cards(ni.Node())
 	if set == nil {
-		return
+		return n
 	}
 	usage := pl.state.Usage(ni, pod.UID, r.WholeCards())
 	k := min(len(set.Cards), len(n.buf[0]))
@@ -177,12 +185,15 @@ func (pl *FGD) view(n *nodeView, pod *corev1.Pod, r gpu.Request, ni fwk.NodeInfo
 	for i := range n.free {
 		c := &set.Cards[i]
 		if !c.Healthy || usage.Whole(c.Index) {
+			// Nothing free.
+			n.free[i], n.compute[i], n.mem[i] = 0, 0, 0
 			continue
 		}
 		n.free[i] = usage.FreeOn(c)
 		n.compute[i] = gpu.WholeCardMilli - usage.HeldMilli(c.Index)
 		n.mem[i] = c.MemoryMiB - usage.HeldMemMiB(c.Index)
 	}
+	return n
 }
 
 // readState returns the PreScore state, or, when the scheduler scores

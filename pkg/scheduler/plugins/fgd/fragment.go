@@ -40,6 +40,17 @@ type nodeView struct {
 	// buf holds free, compute and mem for nodes of up to 64 cards, without
 	// an allocation.
 	buf [3][64]int64
+	// runs is fragment's scratch space.
+	runs [64]run
+}
+
+// run is a stretch of cards alike, for a typical pod's purposes: the same
+// free, compute and memory left and the same per-card facts. A node's cards
+// are mostly alike (all of one model, untouched ones next to each other),
+// so fragment tries each shape on a run rather than on every card.
+type run struct {
+	first, count int
+	free         int64
 }
 
 // fits reports whether a pod of shape t could use card j: whole cards
@@ -49,6 +60,15 @@ func (n *nodeView) fits(t *Typical, j int) bool {
 		return false
 	}
 	return !t.constrained || n.cards[j].Satisfies(t.Req)
+}
+
+// alike reports whether cards i and j are the same to fits.
+func (n *nodeView) alike(i, j int) bool {
+	if n.free[i] != n.free[j] || n.compute[i] != n.compute[j] || n.mem[i] != n.mem[j] {
+		return false
+	}
+	a, b := &n.cards[i], &n.cards[j]
+	return a.Model == b.Model && a.MemoryMiB == b.MemoryMiB && a.Cores == b.Cores && a.Healthy == b.Healthy
 }
 
 // take takes (or with sign -1 gives back) a share of card i and
@@ -97,8 +117,15 @@ func (n *nodeView) bestCard(types []Typical, before float64, milliCPU int64, r g
 // F is in thousandths of a card.
 func (n *nodeView) fragment(types []Typical) float64 {
 	var all int64
-	for _, f := range n.free {
+	runs := n.runs[:0]
+	for j, f := range n.free {
 		all += f
+		if k := len(runs) - 1; k >= 0 && n.alike(runs[k].first, j) {
+			runs[k].count++
+			runs[k].free += f
+			continue
+		}
+		runs = append(runs, run{first: j, count: 1, free: f})
 	}
 	var total float64
 	for i := range types {
@@ -108,11 +135,11 @@ func (n *nodeView) fragment(types []Typical) float64 {
 			continue
 		}
 		var fit, unusable int64
-		for j, f := range n.free {
-			if n.fits(t, j) {
-				fit++
+		for _, r := range runs {
+			if n.fits(t, r.first) {
+				fit += int64(r.count)
 			} else {
-				unusable += f
+				unusable += r.free
 			}
 		}
 		if fit >= t.Count && n.cpuFree >= t.MilliCPU {
