@@ -362,10 +362,7 @@ func TestSharedGPU(t *testing.T) {
 `)
 	ctx := context.Background()
 	ns := createNamespace(t, c.Client)
-	shared := func(name, milli string) *corev1.Pod {
-		return utiltesting.MakePod(name, ns).SchedulerName(scheduler.AischedProfile).
-			Req(corev1.ResourceCPU, "100m").Annotation(gpu.MilliAnnotation, milli).Obj()
-	}
+	shared := func(name, milli string) *corev1.Pod { return sharePod(ns, name, gpu.MilliAnnotation, milli) }
 	whole := utiltesting.MakePod("whole", ns).SchedulerName(scheduler.AischedProfile).Req(corev1.ResourceCPU, "100m").GPU(1).Obj()
 
 	createPods(t, c, shared("a", "600"), shared("b", "400"))
@@ -411,6 +408,13 @@ func TestSharedGPU(t *testing.T) {
 	})
 }
 
+// sharePod is an aisched pod of 100m CPU that shares a card: key is the
+// share's annotation.
+func sharePod(ns, name, key, value string) *corev1.Pod {
+	return utiltesting.MakePod(name, ns).SchedulerName(scheduler.AischedProfile).
+		Req(corev1.ResourceCPU, "100m").Annotation(key, value).Obj()
+}
+
 // Shares of memory, with HAMi's annotation: two shares that fit one card's
 // memory are packed onto it, the next goes to the other card, a whole-card
 // pod finds no untouched card, and after a scheduler restart the memory
@@ -425,10 +429,7 @@ func TestSharedGPUMemory(t *testing.T) {
 `)
 	ctx := context.Background()
 	ns := createNamespace(t, c.Client)
-	shared := func(name, mib string) *corev1.Pod {
-		return utiltesting.MakePod(name, ns).SchedulerName(scheduler.AischedProfile).
-			Req(corev1.ResourceCPU, "100m").Annotation(gpu.HAMiGPUMemAnnotation, mib).Obj()
-	}
+	shared := func(name, mib string) *corev1.Pod { return sharePod(ns, name, gpu.HAMiGPUMemAnnotation, mib) }
 	cardOf := func(pods []corev1.Pod) map[string]string {
 		out := map[string]string{}
 		for _, p := range pods {
@@ -445,8 +446,7 @@ func TestSharedGPUMemory(t *testing.T) {
 	if got, want := cardOf(running), map[string]string{"m1": "0", "m2": "0", "m3": "1"}; !maps.Equal(got, want) {
 		t.Fatalf("cards %v, want %v", got, want)
 	}
-	whole := utiltesting.MakePod("whole", ns).SchedulerName(scheduler.AischedProfile).Req(corev1.ResourceCPU, "100m").GPU(1).Obj()
-	createPods(t, c, whole)
+	createPods(t, c, utiltesting.MakePod("whole", ns).SchedulerName(scheduler.AischedProfile).Req(corev1.ResourceCPU, "100m").GPU(1).Obj())
 	if _, unschedulable := settle(t, c, ns, 4); len(unschedulable) != 1 {
 		t.Fatalf("%d pods unschedulable, want the whole-card pod: both cards hold shares", len(unschedulable))
 	}
