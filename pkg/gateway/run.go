@@ -24,8 +24,9 @@ import (
 )
 
 const (
-	// shutdownTimeout bounds the wait for requests in flight at shutdown.
-	shutdownTimeout = 10 * time.Second
+	// defaultShutdownTimeout bounds the wait for requests in flight at
+	// shutdown.
+	defaultShutdownTimeout = 10 * time.Second
 	// loadTimeout bounds the wait for the first routes before serving.
 	loadTimeout = 30 * time.Second
 )
@@ -37,12 +38,15 @@ type RunOptions struct {
 	Listener net.Listener
 	// AdminListener serves /metrics, /healthz and /readyz; nil: none.
 	AdminListener net.Listener
+	// ShutdownTimeout bounds the wait for requests in flight at the end;
+	// 0: 10s.
+	ShutdownTimeout time.Duration
 }
 
 // Run runs a gateway against the cluster of cfg until ctx ends. The admin
 // listener serves at once (/readyz 503); the traffic listener once every
 // AIService has its route. started is closed then. At the end it stops
-// taking requests and waits for those in flight, up to shutdownTimeout.
+// taking requests and waits for those in flight, up to opts.ShutdownTimeout.
 func Run(ctx context.Context, cfg *rest.Config, opts RunOptions, started chan<- struct{}) error {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
@@ -85,7 +89,11 @@ func Run(ctx context.Context, cfg *rest.Config, opts RunOptions, started chan<- 
 	}
 	go func() { errc <- mgr.Start(ctx) }()
 	stop := func(runErr error) error {
-		shutdown, done := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+		grace := opts.ShutdownTimeout
+		if grace == 0 {
+			grace = defaultShutdownTimeout
+		}
+		shutdown, done := context.WithTimeout(context.WithoutCancel(ctx), grace)
 		defer done()
 		for _, s := range servers {
 			runErr = errors.Join(runErr, s.Shutdown(shutdown))

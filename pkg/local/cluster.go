@@ -12,7 +12,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -30,8 +32,14 @@ import (
 	"github.com/aisched/aisched/pkg/scheduler"
 )
 
-// stopTimeout bounds each stage of Stop; the whole stop stays under 10s.
-const stopTimeout = 3 * time.Second
+const (
+	// componentStopTimeout bounds the first stage of Stop, the components.
+	// Each bounds its own shutdown below it: the controllers at
+	// controllerShutdownTimeout, the platform's at platformShutdownTimeout.
+	componentStopTimeout = 8 * time.Second
+	// stopTimeout bounds each later stage; the whole stop stays under 15s.
+	stopTimeout = 3 * time.Second
+)
 
 // Options configure a local cluster.
 type Options struct {
@@ -93,6 +101,10 @@ type Cluster struct {
 	compCtx    context.Context
 	compCancel context.CancelFunc
 	compWG     sync.WaitGroup
+	// running names the components whose run has not returned, so that a
+	// stop that times out says which.
+	runningMu sync.Mutex
+	running   map[*component]struct{}
 
 	// nodes simulates the kubelets; AddNodes grows it.
 	nodes *nodesim.Simulator
@@ -299,8 +311,19 @@ func (c *Cluster) startComponent(parent context.Context, comp *component) {
 	ctx, cancel := context.WithCancel(parent)
 	comp.started, comp.cancel, comp.done = make(chan struct{}), cancel, make(chan struct{})
 	logger := klog.FromContext(parent).WithName(comp.name)
+	c.runningMu.Lock()
+	if c.running == nil {
+		c.running = map[*component]struct{}{}
+	}
+	c.running[comp] = struct{}{}
+	c.runningMu.Unlock()
 	c.compWG.Go(func() {
-		defer close(comp.done)
+		defer func() {
+			c.runningMu.Lock()
+			delete(c.running, comp)
+			c.runningMu.Unlock()
+			close(comp.done)
+		}()
 		err := comp.run(klog.NewContext(ctx, logger), comp.started)
 		if ctx.Err() == nil {
 			if err == nil {
@@ -409,8 +432,8 @@ func (c *Cluster) Stop() error {
 		var errs []error
 		if c.compCancel != nil {
 			c.compCancel()
-			if !waitGroupTimeout(&c.compWG, stopTimeout) {
-				errs = append(errs, errors.New("components did not stop in time"))
+			if !waitGroupTimeout(&c.compWG, componentStopTimeout) {
+				errs = append(errs, fmt.Errorf("components did not stop within %s: %s", componentStopTimeout, strings.Join(c.runningNames(), ", ")))
 			}
 		}
 		if c.apiCancel != nil {
@@ -436,6 +459,18 @@ func (c *Cluster) Stop() error {
 		c.stopErr = errors.Join(errs...)
 	})
 	return c.stopErr
+}
+
+// runningNames are the components still running, sorted.
+func (c *Cluster) runningNames() []string {
+	c.runningMu.Lock()
+	defer c.runningMu.Unlock()
+	names := make([]string, 0, len(c.running))
+	for comp := range c.running {
+		names = append(names, comp.name)
+	}
+	slices.Sort(names)
+	return names
 }
 
 func waitGroupTimeout(wg *sync.WaitGroup, d time.Duration) bool {

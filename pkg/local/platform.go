@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -23,6 +24,11 @@ import (
 
 // DefaultGatewayAddr is where `aisched up` serves the gateway.
 const DefaultGatewayAddr = "127.0.0.1:8480"
+
+// platformShutdownTimeout bounds the platform components' shutdown: the
+// gateway's wait for requests in flight and the controller manager's for
+// its reconcilers.
+const platformShutdownTimeout = 4 * time.Second
 
 // PlatformOptions configure the service platform of a local cluster.
 type PlatformOptions struct {
@@ -98,13 +104,15 @@ func (pc *platformComponents) components(cfg *rest.Config) []*component {
 				Options:         platform.Options{GatewayURL: gatewayURL, SchedulerName: scheduler.AischedProfile},
 				WebhookListener: pc.webhook,
 				GetCertificate:  func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return &pc.webhookCert, nil },
+				ShutdownTimeout: platformShutdownTimeout,
 			}, started)
 		}},
 		{name: "gateway", run: func(ctx context.Context, started chan<- struct{}) error {
 			return gateway.Run(ctx, cfg, gateway.RunOptions{
-				Options:       gateway.Options{Dial: pc.runtime.DialContext},
-				Listener:      pc.gateway,
-				AdminListener: pc.gatewayAdmin,
+				Options:         gateway.Options{Dial: pc.runtime.DialContext},
+				Listener:        pc.gateway,
+				AdminListener:   pc.gatewayAdmin,
+				ShutdownTimeout: platformShutdownTimeout,
 			}, started)
 		}},
 	}

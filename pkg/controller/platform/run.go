@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"time"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
@@ -34,6 +35,9 @@ type RunOptions struct {
 	WebhookListener net.Listener
 	// GetCertificate returns the webhook's serving certificate.
 	GetCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, error)
+	// ShutdownTimeout bounds the wait for reconcilers and the webhook to
+	// return at the end; 0: controller-runtime's 30s.
+	ShutdownTimeout time.Duration
 }
 
 // Run runs the platform's controllers, and its webhook, against the
@@ -60,6 +64,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts RunOptions, started chan<- 
 		LeaderElectionNamespace:       opts.LeaderElectionNamespace,
 		LeaderElectionID:              "aisched-controller",
 		LeaderElectionReleaseOnCancel: true,
+		GracefulShutdownTimeout:       gracefulShutdown(opts.ShutdownTimeout),
 		// Controller names are checked process-wide; tests run clusters side by side.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
@@ -99,6 +104,14 @@ func Run(ctx context.Context, cfg *rest.Config, opts RunOptions, started chan<- 
 	}
 	close(started)
 	return <-errc
+}
+
+// gracefulShutdown is the manager's option for d; nil keeps its default.
+func gracefulShutdown(d time.Duration) *time.Duration {
+	if d == 0 {
+		return nil
+	}
+	return &d
 }
 
 func waitSynced(ctx context.Context, mgr manager.Manager) <-chan struct{} {
