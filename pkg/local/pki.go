@@ -2,15 +2,10 @@ package local
 
 import (
 	"crypto"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -18,6 +13,8 @@ import (
 
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/client-go/util/keyutil"
+
+	"github.com/aisched/aisched/pkg/util/certs"
 )
 
 // pki holds the paths of the cluster's certificates and keys. They are
@@ -92,11 +89,7 @@ func (p pki) loadOrCreateCA() (crypto.Signer, *x509.Certificate, error) {
 		}
 		return signer, certs[0], nil
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, err
-	}
-	cert, err := certutil.NewSelfSignedCACert(certutil.Config{CommonName: "aisched-local-ca"}, key)
+	cert, key, err := certs.NewCA("aisched-local-ca")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -110,23 +103,7 @@ func (p pki) ensureLeaf(certPath, keyPath string, tmpl, ca *x509.Certificate, ca
 	if exists(certPath) && exists(keyPath) {
 		return nil
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return err
-	}
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
-	if err != nil {
-		return err
-	}
-	tmpl.SerialNumber = serial
-	tmpl.NotBefore = time.Now().Add(-time.Hour).UTC()
-	tmpl.NotAfter = tmpl.NotBefore.Add(certValidity)
-	tmpl.KeyUsage = x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, key.Public(), caKey)
-	if err != nil {
-		return err
-	}
-	cert, err := x509.ParseCertificate(der)
+	cert, key, err := certs.SignLeaf(tmpl, ca, caKey, time.Now(), certValidity)
 	if err != nil {
 		return err
 	}
@@ -141,14 +118,10 @@ func writeKeyPair(certPath, keyPath string, cert *x509.Certificate, key crypto.P
 	if err := keyutil.WriteKey(keyPath, keyPEM); err != nil {
 		return err
 	}
-	return certutil.WriteCert(certPath, encodeCert(cert))
+	return certutil.WriteCert(certPath, certs.EncodeCert(cert))
 }
 
 func exists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
-}
-
-func encodeCert(cert *x509.Certificate) []byte {
-	return pem.EncodeToMemory(&pem.Block{Type: certutil.CertificateBlockType, Bytes: cert.Raw})
 }

@@ -4,16 +4,11 @@ import (
 	"bytes"
 	"context"
 	"crypto"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -26,12 +21,13 @@ import (
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/client-go/util/keyutil"
 	"k8s.io/klog/v2"
+
+	"github.com/aisched/aisched/pkg/util/certs"
 )
 
 // Validity of the webhook's certificates, and how long before the end a
 // serving certificate is renewed.
 const (
-	webhookCAValidity   = 10 * 365 * 24 * time.Hour
 	webhookCertValidity = 365 * 24 * time.Hour
 	webhookRenewBefore  = 30 * 24 * time.Hour
 	webhookCertCheck    = time.Hour
@@ -146,34 +142,18 @@ func (w *WebhookCerts) needsRenewal(s *corev1.Secret, now time.Time) bool {
 func (w *WebhookCerts) issue(s *corev1.Secret, now time.Time) error {
 	caKey, caCert := loadCA(s, now.Add(webhookCertValidity))
 	if caCert == nil {
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
+		var err error
+		if caCert, caKey, err = certs.NewCA("aisched-webhook-ca"); err != nil {
 			return err
 		}
-		caCert, err = certutil.NewSelfSignedCACert(certutil.Config{CommonName: "aisched-webhook-ca"}, key)
-		if err != nil {
-			return err
-		}
-		caKey = key
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return err
-	}
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
-	if err != nil {
-		return err
-	}
+	names := w.dnsNames()
 	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: w.dnsNames()[2]},
-		DNSNames:     w.dnsNames(),
-		NotBefore:    now.Add(-time.Hour).UTC(),
-		NotAfter:     now.Add(webhookCertValidity).UTC(),
-		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		Subject:     pkix.Name{CommonName: names[2]},
+		DNSNames:    names,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, key.Public(), caKey)
+	cert, key, err := certs.SignLeaf(tmpl, caCert, caKey, now, webhookCertValidity)
 	if err != nil {
 		return err
 	}
@@ -186,9 +166,9 @@ func (w *WebhookCerts) issue(s *corev1.Secret, now time.Time) error {
 		return err
 	}
 	s.Data = map[string][]byte{
-		corev1.TLSCertKey:       pem.EncodeToMemory(&pem.Block{Type: certutil.CertificateBlockType, Bytes: der}),
+		corev1.TLSCertKey:       certs.EncodeCert(cert),
 		corev1.TLSPrivateKeyKey: keyPEM,
-		"ca.crt":                pem.EncodeToMemory(&pem.Block{Type: certutil.CertificateBlockType, Bytes: caCert.Raw}),
+		"ca.crt":                certs.EncodeCert(caCert),
 		"ca.key":                caKeyPEM,
 	}
 	return nil
