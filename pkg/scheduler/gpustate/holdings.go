@@ -173,11 +173,13 @@ func (u Usage) HeldMemMiB(i int) int64 {
 // per-card constraints, no pod holds it whole, and it has r's compute and
 // memory left.
 func (u Usage) Room(c *gpu.Card, r gpu.Request) bool {
+	return c.Satisfies(r) && u.shareLeft(c, r)
+}
+
+// shareLeft is Room for a card known to satisfy r.
+func (u Usage) shareLeft(c *gpu.Card, r gpu.Request) bool {
 	i := c.Index
-	if !c.Satisfies(r) || u.Whole(i) {
-		return false
-	}
-	return gpu.WholeCardMilli-u.HeldMilli(i) >= r.Milli && (r.GPUMemMiB == 0 || c.MemoryMiB-u.HeldMemMiB(i) >= r.GPUMemMiB)
+	return !u.Whole(i) && gpu.WholeCardMilli-u.HeldMilli(i) >= r.Milli && (r.GPUMemMiB == 0 || c.MemoryMiB-u.HeldMemMiB(i) >= r.GPUMemMiB)
 }
 
 // FreeOn is what card c has free in thousandths of the card: the lesser
@@ -204,7 +206,7 @@ func (u Usage) Fit(cards []gpu.Card, r gpu.Request) (capable, free int64) {
 			continue
 		}
 		capable++
-		if r.Shared() && u.Room(&cards[i], r) || !r.Shared() && !u.Used(cards[i].Index) {
+		if r.Shared() && u.shareLeft(&cards[i], r) || !r.Shared() && !u.Used(cards[i].Index) {
 			free++
 		}
 	}
