@@ -32,6 +32,18 @@ func TestDecode(t *testing.T) {
 			want: &FGDArgs{Window: 5000, CoveragePercent: 95, Resolution: FGDPaper, TypicalPods: []FGDTypicalPod{
 				{MilliCPU: 4000, GPUMilli: 500, GPUCount: 1, Weight: 3},
 				{GPUMilli: 1000, GPUCount: 2, Models: []string{"V100"}, Weight: 1}}}},
+		{name: "FGD typical memory share, its count defaulted", plugin: "FGD",
+			obj:  raw(`{"typicalPods":[{"milliCPU":2000,"gpuMemMiB":4000,"weight":2},{"gpuMilli":300,"gpuMemMiB":8000,"weight":1}]}`),
+			args: &FGDArgs{},
+			want: &FGDArgs{Window: 5000, CoveragePercent: 95, Resolution: FGDPaper, TypicalPods: []FGDTypicalPod{
+				{MilliCPU: 2000, GPUMemMiB: 4000, GPUCount: 1, Weight: 2},
+				{GPUMilli: 300, GPUMemMiB: 8000, GPUCount: 1, Weight: 1}}}},
+		{name: "FGD typical memory share of whole cards", plugin: "FGD", obj: raw(`{"typicalPods":[{"gpuMilli":1000,"gpuCount":1,"gpuMemMiB":4000,"weight":1}]}`), args: &FGDArgs{},
+			wantErr: "pluginConfig[FGD].args.typicalPods[0].gpuMemMiB: Invalid value: 4000"},
+		{name: "FGD typical negative memory share", plugin: "FGD", obj: raw(`{"typicalPods":[{"gpuMemMiB":-1,"weight":1}]}`), args: &FGDArgs{},
+			wantErr: "pluginConfig[FGD].args.typicalPods[0].gpuMemMiB: Invalid value: -1"},
+		{name: "FGD typical memory share of two cards", plugin: "FGD", obj: raw(`{"typicalPods":[{"gpuMemMiB":4000,"gpuCount":2,"weight":1}]}`), args: &FGDArgs{},
+			wantErr: "pluginConfig[FGD].args.typicalPods[0].gpuCount: Invalid value: 2"},
 		{name: "FGD typical pod without weight", plugin: "FGD", obj: raw(`{"typicalPods":[{"gpuMilli":500}]}`), args: &FGDArgs{},
 			wantErr: "pluginConfig[FGD].args.typicalPods[0].weight: Invalid value: 0"},
 		{name: "FGD typical share of two cards", plugin: "FGD", obj: raw(`{"typicalPods":[{"gpuMilli":500,"gpuCount":2,"weight":1}]}`), args: &FGDArgs{},

@@ -80,7 +80,7 @@ func (a *FGDArgs) Default() {
 		a.Resolution = FGDPaper
 	}
 	for i := range a.TypicalPods {
-		if t := &a.TypicalPods[i]; t.GPUMilli > 0 && t.GPUMilli < 1000 && t.GPUCount == 0 {
+		if t := &a.TypicalPods[i]; t.isShare() && t.GPUCount == 0 {
 			t.GPUCount = 1
 		}
 	}

@@ -160,6 +160,9 @@ type FGDTypicalPod struct {
 	// 999 for a share of one card (gpu.aisched.io/milli), 1000 for whole
 	// cards, 0 for a CPU-only pod.
 	GPUMilli int64 `json:"gpuMilli,omitempty"`
+	// GPUMemMiB is a share of one card's memory in MiB
+	// (gpu.aisched.io/gpumem), with or without GPUMilli below 1000.
+	GPUMemMiB int64 `json:"gpuMemMiB,omitempty"`
 	// GPUCount is the number of whole cards (GPUMilli 1000); 1 for a share
 	// (the default), 0 for a CPU-only pod.
 	GPUCount int64 `json:"gpuCount,omitempty"`

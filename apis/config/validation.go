@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -121,6 +122,18 @@ func (a *FGDArgs) Validate(path *field.Path) field.ErrorList {
 	return errs
 }
 
+// maxTypicalGPUMemMiB bounds a typical shape's memory share as the
+// gpu.aisched.io/gpumem annotation is bounded: 1 TiB.
+const maxTypicalGPUMemMiB = 1 << 20
+
+// isShare: the shape takes part of one card, its compute, its memory or both.
+func (t *FGDTypicalPod) isShare() bool {
+	return t.GPUMilli > 0 && t.GPUMilli < 1000 || t.GPUMilli == 0 && t.GPUMemMiB > 0
+}
+
+// isCPUOnly: the shape takes no GPU.
+func (t *FGDTypicalPod) isCPUOnly() bool { return t.GPUMilli == 0 && t.GPUMemMiB == 0 }
+
 func (t *FGDTypicalPod) validate(path *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if t.MilliCPU < 0 {
@@ -128,15 +141,19 @@ func (t *FGDTypicalPod) validate(path *field.Path) field.ErrorList {
 	}
 	switch {
 	case t.GPUMilli < 0 || t.GPUMilli > 1000:
-		errs = append(errs, field.Invalid(path.Child("gpuMilli"), t.GPUMilli, "must be thousandths of a card: 0 (no GPU), 1 to 999 (a share) or 1000 (whole cards)"))
-	case t.GPUMilli == 0 && t.GPUCount != 0:
-		errs = append(errs, field.Invalid(path.Child("gpuCount"), t.GPUCount, "a CPU-only shape (gpuMilli 0) has no cards"))
-	case t.GPUMilli > 0 && t.GPUMilli < 1000 && t.GPUCount != 1:
-		errs = append(errs, field.Invalid(path.Child("gpuCount"), t.GPUCount, "a share (gpuMilli below 1000) is of one card"))
+		errs = append(errs, field.Invalid(path.Child("gpuMilli"), t.GPUMilli, "must be thousandths of a card: 0 (no GPU, or a share of memory alone), 1 to 999 (a share) or 1000 (whole cards)"))
+	case t.GPUMemMiB < 0 || t.GPUMemMiB > maxTypicalGPUMemMiB:
+		errs = append(errs, field.Invalid(path.Child("gpuMemMiB"), t.GPUMemMiB, fmt.Sprintf("must be MiB of one card's memory, 1 to %d, or 0 for none", maxTypicalGPUMemMiB)))
+	case t.GPUMemMiB > 0 && t.GPUMilli == 1000:
+		errs = append(errs, field.Invalid(path.Child("gpuMemMiB"), t.GPUMemMiB, "a share of memory is of one card, with gpuMilli below 1000; whole cards have all their memory"))
+	case t.isCPUOnly() && t.GPUCount != 0:
+		errs = append(errs, field.Invalid(path.Child("gpuCount"), t.GPUCount, "a CPU-only shape (gpuMilli and gpuMemMiB 0) has no cards"))
+	case t.isShare() && t.GPUCount != 1:
+		errs = append(errs, field.Invalid(path.Child("gpuCount"), t.GPUCount, "a share (gpuMilli below 1000, or gpuMemMiB) is of one card"))
 	case t.GPUMilli == 1000 && (t.GPUCount < 1 || t.GPUCount > 64):
 		errs = append(errs, field.Invalid(path.Child("gpuCount"), t.GPUCount, "whole cards (gpuMilli 1000) need 1 to 64 cards"))
 	}
-	if t.GPUMilli == 0 && len(t.Models) > 0 {
+	if t.isCPUOnly() && len(t.Models) > 0 {
 		errs = append(errs, field.Invalid(path.Child("models"), t.Models, "a CPU-only shape has no card models"))
 	}
 	for j, m := range t.Models {

@@ -6,14 +6,17 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins"
 
 	aischedconfig "github.com/aisched/aisched/apis/config"
+	"github.com/aisched/aisched/pkg/scheduler/plugins/coscheduling"
 	"github.com/aisched/aisched/pkg/scheduler/plugins/fgd"
 	"github.com/aisched/aisched/pkg/scheduler/plugins/fgdbaseline"
 	"github.com/aisched/aisched/pkg/scheduler/plugins/gpufit"
 	"github.com/aisched/aisched/pkg/scheduler/plugins/heteropriority"
+	"github.com/aisched/aisched/pkg/scheduler/plugins/loadaware"
 	"github.com/aisched/aisched/pkg/scheduler/plugins/pccbalance"
 )
 
@@ -137,6 +140,35 @@ func checkPlugins(t *testing.T, cfg *config.KubeSchedulerConfiguration) {
 			if err := aischedconfig.Decode(pc.Name, pc.Args, args); err != nil {
 				t.Errorf("profile %s: %v", p.SchedulerName, err)
 			}
+		}
+	}
+}
+
+// Upstream's opportunistic batching is off for a whole profile when one
+// of its PreFilter, Filter, PreScore or Score plugins does not sign pods.
+func TestPluginsSignPods(t *testing.T) {
+	plugins := map[string]fwk.Plugin{
+		gpufit.Name:             &gpufit.GPUFit{},
+		heteropriority.Name:     &heteropriority.HeteroPriority{},
+		fgdbaseline.BestFitName: &fgdbaseline.BestFit{},
+		fgdbaseline.DotProdName: &fgdbaseline.DotProd{},
+		fgd.Name:                &fgd.FGD{},
+		loadaware.Name:          &loadaware.LoadAware{},
+		pccbalance.Name:         &pccbalance.PCCBalance{},
+		coscheduling.Name:       &coscheduling.Coscheduling{},
+	}
+	for name := range Registry() {
+		pl, ok := plugins[name]
+		if !ok {
+			t.Errorf("plugin %s: add it to this test", name)
+			continue
+		}
+		_, preFilter := pl.(fwk.PreFilterPlugin)
+		_, filter := pl.(fwk.FilterPlugin)
+		_, preScore := pl.(fwk.PreScorePlugin)
+		_, score := pl.(fwk.ScorePlugin)
+		if _, signs := pl.(fwk.SignPlugin); (preFilter || filter || preScore || score) && !signs {
+			t.Errorf("plugin %s filters or scores but does not sign pods: batching is off for its profiles", name)
 		}
 	}
 }

@@ -60,6 +60,7 @@ var (
 	_ fwk.PermitPlugin      = &Coscheduling{}
 	_ fwk.ReservePlugin     = &Coscheduling{}
 	_ fwk.EnqueueExtensions = &Coscheduling{}
+	_ fwk.SignPlugin        = &Coscheduling{}
 )
 
 // New builds the plugin from its pluginConfig arguments; groups is the
@@ -243,6 +244,35 @@ func (pl *Coscheduling) PreFilter(_ context.Context, state fwk.CycleState, pod *
 			fmt.Sprintf("pod group %s needs %d more pods placed at once, the free resources of the nodes hold %d of them", ref.Key(), need, fit))
 	}
 	return nil, nil
+}
+
+// batchSign is what Coscheduling's Filter reads of a pod that is not a
+// gang member: its group (a group of min-available 1 may hold the
+// reservation), priority and request.
+type batchSign struct {
+	Group    string
+	Priority int32
+	Request  jobqueue.Resources
+}
+
+// SignPod implements fwk.SignPlugin. A gang member is not batched: whether
+// it may be placed depends on the other members. For other pods the
+// Filter depends on the pod's group, priority and request, and on the job
+// queue's reservation, which the scheduler checks again on the node a
+// batch hints before it uses the hint.
+func (pl *Coscheduling) SignPod(_ context.Context, pod *corev1.Pod) ([]fwk.SignFragment, *fwk.Status) {
+	ref, ok, err := pl.groups.Of(pod)
+	if err != nil {
+		return nil, fwk.NewStatus(fwk.Unschedulable, err.Error())
+	}
+	if ok && ref.MinAvailable >= 2 {
+		return nil, fwk.NewStatus(fwk.Unschedulable, "gang members are not batched")
+	}
+	sign := batchSign{Priority: jobqueue.PriorityOf(pod), Request: jobqueue.RequestOf(pod)}
+	if ok {
+		sign.Group = ref.Key()
+	}
+	return []fwk.SignFragment{{Key: "aisched.io/" + Name, Value: sign}}, nil
 }
 
 // PreFilterExtensions implements fwk.PreFilterPlugin.

@@ -1,11 +1,13 @@
 package coscheduling
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -169,5 +171,44 @@ func TestPlaceable(t *testing.T) {
 		if got := placeable(tc.pods, tc.nodes, len(tc.pods)); got != tc.want {
 			t.Errorf("%s: placeable = %d, want %d", tc.name, got, tc.want)
 		}
+	}
+}
+
+func TestSignPod(t *testing.T) {
+	pl := newPlugin()
+	pl.groups = &podgroup.Groups{}
+	sign := func(pod *corev1.Pod) ([]fwk.SignFragment, *fwk.Status) {
+		t.Helper()
+		return pl.SignPod(context.Background(), pod)
+	}
+	pod := func(prio int32, cpu string, labels map[string]string) *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", Labels: labels},
+			Spec: corev1.PodSpec{Priority: &prio, Containers: []corev1.Container{{Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)},
+			}}}},
+		}
+	}
+	a, s := sign(pod(0, "1", nil))
+	if !s.IsSuccess() || len(a) != 1 {
+		t.Fatalf("a pod without a group: %v %v, want one fragment", a, s)
+	}
+	if b, _ := sign(pod(0, "1", nil)); !cmp.Equal(a, b) {
+		t.Errorf("alike pods sign %v and %v", a, b)
+	}
+	for name, p := range map[string]*corev1.Pod{
+		"higher priority": pod(10, "1", nil),
+		"larger request":  pod(0, "2", nil),
+		"group of one":    pod(0, "1", map[string]string{podgroup.NameLabel: "g", podgroup.MinAvailableLabel: "1"}),
+	} {
+		if b, s := sign(p); !s.IsSuccess() || cmp.Equal(a, b) {
+			t.Errorf("%s: %v %v, want a success that differs from %v", name, b, s, a)
+		}
+	}
+	if _, s := sign(pod(0, "1", map[string]string{podgroup.NameLabel: "g", podgroup.MinAvailableLabel: "2"})); s.Code() != fwk.Unschedulable {
+		t.Errorf("gang member: %v, want Unschedulable (not batched)", s)
+	}
+	if _, s := sign(pod(0, "1", map[string]string{podgroup.NameLabel: "g", podgroup.MinAvailableLabel: "x"})); s.Code() != fwk.Unschedulable {
+		t.Errorf("malformed group label: %v, want Unschedulable (not batched)", s)
 	}
 }

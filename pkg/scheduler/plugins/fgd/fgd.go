@@ -41,6 +41,7 @@ var (
 	_ fwk.PreScorePlugin  = &FGD{}
 	_ fwk.ScorePlugin     = &FGD{}
 	_ fwk.ScoreExtensions = &FGD{}
+	_ fwk.SignPlugin      = &FGD{}
 )
 
 // New builds the plugin; state is the scheduler's shared GPU view.
@@ -67,6 +68,26 @@ func podShape(pod *corev1.Pod) (milliCPU int64, r gpu.Request, err error) {
 	q := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})[corev1.ResourceCPU]
 	r, err = gpu.ParseRequest(pod)
 	return q.MilliValue(), r, err
+}
+
+// shapeSign is what FGD's score reads of a pod.
+type shapeSign struct {
+	MilliCPU int64
+	Request  gpu.Request
+}
+
+// SignPod implements fwk.SignPlugin. The score depends on the pod only
+// through its shape, and on the node it scores; the scheduler scores again
+// the node a batch placed its last pod on. Learning online, the typical
+// shapes move by one pod of the window a cycle, so a batch's scores of the
+// other nodes are that much stale; with typicalPods they are exact. Pods
+// with an invalid GPU request are not batched.
+func (pl *FGD) SignPod(_ context.Context, pod *corev1.Pod) ([]fwk.SignFragment, *fwk.Status) {
+	cpu, r, err := podShape(pod)
+	if err != nil {
+		return nil, fwk.NewStatus(fwk.Unschedulable, err.Error())
+	}
+	return []fwk.SignFragment{{Key: "aisched.io/" + Name, Value: shapeSign{MilliCPU: cpu, Request: r}}}, nil
 }
 
 // PreFilter learns the pod's shape: pods that no node fits are as much a

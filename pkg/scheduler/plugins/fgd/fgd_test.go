@@ -172,15 +172,18 @@ func TestFixedWindow(t *testing.T) {
 	w := newFixedWindow([]config.FGDTypicalPod{
 		{MilliCPU: 1000, GPUMilli: 500, GPUCount: 1, Weight: 6},
 		{MilliCPU: 2000, GPUMilli: 1000, GPUCount: 2, Models: []string{"Tesla V100"}, Weight: 3},
+		{MilliCPU: 1000, GPUMemMiB: 4000, GPUCount: 1, Weight: 2},
 		{MilliCPU: 500, Weight: 1},
 	}, 90)
 	w.observe("x", shapeOf(8000, gpu.Request{Count: 8}))
-	// 90% of the weight 10 is 9: the share (6) and the two-card shape (3)
-	// cover it, with frequencies 6/9 and 3/9; the CPU shape is left out.
-	// Models are normalised as ParseRequest does.
+	// 90% of the weight 12 is 10.8: the share (6), the two-card shape (3)
+	// and the memory share (2) cover it, with frequencies 6/11, 3/11 and
+	// 2/11; the CPU shape is left out. Models are normalised as
+	// ParseRequest does.
 	want := []Typical{
-		{MilliCPU: 1000, Milli: 500, Count: 1, Req: gpu.Request{Count: 1}, Freq: 6.0 / 9},
-		{MilliCPU: 2000, Milli: 1000, Count: 2, Req: gpu.Request{Count: 2, Models: []string{"tesla-v100"}}, Freq: 3.0 / 9, constrained: true},
+		{MilliCPU: 1000, Milli: 500, Count: 1, Req: gpu.Request{Count: 1}, Freq: 6.0 / 11},
+		{MilliCPU: 2000, Milli: 1000, Count: 2, Req: gpu.Request{Count: 2, Models: []string{"tesla-v100"}}, Freq: 3.0 / 11, constrained: true},
+		{MilliCPU: 1000, GPUMemMiB: 4000, Count: 1, Req: gpu.Request{Count: 1}, Freq: 2.0 / 11},
 	}
 	if diff := cmp.Diff(want, w.Typical(), cmpopts.EquateApprox(0, 1e-9), cmp.AllowUnexported(Typical{})); diff != "" {
 		t.Errorf("typical (-want,+got):\n%s", diff)
@@ -270,5 +273,39 @@ func TestNormalizeExact(t *testing.T) {
 	_ = (&FGD{}).NormalizeScore(context.Background(), nil, nil, paper)
 	if paper[0].Score != 57 {
 		t.Errorf("paper score normalised to %d", paper[0].Score)
+	}
+}
+
+func TestSignPod(t *testing.T) {
+	pl := &FGD{}
+	pod := func(cpu string, annotations map[string]string) *corev1.Pod {
+		p := st.MakePod().Name("p").Req(map[corev1.ResourceName]string{corev1.ResourceCPU: cpu}).Obj()
+		p.Annotations = annotations
+		return p
+	}
+	sign := func(p *corev1.Pod) []fwk.SignFragment {
+		t.Helper()
+		f, s := pl.SignPod(context.Background(), p)
+		if !s.IsSuccess() {
+			t.Fatalf("%v: %v", p.Annotations, s)
+		}
+		return f
+	}
+	a := sign(pod("1", map[string]string{gpu.MilliAnnotation: "300"}))
+	if b := sign(pod("1", map[string]string{gpu.MilliAnnotation: "300"})); !cmp.Equal(a, b) {
+		t.Errorf("alike pods sign %v and %v", a, b)
+	}
+	for name, p := range map[string]*corev1.Pod{
+		"more CPU":       pod("2", map[string]string{gpu.MilliAnnotation: "300"}),
+		"a larger share": pod("1", map[string]string{gpu.MilliAnnotation: "500"}),
+		"a memory share": pod("1", map[string]string{gpu.MilliAnnotation: "300", gpu.GPUMemAnnotation: "4000"}),
+		"no GPU":         pod("1", nil),
+	} {
+		if b := sign(p); cmp.Equal(a, b) {
+			t.Errorf("%s: signs as the 300-milli pod: %v", name, b)
+		}
+	}
+	if _, s := pl.SignPod(context.Background(), pod("1", map[string]string{gpu.MilliAnnotation: "1000"})); s.Code() != fwk.Unschedulable {
+		t.Errorf("invalid share: %v, want Unschedulable (not batched)", s)
 	}
 }

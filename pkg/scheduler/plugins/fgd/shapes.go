@@ -65,7 +65,7 @@ func newWindow(size int, coveragePercent int32) *window {
 func newFixedWindow(pods []config.FGDTypicalPod, coveragePercent int32) *window {
 	w := &window{fixed: true, coverage: float64(coveragePercent) / 100, counts: map[shape]int{}, stale: true}
 	for _, p := range pods {
-		s := shape{milliCPU: p.MilliCPU, milli: p.GPUMilli, count: p.GPUCount}
+		s := shape{milliCPU: p.MilliCPU, milli: p.GPUMilli, gpuMemMiB: p.GPUMemMiB, count: p.GPUCount}
 		models := make([]string, len(p.Models))
 		for i, m := range p.Models {
 			models[i] = gpu.NormalizeModel(m)
