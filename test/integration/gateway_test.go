@@ -336,6 +336,12 @@ func TestPlatformValidation(t *testing.T) {
 			_, err := e.api.Operators(e.ns).Create(ctx, o, metav1.CreateOptions{})
 			return err
 		}},
+		{name: "memory share next to whole cards", wantField: "spec.gpu.memoryShareMiB", create: func() error {
+			o := utiltesting.MakeOperator("o", e.ns).GPUs(1).Obj()
+			o.Spec.GPU = &platformv1alpha1.GPUConstraints{MemoryShareMiB: ptr.To[int32](8000)}
+			_, err := e.api.Operators(e.ns).Create(ctx, o, metav1.CreateOptions{})
+			return err
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -42,7 +42,8 @@ type Operator struct {
 
 // OperatorSpec describes the container group and how it may be used.
 // +kubebuilder:validation:XValidation:rule="!has(self.gpu) || !has(self.gpu.milli) || self.containers.all(c, !has(c.gpus) || c.gpus == 0)",message="a GPU share (gpu.milli) replaces whole cards: containers[].gpus must be 0",fieldPath=".gpu.milli"
-// +kubebuilder:validation:XValidation:rule="!has(self.gpu) || has(self.gpu.milli) || self.containers.exists(c, has(c.gpus) && c.gpus > 0)",message="per-card constraints need whole cards in containers[].gpus or a share in gpu.milli",fieldPath=".gpu"
+// +kubebuilder:validation:XValidation:rule="!has(self.gpu) || !has(self.gpu.memoryShareMiB) || self.containers.all(c, !has(c.gpus) || c.gpus == 0)",message="a GPU share (gpu.memoryShareMiB) replaces whole cards: containers[].gpus must be 0",fieldPath=".gpu.memoryShareMiB"
+// +kubebuilder:validation:XValidation:rule="!has(self.gpu) || has(self.gpu.milli) || has(self.gpu.memoryShareMiB) || self.containers.exists(c, has(c.gpus) && c.gpus > 0)",message="per-card constraints need whole cards in containers[].gpus or a share in gpu.milli or gpu.memoryShareMiB",fieldPath=".gpu"
 type OperatorSpec struct {
 	// displayName is the name people see.
 	// +kubebuilder:validation:MinLength=1
@@ -149,6 +150,13 @@ type GPUConstraints struct {
 	// +kubebuilder:validation:Maximum=999
 	// +optional
 	Milli *int32 `json:"milli,omitempty"`
+	// memoryShareMiB asks for this much of one card's memory, in MiB,
+	// instead of whole cards; with milli, for both. Alone it reserves no
+	// compute, as HAMi's gpumem without gpucores.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1048576
+	// +optional
+	MemoryShareMiB *int32 `json:"memoryShareMiB,omitempty"`
 }
 
 // OperatorStatus reports whether instances may use the operator.

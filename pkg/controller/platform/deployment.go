@@ -131,4 +131,7 @@ func addGPUAnnotations(a map[string]string, g *v1alpha1.GPUConstraints) {
 	if g.Milli != nil {
 		a[gpu.MilliAnnotation] = strconv.Itoa(int(*g.Milli))
 	}
+	if g.MemoryShareMiB != nil {
+		a[gpu.GPUMemAnnotation] = strconv.Itoa(int(*g.MemoryShareMiB))
+	}
 }

@@ -107,6 +107,25 @@ func TestInstanceDeployment(t *testing.T) {
 	}
 }
 
+// A share of a card reaches the pods as the annotations GPUFit reads.
+func TestInstanceDeploymentShare(t *testing.T) {
+	op := utiltesting.MakeOperator("op", "ns").Obj()
+	op.Spec.GPU = &v1alpha1.GPUConstraints{Milli: ptr.To[int32](300), MemoryShareMiB: ptr.To[int32](8000)}
+	c := newClient(t, op, utiltesting.MakeInstance("inst", "ns", "op").Obj())
+	reconcile(t, &OperatorInstanceReconciler{Client: c, DefaultSchedulerName: "aisched"}, "inst")
+	var d appsv1.Deployment
+	if err := c.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: "inst"}, &d); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{gpu.MilliAnnotation: "300", gpu.GPUMemAnnotation: "8000"}
+	if diff := cmp.Diff(want, d.Spec.Template.Annotations); diff != "" {
+		t.Errorf("pod annotations (-want,+got):\n%s", diff)
+	}
+	if _, ok := d.Spec.Template.Spec.Containers[0].Resources.Limits[gpu.ResourceName]; ok {
+		t.Errorf("a share asks for whole cards too: %v", d.Spec.Template.Spec.Containers[0].Resources.Limits)
+	}
+}
+
 func TestInstanceStatus(t *testing.T) {
 	unschedulable := func(name string, created int64) *corev1.Pod {
 		return &corev1.Pod{
