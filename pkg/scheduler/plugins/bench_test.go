@@ -171,10 +171,14 @@ func BenchmarkScore(b *testing.B) {
 			typical = append(typical, fmt.Sprintf(`{"milliCPU":%d,"weight":%d}`, 1000*(i+1), 35-i))
 		}
 	}
-	fgdPlugin, err := fgd.New(ctx, &runtime.Unknown{Raw: []byte(`{"typicalPods":[` + strings.Join(typical, ",") + `]}`)}, f.handle, f.state)
-	if err != nil {
-		b.Fatal(err)
+	newFGD := func() fwk.Plugin {
+		pl, err := fgd.New(ctx, &runtime.Unknown{Raw: []byte(`{"typicalPods":[` + strings.Join(typical, ",") + `]}`)}, f.handle, f.state)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return pl
 	}
+	fgdPlugin := newFGD()
 	bestFit, err := fgdbaseline.NewBestFit(ctx, nil, f.handle, f.state)
 	if err != nil {
 		b.Fatal(err)
@@ -185,31 +189,49 @@ func BenchmarkScore(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	// FGD remembers each node's fragmentation and last score while the node
+	// and the typical shapes stay as they are: "cold" is a new plugin each
+	// round (everything computed), the plain case the same pod again on
+	// unchanged nodes (a run of alike pods), "alternating" two shapes
+	// (the fragmentation remembered, the score computed).
 	for _, tc := range []struct {
 		name string
 		pl   fwk.Plugin
-		pod  *corev1.Pod
+		pods []*corev1.Pod // scored in turn, one per round
+		// fresh, when set, makes the plugin of each round.
+		fresh func() fwk.Plugin
 	}{
-		{"NodeResourcesFit", newFit(b, f.handle), gpuPod},
-		{"NodeResourcesBalancedAllocation", balanced, gpuPod},
-		{"HeteroPriority/gpu-pod", hetero, gpuPod},
-		{"HeteroPriority/cpu-pod", hetero, cpuPod},
-		{"PCCBalance", pcc, gpuPod},
-		{"FGD/gpu-pod", fgdPlugin, gpuPod},
-		{"FGD/shared-pod", fgdPlugin, sharedPod},
-		{"BestFit", bestFit, gpuPod},
+		{name: "NodeResourcesFit", pl: newFit(b, f.handle), pods: []*corev1.Pod{gpuPod}},
+		{name: "NodeResourcesBalancedAllocation", pl: balanced, pods: []*corev1.Pod{gpuPod}},
+		{name: "HeteroPriority/gpu-pod", pl: hetero, pods: []*corev1.Pod{gpuPod}},
+		{name: "HeteroPriority/cpu-pod", pl: hetero, pods: []*corev1.Pod{cpuPod}},
+		{name: "PCCBalance", pl: pcc, pods: []*corev1.Pod{gpuPod}},
+		{name: "FGD/gpu-pod/cold", pods: []*corev1.Pod{gpuPod}, fresh: newFGD},
+		{name: "FGD/gpu-pod", pl: fgdPlugin, pods: []*corev1.Pod{gpuPod}},
+		{name: "FGD/shared-pod/cold", pods: []*corev1.Pod{sharedPod}, fresh: newFGD},
+		{name: "FGD/shared-pod", pl: fgdPlugin, pods: []*corev1.Pod{sharedPod}},
+		{name: "FGD/alternating", pl: fgdPlugin, pods: []*corev1.Pod{gpuPod, sharedPod}},
+		{name: "BestFit", pl: bestFit, pods: []*corev1.Pod{gpuPod}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			score := tc.pl.(fwk.ScorePlugin)
+			round := 0
 			for b.Loop() {
+				pl, pod := tc.pl, tc.pods[round%len(tc.pods)]
+				round++
+				if tc.fresh != nil {
+					b.StopTimer()
+					pl = tc.fresh()
+					b.StartTimer()
+				}
 				cs := framework.NewCycleState()
-				if ps, ok := tc.pl.(fwk.PreScorePlugin); ok {
-					if s := ps.PreScore(ctx, cs, tc.pod, f.nodes); !s.IsSuccess() && !s.IsSkip() {
+				if ps, ok := pl.(fwk.PreScorePlugin); ok {
+					if s := ps.PreScore(ctx, cs, pod, f.nodes); !s.IsSuccess() && !s.IsSkip() {
 						b.Fatal(s)
 					}
 				}
+				score := pl.(fwk.ScorePlugin)
 				for _, ni := range f.nodes {
-					if _, s := score.Score(ctx, cs, tc.pod, ni); !s.IsSuccess() {
+					if _, s := score.Score(ctx, cs, pod, ni); !s.IsSuccess() {
 						b.Fatal(s)
 					}
 				}

@@ -34,6 +34,7 @@ type FGD struct {
 	state  *gpustate.State
 	shapes *window
 	exact  bool
+	memos  memos
 }
 
 var (
@@ -122,8 +123,10 @@ func (pl *FGD) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 type preScoreState struct {
 	milliCPU int64
 	req      gpu.Request
+	shape    shape
 	typical  []Typical
 	choice   *gpustate.CardChoice
+	cycle    uint64 // the memos'
 }
 
 // Clone implements fwk.StateData; the state is read-only.
@@ -135,9 +138,15 @@ func (pl *FGD) PreScore(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, _
 	if err != nil {
 		return fwk.NewStatus(fwk.Skip)
 	}
-	s := &preScoreState{milliCPU: cpu, req: r, typical: pl.shapes.Typical(), choice: gpustate.ReadCardChoice(cs)}
+	s := pl.newState(cpu, r)
+	s.choice = gpustate.ReadCardChoice(cs)
 	cs.Write(preScoreStateKey, s)
 	return nil
+}
+
+// newState is the state of a cycle that scores a pod of the shape given.
+func (pl *FGD) newState(milliCPU int64, r gpu.Request) *preScoreState {
+	return &preScoreState{milliCPU: milliCPU, req: r, shape: shapeOf(milliCPU, r), typical: pl.shapes.Typical(), cycle: pl.memos.cycle()}
 }
 
 // Score is 100 * sigmoid((F_before - F_after) / 1000), F the node's
@@ -152,17 +161,32 @@ func (pl *FGD) Score(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, ni f
 	}
 	n := pl.view(pod, s.req, ni)
 	defer viewPool.Put(n)
-	before := n.fragment(s.typical)
+	name := ni.Node().Name
+	m := pl.memos.get(name, s.cycle)
+	defer m.mu.Unlock()
+	if !m.holds(n, s.typical) {
+		m.record(n, s.typical, n.fragment(s.typical))
+	}
+	if !m.scored || m.shape != s.shape {
+		m.score, m.card = pl.scoreView(n, s, m.before)
+		m.scored, m.shape = true, s.shape
+	}
+	if m.card >= 0 && s.choice != nil {
+		s.choice.Set(name, m.card)
+	}
+	return m.score, nil
+}
+
+// scoreView scores the pod of s on view n of fragmentation before, and
+// returns the card a share goes on (its index), else -1. It changes n.
+func (pl *FGD) scoreView(n *nodeView, s *preScoreState, before float64) (score int64, card int) {
 	if s.req.Shared() {
-		best, card := n.bestCard(s.typical, before, s.milliCPU, s.req)
-		if card < 0 {
+		best, i := n.bestCard(s.typical, before, s.milliCPU, s.req)
+		if i < 0 {
 			// Filter found room; the state moved on since.
-			return 0, nil
+			return 0, -1
 		}
-		if s.choice != nil {
-			s.choice.Set(ni.Node().Name, n.cards[card].Index)
-		}
-		return pl.score(best), nil
+		return pl.score(best), n.cards[i].Index
 	}
 	n.cpuFree -= s.milliCPU
 	taken := int64(0)
@@ -172,7 +196,7 @@ func (pl *FGD) Score(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, ni f
 			taken++
 		}
 	}
-	return pl.score(before - n.fragment(s.typical)), nil
+	return pl.score(before - n.fragment(s.typical)), -1
 }
 
 // score is the paper's score of a change, or with Exact resolution the
@@ -229,7 +253,7 @@ func (pl *FGD) readState(cs fwk.CycleState, pod *corev1.Pod) (*preScoreState, er
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
-	return &preScoreState{milliCPU: cpu, req: r, typical: pl.shapes.Typical()}, nil
+	return pl.newState(cpu, r), nil
 }
 
 // ScoreExtensions implements fwk.ScorePlugin.

@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -307,5 +309,88 @@ func TestSignPod(t *testing.T) {
 	}
 	if _, s := pl.SignPod(context.Background(), pod("1", map[string]string{gpu.MilliAnnotation: "1000"})); s.Code() != fwk.Unschedulable {
 		t.Errorf("invalid share: %v, want Unschedulable (not batched)", s)
+	}
+}
+
+// The memos change nothing: over a random walk of node states, pod shapes
+// and typical mixes, a plugin that keeps its memos scores (and chooses
+// cards) exactly as a fresh plugin computing everything, and a repeat of
+// the same pod on the same state is answered from the memo.
+func TestMemoScoresAsFresh(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	state := gpustate.NewStandalone()
+	node := st.MakeNode().Name("n").Capacity(map[corev1.ResourceName]string{corev1.ResourceCPU: "64", gpu.ResourceName: "8"}).Obj()
+	node.Labels = map[string]string{gpu.GFDCountLabel: "8", gpu.GFDMemoryLabel: "16384", gpu.GFDProductLabel: "Tesla-T4"}
+	shapes := []gpu.Request{{Count: 1}, {Count: 2}, {Count: 1, Milli: 300}, {Count: 1, Milli: 500}, {Count: 1, GPUMemMiB: 4000}, {Count: 1, Milli: 200, GPUMemMiB: 8000}, {}}
+	annotate := func(p *corev1.Pod, r gpu.Request) {
+		p.Annotations = map[string]string{}
+		if r.Milli > 0 {
+			p.Annotations[gpu.MilliAnnotation] = fmt.Sprint(r.Milli)
+		}
+		if r.GPUMemMiB > 0 {
+			p.Annotations[gpu.GPUMemAnnotation] = fmt.Sprint(r.GPUMemMiB)
+		}
+	}
+	window := newWindow(20, 100)
+	memoized := &FGD{state: state, shapes: window}
+	var held []*corev1.Pod
+	hits := 0
+	for step := range 300 {
+		switch op := rng.IntN(4); {
+		case op == 0 && len(held) > 0: // a pod leaves
+			i := rng.IntN(len(held))
+			state.ForgetPod(held[i])
+			held = slices.Delete(held, i, i+1)
+		case op == 1: // a pod of a random shape is placed on a random card
+			r := shapes[rng.IntN(len(shapes)-1)]
+			p := st.MakePod().Name(fmt.Sprint("h", step)).UID(fmt.Sprint("h", step)).Node("n").Req(map[corev1.ResourceName]string{corev1.ResourceCPU: "1"}).Obj()
+			share := gpustate.Share{Milli: r.Milli, MemMiB: r.GPUMemMiB}
+			cards := []int{rng.IntN(8)}
+			if !r.Shared() {
+				p.Spec.Containers[0].Resources.Requests[gpu.ResourceName] = resource.MustParse(fmt.Sprint(r.Count))
+				cards = rng.Perm(8)[:r.Count]
+			}
+			annotate(p, r)
+			state.Assign(p.UID, "n", cards, share)
+			held = append(held, p)
+		case op == 2: // the workload moves
+			r := shapes[rng.IntN(len(shapes))]
+			window.observe(types.UID(fmt.Sprint("w", step)), shapeOf(int64(1000*rng.IntN(3)), r))
+		}
+		ni := framework.NewNodeInfo(held...)
+		ni.SetNode(node)
+		r := shapes[rng.IntN(len(shapes))]
+		pod := st.MakePod().Name("p").UID(fmt.Sprint("p", step)).Req(map[corev1.ResourceName]string{corev1.ResourceCPU: "2"}).Obj()
+		if !r.Shared() && r.Count > 0 {
+			pod.Spec.Containers[0].Resources.Requests[gpu.ResourceName] = resource.MustParse(fmt.Sprint(r.Count))
+		}
+		annotate(pod, r)
+		score := func(pl *FGD) (int64, int, bool) {
+			cs := framework.NewCycleState()
+			cs.Write(gpustate.CardChoiceKey, gpustate.NewCardChoice(func(fwk.NodeInfo) (int, bool) { return -1, false }))
+			if s := pl.PreScore(context.Background(), cs, pod, nil); !s.IsSuccess() {
+				t.Fatalf("step %d: PreScore: %v", step, s)
+			}
+			got, s := pl.Score(context.Background(), cs, pod, ni)
+			if !s.IsSuccess() {
+				t.Fatalf("step %d: Score: %v", step, s)
+			}
+			card, ok := gpustate.ReadCardChoice(cs).Get(ni)
+			return got, card, ok && card >= 0
+		}
+		fresh := &FGD{state: state, shapes: window}
+		want, wantCard, wantChosen := score(fresh)
+		for range 2 {
+			got, card, chosen := score(memoized)
+			if got != want || chosen != wantChosen || chosen && card != wantCard {
+				t.Fatalf("step %d, pod %+v: memoized score %d card %d (%t), fresh %d card %d (%t)", step, r, got, card, chosen, want, wantCard, wantChosen)
+			}
+		}
+		if m, _ := memoized.memos.byNode.Load("n"); m.(*memo).scored {
+			hits++
+		}
+	}
+	if hits == 0 {
+		t.Error("the memo never held a score")
 	}
 }

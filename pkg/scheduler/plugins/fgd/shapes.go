@@ -46,8 +46,10 @@ type window struct {
 	counts map[shape]int
 	total  int // the sum of counts
 	seen   map[types.UID]bool
-	// typical is computed from counts when stale.
+	// typical is computed from counts when stale, from kept, the shapes
+	// it covers.
 	typical []Typical
+	kept    []counted
 	stale   bool
 }
 
@@ -109,17 +111,17 @@ func (w *window) observe(uid types.UID, s shape) {
 // Typical returns the most frequent shapes until they cover the coverage
 // share of the window, with their frequencies renormalised to sum to 1
 // (ties by shape, so that the list is the same for the same window). The
-// slice is shared: do not modify it.
+// slice is shared: do not modify it. It is the same slice until the list
+// changes: a pod that leaves the typical shapes and their frequencies as
+// they were (as every pod of one shape does) keeps it, and the memos rely
+// on that.
 func (w *window) Typical() []Typical {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if !w.stale {
 		return w.typical
 	}
-	type counted struct {
-		s shape
-		n int
-	}
+	w.stale = false
 	all := make([]counted, 0, len(w.counts))
 	for s, n := range w.counts {
 		all = append(all, counted{s, n})
@@ -139,6 +141,10 @@ func (w *window) Typical() []Typical {
 		kept = append(kept, c)
 		covered += c.n
 	}
+	if w.typical != nil && slices.Equal(kept, w.kept) {
+		// Frequencies are each count over their sum: unchanged too.
+		return w.typical
+	}
 	out := make([]Typical, len(kept))
 	for i, c := range kept {
 		out[i] = Typical{
@@ -151,8 +157,14 @@ func (w *window) Typical() []Typical {
 		}
 		out[i].constrained = c.s.models != "" || c.s.memoryMiB > 0 || c.s.cores > 0
 	}
-	w.typical, w.stale = out, false
+	w.typical, w.kept = out, kept
 	return out
+}
+
+// counted is a shape and how many pods of the window have it.
+type counted struct {
+	s shape
+	n int
 }
 
 func compareShapes(a, b shape) int {
