@@ -161,8 +161,7 @@ func (pl *FGD) Score(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, ni f
 	}
 	n := pl.view(pod, s.req, ni)
 	defer viewPool.Put(n)
-	name := ni.Node().Name
-	m := pl.memos.get(name, s.cycle)
+	m := pl.memos.get(ni.Node(), s.cycle)
 	defer m.mu.Unlock()
 	if !m.holds(n, s.typical) {
 		m.record(n, s.typical, n.fragment(s.typical))
@@ -172,7 +171,7 @@ func (pl *FGD) Score(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, ni f
 		m.scored, m.shape = true, s.shape
 	}
 	if m.card >= 0 && s.choice != nil {
-		s.choice.Set(name, m.card)
+		s.choice.Set(ni.Node().Name, m.card)
 	}
 	return m.score, nil
 }

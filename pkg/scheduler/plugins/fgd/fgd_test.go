@@ -386,7 +386,7 @@ func TestMemoScoresAsFresh(t *testing.T) {
 				t.Fatalf("step %d, pod %+v: memoized score %d card %d (%t), fresh %d card %d (%t)", step, r, got, card, chosen, want, wantCard, wantChosen)
 			}
 		}
-		if m, _ := memoized.memos.byNode.Load("n"); m.(*memo).scored {
+		if m, _ := memoized.memos.byNode.Load(node); m.(*memo).scored {
 			hits++
 		}
 	}

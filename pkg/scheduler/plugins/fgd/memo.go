@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/aisched/aisched/pkg/gpu"
 )
 
@@ -17,13 +19,17 @@ import (
 // change. Nothing is kept across a change: the memo compares the whole
 // view (free, compute and memory of every card, free CPU, the card set) and
 // the typical shapes (the window's list, a new slice when it changes).
+//
+// Memos are kept by node object (*corev1.Node), as gpustate keeps cards: the
+// scheduler hands the same object to every call until the node changes, a
+// pointer hashes fast, and a string key would be an allocation per call.
 type memos struct {
-	byNode sync.Map // node name -> *memo
+	byNode sync.Map // *corev1.Node -> *memo
 	cycles atomic.Uint64
 }
 
-// pruneEvery cycles, the memos of nodes not scored for as long are
-// dropped, so that deleted nodes do not stay.
+// pruneEvery cycles, the memos of node objects not scored for as long are
+// dropped, so that replaced and deleted nodes do not stay.
 const pruneEvery = 1024
 
 // memo is one node's.
@@ -63,7 +69,7 @@ func (ms *memos) cycle() uint64 {
 }
 
 // get returns node's memo, locked, marked used in cycle.
-func (ms *memos) get(node string, cycle uint64) *memo {
+func (ms *memos) get(node *corev1.Node, cycle uint64) *memo {
 	v, ok := ms.byNode.Load(node)
 	if !ok {
 		v, _ = ms.byNode.LoadOrStore(node, &memo{})
