@@ -51,8 +51,9 @@ type State struct {
 	mu sync.RWMutex
 	// pods maps pod UID to the cards it holds.
 	pods map[types.UID]holding
-	// shared counts, by node name, the pods that hold a share of a card.
-	shared map[string]int
+	// held is what is known of each node's holdings, by node name; a node
+	// without holdings has no entry.
+	held map[string]*heldOn
 	// cards holds what is known of each node's cards, by node name.
 	cards map[string]nodeCards
 	// byNode caches Cards by node object (*corev1.Node to *gpu.Set): the
@@ -80,11 +81,11 @@ type State struct {
 // New returns an empty State, to be connected to a scheduler with Init.
 func New() *State {
 	return &State{
-		pods:   map[types.UID]holding{},
-		shared: map[string]int{},
-		cards:  map[string]nodeCards{},
-		ptrs:   map[string][]*corev1.Node{},
-		nodes:  map[string]*corev1.Node{},
+		pods:  map[types.UID]holding{},
+		held:  map[string]*heldOn{},
+		cards: map[string]nodeCards{},
+		ptrs:  map[string][]*corev1.Node{},
+		nodes: map[string]*corev1.Node{},
 	}
 }
 

@@ -1,11 +1,15 @@
 package gpustate
 
 import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
@@ -171,5 +175,73 @@ func TestCardsCache(t *testing.T) {
 	s.byNode.Range(func(_, _ any) bool { cached++; return true })
 	if cached != 0 || len(s.ptrs) != 0 {
 		t.Errorf("after the node left: %d cached objects, %d names; want none", cached, len(s.ptrs))
+	}
+}
+
+// The memo of a node's Usage changes nothing: over a random walk of pods
+// coming and going, holdings assigned and released, and the pod to leave
+// out, Usage answers as a fresh computation, and it is memoised often.
+func TestUsageMemo(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 3))
+	s := NewStandalone()
+	node := gpuNode("n", "8", nil)
+	var pods []*corev1.Pod
+	ni := framework.NewNodeInfo()
+	ni.SetNode(node)
+	hits := 0
+	for step := range 500 {
+		switch rng.IntN(5) {
+		case 0: // a GPU pod comes, with or without a holding
+			uid := fmt.Sprint("p", step)
+			p := st.MakePod().Name(uid).UID(uid).Node("n").Req(map[corev1.ResourceName]string{gpu.ResourceName: "1"}).Obj()
+			pods = append(pods, p)
+			ni = framework.NewNodeInfo(pods...)
+			ni.SetNode(node)
+			if rng.IntN(3) > 0 {
+				s.Assign(p.UID, "n", []int{rng.IntN(8)}, Share{})
+			}
+		case 1: // a pod goes
+			if len(pods) > 0 {
+				i := rng.IntN(len(pods))
+				s.ForgetPod(pods[i])
+				pods = slices.Delete(pods, i, i+1)
+				ni = framework.NewNodeInfo(pods...)
+				ni.SetNode(node)
+			}
+		case 2: // a share is assigned, the NodeInfo unchanged
+			s.Assign(types.UID(fmt.Sprint("s", step%7)), "n", []int{rng.IntN(8)}, Share{Milli: int64(100 * (1 + rng.IntN(5)))})
+		case 3: // a holding is released, or moves to another node
+			uid := types.UID(fmt.Sprint("s", rng.IntN(7)))
+			if len(pods) > 0 && rng.IntN(2) == 0 {
+				uid = pods[rng.IntN(len(pods))].UID
+			}
+			if rng.IntN(2) == 0 {
+				s.Release(uid, "")
+			} else {
+				s.Assign(uid, "m", []int{0}, Share{})
+			}
+		}
+		skip := types.UID("")
+		if len(pods) > 0 && rng.IntN(4) == 0 {
+			skip = pods[rng.IntN(len(pods))].UID
+		}
+		got := s.Usage(ni, skip, 1)
+		s.mu.RLock()
+		h := s.held["n"]
+		if h != nil && h.usage.Load() != nil {
+			hits++
+		}
+		requested := ni.GetRequested().GetScalarResources()[gpu.ResourceName]
+		want := Usage{}
+		if requested > 0 || h != nil && h.shared > 0 {
+			want = s.usageLocked(ni, requested, h != nil && h.shared > 0, skip, 1)
+		}
+		s.mu.RUnlock()
+		if diff := cmp.Diff(want, got, cmp.AllowUnexported(Usage{}, cardShares{})); diff != "" {
+			t.Fatalf("step %d: Usage (-fresh,+memoised):\n%s", step, diff)
+		}
+	}
+	if hits < 100 {
+		t.Errorf("memoised %d times in 500 steps, want many", hits)
 	}
 }

@@ -2,6 +2,7 @@ package gpustate
 
 import (
 	"math/bits"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -86,9 +87,34 @@ func (s *State) Assign(uid types.UID, node string, cards []int, share Share) {
 	defer s.mu.Unlock()
 	s.releaseLocked(uid, "")
 	s.pods[uid] = holding{node: node, cards: cards, share: share}
-	if !share.IsZero() {
-		s.shared[node]++
+	h := s.held[node]
+	if h == nil {
+		h = &heldOn{}
+		s.held[node] = h
 	}
+	h.pods++
+	if !share.IsZero() {
+		h.shared++
+	}
+	h.usage.Store(nil)
+}
+
+// heldOn is what the State knows of one node's holdings.
+type heldOn struct {
+	// pods counts the pods that hold cards of the node, shared those that
+	// hold a share of one.
+	pods, shared int
+	// usage is the node's Usage at one NodeInfo generation, dropped when a
+	// holding of the node changes. Filters and scores of every plugin ask
+	// for it on every node in every cycle, and most nodes do not change
+	// between two cycles.
+	usage atomic.Pointer[usageEntry]
+}
+
+type usageEntry struct {
+	node *corev1.Node
+	gen  int64
+	u    Usage
 }
 
 // Release forgets the pod's cards. With a node name it only forgets cards
@@ -105,10 +131,17 @@ func (s *State) releaseLocked(uid types.UID, node string) {
 		return
 	}
 	delete(s.pods, uid)
+	on := s.held[h.node]
+	if on == nil {
+		return
+	}
+	on.pods--
 	if !h.share.IsZero() {
-		if s.shared[h.node]--; s.shared[h.node] <= 0 {
-			delete(s.shared, h.node)
-		}
+		on.shared--
+	}
+	on.usage.Store(nil)
+	if on.pods <= 0 {
+		delete(s.held, h.node)
 	}
 }
 
@@ -263,7 +296,8 @@ func (u Usage) FreeMilli(cards []gpu.Card) int64 {
 func (s *State) HasShared(node string) bool {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return s.shared[node] > 0
+	h := s.held[node]
+	return h != nil && h.shared > 0
 }
 
 // Usage returns the cards held by the pods of nodeInfo, leaving out the
@@ -271,16 +305,50 @@ func (s *State) HasShared(node string) bool {
 // node already list it. It reads the node's pods from nodeInfo, so that
 // preemption's what-if copies (victims removed) are honoured.
 func (s *State) Usage(nodeInfo fwk.NodeInfo, skip types.UID, skipGPUs int64) Usage {
-	var u Usage
 	requested := nodeInfo.GetRequested().GetScalarResources()[gpu.ResourceName]
-	node := nodeInfo.Node().Name
+	node := nodeInfo.Node()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	shared := s.shared[node] > 0
+	h := s.held[node.Name]
+	shared := h != nil && h.shared > 0
 	if requested == 0 && !shared {
 		// No pod of the node holds GPUs (the common case of idle nodes).
-		return u
+		return Usage{}
 	}
+	// The memo holds the node's usage with no pod left out: it serves
+	// unless the pod to leave out is one of the node's.
+	memo := h != nil && !listed(nodeInfo, skip)
+	if memo {
+		if e := h.usage.Load(); e != nil && e.gen == nodeInfo.GetGeneration() && e.node == node {
+			return e.u
+		}
+	}
+	u := s.usageLocked(nodeInfo, requested, shared, skip, skipGPUs)
+	if memo {
+		// Stored under the read lock: a change of the node's holdings,
+		// which drops it, waits for the write lock.
+		h.usage.Store(&usageEntry{node: node, gen: nodeInfo.GetGeneration(), u: u})
+	}
+	return u
+}
+
+// listed reports whether the pod uid is one of the node's.
+func listed(nodeInfo fwk.NodeInfo, uid types.UID) bool {
+	if uid == "" {
+		return false
+	}
+	for _, pi := range nodeInfo.GetPods() {
+		if pi.GetPod().UID == uid {
+			return true
+		}
+	}
+	return false
+}
+
+// usageLocked computes Usage from the holdings; s.mu is held.
+func (s *State) usageLocked(nodeInfo fwk.NodeInfo, requested int64, shared bool, skip types.UID, skipGPUs int64) Usage {
+	var u Usage
+	node := nodeInfo.Node().Name
 	if shared {
 		u.shared = new(cardShares)
 	}
