@@ -62,6 +62,9 @@ type ThroughputOptions struct {
 	// (A B, B A, A B, ...) so that what one measurement leaves behind in the
 	// process does not favour one profile; the median counts. Default 1.
 	Rounds int
+	// SchedulerConfig holds the profiles measured, but default-scheduler
+	// (always upstream's); nil: the built-in one of aisched up.
+	SchedulerConfig *config.KubeSchedulerConfiguration
 	// Timeout bounds the scheduling of one profile's pods.
 	Timeout time.Duration
 	// Progress receives one line per step; nil discards them.
@@ -210,22 +213,25 @@ leaderElection:
 // profileConfig returns a scheduler configuration with the one profile
 // measured: default-scheduler exactly as upstream ships it (in aisched up
 // it shares aisched's queue order, which every profile of one scheduler
-// must), any other as in aisched up.
-func profileConfig(profile string) (*config.KubeSchedulerConfiguration, error) {
+// must), any other as in base, or in aisched up when base is nil.
+func profileConfig(profile string, base *config.KubeSchedulerConfiguration) (*config.KubeSchedulerConfiguration, error) {
 	if profile == "default-scheduler" {
 		return scheduler.DecodeConfig([]byte(upstreamConfig))
 	}
-	cfg, err := scheduler.LocalConfig()
-	if err != nil {
-		return nil, err
+	if base == nil {
+		var err error
+		if base, err = scheduler.LocalConfig(); err != nil {
+			return nil, err
+		}
 	}
-	for _, p := range cfg.Profiles {
+	for _, p := range base.Profiles {
 		if p.SchedulerName == profile {
+			cfg := base.DeepCopy()
 			cfg.Profiles = []config.KubeSchedulerProfile{p}
 			return cfg, nil
 		}
 	}
-	return nil, fmt.Errorf("no profile %q in the aisched up configuration", profile)
+	return nil, fmt.Errorf("no profile %q in the scheduler configuration", profile)
 }
 
 func benchCluster(opts ThroughputOptions) *clusterfile.Cluster {
@@ -282,7 +288,7 @@ func Measure(ctx context.Context, opts ThroughputOptions, name string) (_ Profil
 	}
 	defer os.RemoveAll(dir)
 	begin := time.Now()
-	cfg, err := profileConfig(profile)
+	cfg, err := profileConfig(profile, opts.SchedulerConfig)
 	if err != nil {
 		return ProfileResult{}, err
 	}

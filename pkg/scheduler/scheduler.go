@@ -7,6 +7,7 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"os"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -80,6 +81,23 @@ func Registry() frameworkruntime.Registry {
 // aisched-gpushare.
 func LocalConfig() (*config.KubeSchedulerConfiguration, error) {
 	return DecodeConfig(localConfig)
+}
+
+// ReadConfig reads a KubeSchedulerConfiguration file (DecodeConfig); the
+// empty path is LocalConfig.
+func ReadConfig(path string) (*config.KubeSchedulerConfiguration, error) {
+	if path == "" {
+		return LocalConfig()
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("scheduler config: %w", err)
+	}
+	cfg, err := DecodeConfig(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return cfg, nil
 }
 
 // DecodeConfig decodes, defaults and validates a KubeSchedulerConfiguration.

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -170,5 +171,22 @@ func TestPluginsSignPods(t *testing.T) {
 		if _, signs := pl.(fwk.SignPlugin); (preFilter || filter || preScore || score) && !signs {
 			t.Errorf("plugin %s filters or scores but does not sign pods: batching is off for its profiles", name)
 		}
+	}
+}
+
+func TestReadConfig(t *testing.T) {
+	if cfg, err := ReadConfig(""); err != nil || len(cfg.Profiles) != 7 {
+		t.Fatalf("the built-in configuration: %v", err)
+	}
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\npercentageOfNodesToScore: 200\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadConfig(bad); err == nil || !strings.Contains(err.Error(), bad) || !strings.Contains(err.Error(), "percentageOfNodesToScore") {
+		t.Errorf("invalid file: %v, want an error naming the file and the field", err)
+	}
+	if _, err := ReadConfig(filepath.Join(dir, "missing.yaml")); err == nil {
+		t.Error("a missing file read without error")
 	}
 }

@@ -33,7 +33,7 @@ func newBenchCommand() *cobra.Command {
 func newBenchThroughputCommand() *cobra.Command {
 	opts := bench.ThroughputOptions{Nodes: 5000, Pods: 10000}
 	var profiles string
-	var logFile, cpuProfile, child string
+	var logFile, cpuProfile, child, configPath string
 	cmd := &cobra.Command{
 		Use:   "throughput",
 		Short: "Pods scheduled per second by each profile, and their ratio, as JSON",
@@ -44,6 +44,12 @@ simulated kubelets leave them alone, so the scheduler alone is measured.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.Profiles = strings.Split(profiles, ",")
+			if configPath != "" {
+				var err error
+				if opts.SchedulerConfig, err = scheduler.ReadConfig(configPath); err != nil {
+					return err
+				}
+			}
 			// Stopping each cluster makes the apiserver's etcd client complain on
 			// stderr; that goes to the log, progress to the terminal.
 			progress, done, err := logToFile(logFile)
@@ -93,6 +99,7 @@ simulated kubelets leave them alone, so the scheduler alone is measured.`,
 	fs.DurationVar(&opts.Timeout, "timeout", 30*time.Minute, "longest time to schedule one profile's pods")
 	fs.StringVar(&logFile, "log-file", os.DevNull, "component log file (- for stderr)")
 	fs.StringVar(&cpuProfile, "cpu-profile", "", "write a CPU profile (go tool pprof) to this file; measures in this process")
+	fs.StringVar(&configPath, "scheduler-config", "", "KubeSchedulerConfiguration holding the profiles measured (default: the built-in one of aisched up); default-scheduler is always upstream's")
 	fs.StringVar(&child, "measure-profile", "", "measure this one profile in this process and print its result (what each child process does)")
 	_ = fs.MarkHidden("measure-profile")
 	return cmd

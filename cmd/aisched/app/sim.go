@@ -116,12 +116,9 @@ cluster cannot express. With several seeds each metric is the median, and
 				Policies: policies, Seeds: seedList, Inflate: inflate, TypicalPodsFromTrace: typicalFromTrace,
 			}
 			if configPath != "" {
-				data, err := os.ReadFile(configPath)
-				if err != nil {
+				var err error
+				if opts.SchedulerConfig, err = scheduler.ReadConfig(configPath); err != nil {
 					return err
-				}
-				if opts.SchedulerConfig, err = scheduler.DecodeConfig(data); err != nil {
-					return fmt.Errorf("%s: %w", configPath, err)
 				}
 			}
 			terminal, done, err := logToFile(logFile)

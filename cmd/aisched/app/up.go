@@ -94,17 +94,7 @@ func runUp(out io.Writer, o upOptions) error {
 	}
 	// The scheduler's default plugins depend on the gates (GenericWorkload
 	// adds GangScheduling): the flags were applied before the config is read.
-	schedCfg, err := scheduler.LocalConfig()
-	if o.schedulerConfig != "" {
-		data, rerr := os.ReadFile(o.schedulerConfig)
-		if rerr != nil {
-			return fmt.Errorf("scheduler config: %w", rerr)
-		}
-		schedCfg, err = scheduler.DecodeConfig(data)
-		if err != nil {
-			err = fmt.Errorf("%s: %w", o.schedulerConfig, err)
-		}
-	}
+	schedCfg, err := scheduler.ReadConfig(o.schedulerConfig)
 	if err != nil {
 		return err
 	}
