@@ -31,9 +31,9 @@ func NewCA(commonName string) (*x509.Certificate, crypto.Signer, error) {
 }
 
 // SignLeaf returns a certificate for a new P-256 key, signed by the CA:
-// tmpl's names and extended key usages, a random serial, a digital
-// signature key usage, valid from an hour before now (clock skew) until
-// now plus validity.
+// tmpl's names and extended key usages, a random serial, digital
+// signature and key encipherment key usages, valid from an hour before now
+// (clock skew) until now plus validity. tmpl itself is not changed.
 func SignLeaf(tmpl, ca *x509.Certificate, caKey crypto.Signer, now time.Time, validity time.Duration) (*x509.Certificate, crypto.Signer, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
