@@ -175,8 +175,12 @@ func TestPluginsSignPods(t *testing.T) {
 }
 
 func TestReadConfig(t *testing.T) {
-	if cfg, err := ReadConfig(""); err != nil || len(cfg.Profiles) != 7 {
+	cfg, err := ReadConfig("")
+	if err != nil {
 		t.Fatalf("the built-in configuration: %v", err)
+	}
+	if len(cfg.Profiles) != 7 {
+		t.Fatalf("the built-in configuration has %d profiles, want 7", len(cfg.Profiles))
 	}
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.yaml")
