@@ -572,7 +572,7 @@ func (b *callerBody) Read(p []byte) (int, error) {
 
 func (b *callerBody) ended(err error) {
 	switch {
-	case err == io.EOF:
+	case errors.Is(err, io.EOF):
 		if b.onEOF != nil {
 			b.onEOF()
 			b.onEOF = nil

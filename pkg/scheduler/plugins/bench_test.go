@@ -162,10 +162,10 @@ func BenchmarkScore(b *testing.B) {
 	// pod list keeps at 95% coverage.
 	var typical []string
 	for i := range 35 {
-		switch {
-		case i%3 == 0:
+		switch i % 3 {
+		case 0:
 			typical = append(typical, fmt.Sprintf(`{"milliCPU":%d,"gpuMilli":%d,"weight":%d}`, 1000*(i+1), 100+25*i, 35-i))
-		case i%3 == 1:
+		case 1:
 			typical = append(typical, fmt.Sprintf(`{"milliCPU":%d,"gpuMilli":1000,"gpuCount":%d,"weight":%d}`, 1000*(i+1), 1+i%8, 35-i))
 		default:
 			typical = append(typical, fmt.Sprintf(`{"milliCPU":%d,"weight":%d}`, 1000*(i+1), 35-i))
