@@ -2,6 +2,8 @@ package config
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -23,6 +25,9 @@ func Decode(plugin string, obj runtime.Object, args Args) error {
 	switch o := obj.(type) {
 	case nil:
 	case *runtime.Unknown:
+		if err := movedField(path, plugin, o.Raw); err != nil {
+			return err
+		}
 		// Strict, unlike frameworkruntime.DecodeInto: a misspelt field is an
 		// error, not a silent default.
 		if err := yaml.UnmarshalStrict(o.Raw, args); err != nil {
@@ -33,4 +38,38 @@ func Decode(plugin string, obj runtime.Object, args Args) error {
 	}
 	args.Default()
 	return args.Validate(path).ToAggregate()
+}
+
+// moved are plugin arguments that configured scheduler-wide state and now
+// belong to the services configuration (SchedulerServices), by plugin and
+// argument: where they went.
+var moved = map[string]map[string]string{
+	"GPUFit": {"useFeatureDiscoveryLabels": "gpus.useFeatureDiscoveryLabels"},
+	"Coscheduling": {
+		"backoffSeconds":    "jobQueue.backoffSeconds",
+		"maxBackoffSeconds": "jobQueue.maxBackoffSeconds",
+		"backfill":          "jobQueue.backfill",
+	},
+}
+
+// movedField returns an error naming the new home of an argument that
+// moved to the services configuration, nil when raw has none.
+func movedField(path *field.Path, plugin string, raw []byte) error {
+	fields := moved[plugin]
+	if len(fields) == 0 {
+		return nil
+	}
+	var m map[string]interface{}
+	if err := yaml.Unmarshal(raw, &m); err != nil {
+		return nil // the strict decode names the error
+	}
+	var errs field.ErrorList
+	for _, name := range slices.Sorted(maps.Keys(fields)) {
+		to := fields[name]
+		if _, ok := m[name]; ok {
+			errs = append(errs, field.Invalid(path.Child(name), m[name],
+				fmt.Sprintf("moved to the services configuration (%s, kind %s): one value serves every profile", to, ServicesKind)))
+		}
+	}
+	return errs.ToAggregate()
 }

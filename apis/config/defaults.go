@@ -23,25 +23,12 @@ func (a *HeteroPriorityArgs) Default() {
 }
 
 // Default implements Args.
-func (a *GPUFitArgs) Default() {
-	if a.UseFeatureDiscoveryLabels == nil {
-		a.UseFeatureDiscoveryLabels = ptr.To(true)
-	}
-}
+func (a *GPUFitArgs) Default() {}
 
 // Default implements Args.
 func (a *CoschedulingArgs) Default() {
 	if a.PermitWaitingTimeSeconds == nil {
 		a.PermitWaitingTimeSeconds = ptr.To[int64](60)
-	}
-	if a.BackoffSeconds == nil {
-		a.BackoffSeconds = ptr.To[int64](2)
-	}
-	if a.MaxBackoffSeconds == nil {
-		a.MaxBackoffSeconds = ptr.To[int64](60)
-	}
-	if a.Backfill == nil {
-		a.Backfill = ptr.To(true)
 	}
 }
 

@@ -45,14 +45,12 @@ type CardWeights struct {
 	MaxClock int64 `json:"maxClock"`
 }
 
-// GPUFitArgs are the arguments of the GPUFit plugin.
+// GPUFitArgs are the arguments of the GPUFit plugin: none. What GPUFit
+// reads the cards from is the GPU ledger's, configured in the services
+// configuration (SchedulerServices.GPUs).
 type GPUFitArgs struct {
 	// apiVersion and kind may be given; they are not checked.
 	metav1.TypeMeta `json:",inline"`
-
-	// useFeatureDiscoveryLabels lets nodes without a GPUInventory be read
-	// from NVIDIA GPU Feature Discovery labels; default true.
-	UseFeatureDiscoveryLabels *bool `json:"useFeatureDiscoveryLabels,omitempty"`
 }
 
 // CoschedulingArgs are the arguments of the Coscheduling plugin.
@@ -61,20 +59,9 @@ type CoschedulingArgs struct {
 	metav1.TypeMeta `json:",inline"`
 
 	// permitWaitingTimeSeconds is how long assumed members of a group wait
-	// in Permit for the rest; default 60, 1 to 3600.
+	// in Permit for the rest; default 60, 1 to 3600. (The job queue's
+	// settings are the services configuration's, SchedulerServices.JobQueue.)
 	PermitWaitingTimeSeconds *int64 `json:"permitWaitingTimeSeconds,omitempty"`
-	// backoffSeconds is how long the job queue holds a group back after a
-	// failed attempt (a member found no node, or Permit timed out); it
-	// doubles with each failure in a row up to maxBackoffSeconds. Default
-	// 2, 1 to 3600.
-	BackoffSeconds *int64 `json:"backoffSeconds,omitempty"`
-	// maxBackoffSeconds caps the backoff; default 60, backoffSeconds to
-	// 3600.
-	MaxBackoffSeconds *int64 `json:"maxBackoffSeconds,omitempty"`
-	// backfill lets the job queue admit groups behind a waiting group
-	// where they cannot delay it; false makes them wait behind it.
-	// Default true.
-	Backfill *bool `json:"backfill,omitempty"`
 }
 
 // LoadAwareArgs are the arguments of the LoadAware plugin.

@@ -57,12 +57,6 @@ func (a *CoschedulingArgs) Validate(path *field.Path) field.ErrorList {
 	if v := *a.PermitWaitingTimeSeconds; v < 1 || v > 3600 {
 		errs = append(errs, field.Invalid(path.Child("permitWaitingTimeSeconds"), v, "must be between 1 and 3600"))
 	}
-	if v := *a.BackoffSeconds; v < 1 || v > 3600 {
-		errs = append(errs, field.Invalid(path.Child("backoffSeconds"), v, "must be between 1 and 3600"))
-	}
-	if v := *a.MaxBackoffSeconds; v < *a.BackoffSeconds || v > 3600 {
-		errs = append(errs, field.Invalid(path.Child("maxBackoffSeconds"), v, "must be between backoffSeconds and 3600"))
-	}
 	return errs
 }
 

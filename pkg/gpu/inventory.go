@@ -131,56 +131,6 @@ func FromNodeLabels(node *corev1.Node) []Card {
 	return cards
 }
 
-// Pick appends to dst the indices of the r.Count cards to give to the
-// pod: among the free cards that satisfy r, the smallest (least memory,
-// then fewest cores, then lowest index), which keeps the large cards for
-// the requests that need them. The indices come out ascending; ok is false
-// when fewer than r.Count cards qualify. It does not allocate when dst has
-// room (schedulers call it for every node in every cycle).
-func Pick(cards []Card, used func(index int) bool, r Request, dst []int) (picked []int, ok bool) {
-	// Positions in cards of the qualifying cards; a node has at most 64.
-	var fitBuf [maxCount]int
-	fit := fitBuf[:0]
-	for i := range cards {
-		if len(fit) == maxCount {
-			break
-		}
-		if !used(cards[i].Index) && cards[i].Satisfies(r) {
-			fit = append(fit, i)
-		}
-	}
-	if int64(len(fit)) < r.Count {
-		return dst, false
-	}
-	less := func(a, b *Card) bool {
-		switch {
-		case a.MemoryMiB != b.MemoryMiB:
-			return a.MemoryMiB < b.MemoryMiB
-		case a.Cores != b.Cores:
-			return a.Cores < b.Cores
-		default:
-			return a.Index < b.Index
-		}
-	}
-	// Insertion sort: few elements, often already in order, no allocation.
-	for i := 1; i < len(fit); i++ {
-		for j := i; j > 0 && less(&cards[fit[j]], &cards[fit[j-1]]); j-- {
-			fit[j], fit[j-1] = fit[j-1], fit[j]
-		}
-	}
-	start := len(dst)
-	for _, pos := range fit[:r.Count] {
-		dst = append(dst, cards[pos].Index)
-	}
-	out := dst[start:]
-	for i := 1; i < len(out); i++ {
-		for j := i; j > 0 && out[j] < out[j-1]; j-- {
-			out[j], out[j-1] = out[j-1], out[j]
-		}
-	}
-	return dst, true
-}
-
 // CardByIndex returns the card with the given index, nil when none has it.
 func CardByIndex(cards []Card, index int) *Card {
 	if index >= 0 && index < len(cards) && cards[index].Index == index {

@@ -11,47 +11,6 @@ import (
 	aischedv1alpha1 "github.com/aisched/aisched/apis/aisched/v1alpha1"
 )
 
-func TestPick(t *testing.T) {
-	// A mixed node: two 16 GiB cards, two 32 GiB cards, card 3 unhealthy.
-	cards := []Card{
-		{Index: 0, Model: "V100", MemoryMiB: 32768, Cores: 5120, Healthy: true},
-		{Index: 1, Model: "T4", MemoryMiB: 16384, Cores: 2560, Healthy: true},
-		{Index: 2, Model: "T4", MemoryMiB: 16384, Cores: 2560, Healthy: true},
-		{Index: 3, Model: "V100", MemoryMiB: 32768, Cores: 5120, Healthy: false},
-		{Index: 4, Model: "V100", MemoryMiB: 32768, Cores: 5120, Healthy: true},
-	}
-	tests := []struct {
-		name   string
-		used   []int
-		req    Request
-		want   []int
-		wantOK bool
-	}{
-		{"smallest cards first", nil, Request{Count: 2}, []int{1, 2}, true},
-		{"memory constraint skips small cards", nil, Request{Count: 2, MemoryMiB: 30000}, []int{0, 4}, true},
-		{"unhealthy card never given", []int{0}, Request{Count: 2, MemoryMiB: 30000}, nil, false},
-		{"used cards skipped", []int{1}, Request{Count: 2}, []int{0, 2}, true},
-		{"cores constraint", nil, Request{Count: 1, Cores: 3000}, []int{0}, true},
-		{"model constraint", nil, Request{Count: 1, Models: []string{"v100"}}, []int{0}, true},
-		{"too many", nil, Request{Count: 5}, nil, false},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			used := map[int]bool{}
-			for _, i := range tc.used {
-				used[i] = true
-			}
-			got, ok := Pick(cards, func(i int) bool { return used[i] }, tc.req, nil)
-			if ok != tc.wantOK {
-				t.Fatalf("ok = %v, want %v", ok, tc.wantOK)
-			}
-			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("picked (-want,+got):\n%s", diff)
-			}
-		})
-	}
-}
-
 func TestFromInventory(t *testing.T) {
 	inv := &aischedv1alpha1.GPUInventory{Spec: aischedv1alpha1.GPUInventorySpec{GPUs: []aischedv1alpha1.GPU{
 		{Index: 1, UUID: "GPU-b", Model: "T4", MemoryMiB: 15360, ComputeCapability: "7.5", Health: aischedv1alpha1.GPUUnhealthy},

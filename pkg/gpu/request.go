@@ -1,7 +1,7 @@
 // Package gpu is aisched's model of NVIDIA GPUs: what a pod asks for
 // (count, memory and cores per card, models), what a node has (its cards,
 // from a GPUInventory or from GPU Feature Discovery labels), and which cards
-// fit a request best. The scheduler plugins, the node agent and the
+// can serve a request. The scheduler plugins, the node agent and the
 // simulated nodes share it.
 package gpu
 
@@ -123,6 +123,13 @@ type RequestError struct {
 
 func (e *RequestError) Error() string {
 	return fmt.Sprintf("invalid GPU request: %s=%q: %s", e.Key, e.Value, e.Reason)
+}
+
+// RequestedCards is the pod's nvidia.com/gpu request: the whole cards the
+// kubelet counts for it, whatever the annotations say.
+func RequestedCards(pod *corev1.Pod) int64 {
+	q := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})[ResourceName]
+	return q.Value()
 }
 
 // ParseRequest reads the GPU request of a pod. Pods without nvidia.com/gpu

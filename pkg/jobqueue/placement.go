@@ -14,120 +14,164 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/aisched/aisched/pkg/gpu"
+	"github.com/aisched/aisched/pkg/scheduler/gpustate"
 )
 
-// Resources is what placement counts: CPU, memory, whole GPUs and pod
-// slots.
+// Resources is what placement counts besides cards: CPU, memory and pod
+// slots. Cards, whole or shared, are placed by the GPU ledger
+// (gpustate.NodeGPUs), as GPUFit places them.
 type Resources struct {
 	MilliCPU int64
 	Memory   int64
-	GPUs     int64
 	Pods     int64
 }
 
 // Covers reports whether r holds d.
 func (r Resources) Covers(d Resources) bool {
-	return r.MilliCPU >= d.MilliCPU && r.Memory >= d.Memory && r.GPUs >= d.GPUs && r.Pods >= d.Pods
+	return r.MilliCPU >= d.MilliCPU && r.Memory >= d.Memory && r.Pods >= d.Pods
 }
 
 // Sub returns r - d.
 func (r Resources) Sub(d Resources) Resources {
-	return Resources{r.MilliCPU - d.MilliCPU, r.Memory - d.Memory, r.GPUs - d.GPUs, r.Pods - d.Pods}
+	return Resources{r.MilliCPU - d.MilliCPU, r.Memory - d.Memory, r.Pods - d.Pods}
 }
 
 // Add returns r + d.
 func (r Resources) Add(d Resources) Resources {
-	return Resources{r.MilliCPU + d.MilliCPU, r.Memory + d.Memory, r.GPUs + d.GPUs, r.Pods + d.Pods}
+	return Resources{r.MilliCPU + d.MilliCPU, r.Memory + d.Memory, r.Pods + d.Pods}
 }
 
 // floor returns r with negative amounts set to zero.
 func (r Resources) floor() Resources {
-	return Resources{max(r.MilliCPU, 0), max(r.Memory, 0), max(r.GPUs, 0), max(r.Pods, 0)}
+	return Resources{max(r.MilliCPU, 0), max(r.Memory, 0), max(r.Pods, 0)}
 }
 
-// String is the demand in the words of a pod spec: "2 GPUs, 4 CPU, 8Gi".
-func (r Resources) String() string {
-	var parts []string
-	if r.GPUs > 0 {
-		parts = append(parts, fmt.Sprintf("%d GPUs", r.GPUs))
-	}
-	parts = append(parts, resource.NewMilliQuantity(r.MilliCPU, resource.DecimalSI).String()+" CPU",
-		resource.NewQuantity(r.Memory, resource.BinarySI).String()+" memory")
-	return strings.Join(parts, ", ")
-}
-
-// RequestOf returns what one pod takes from a node.
+// RequestOf returns what one pod takes from a node besides cards.
 func RequestOf(pod *corev1.Pod) Resources {
 	req := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
-	g := req[gpu.ResourceName]
-	return Resources{MilliCPU: req.Cpu().MilliValue(), Memory: req.Memory().Value(), GPUs: g.Value(), Pods: 1}
-}
-
-// largestFirst orders requests by GPUs, then CPU, then memory, largest
-// first: the order in which placement takes pods.
-func largestFirst(a, b Resources) int {
-	return cmp.Or(cmp.Compare(b.GPUs, a.GPUs), cmp.Compare(b.MilliCPU, a.MilliCPU), cmp.Compare(b.Memory, a.Memory))
+	return Resources{MilliCPU: req.Cpu().MilliValue(), Memory: req.Memory().Value(), Pods: 1}
 }
 
 // Demand is one pod to place.
 type Demand struct {
 	Pod     *corev1.Pod
 	Request Resources
+	// GPU is the pod's GPU request; zero for a pod without GPUs, or with
+	// an invalid request (GPUFit refuses it, naming the error).
+	GPU gpu.Request
 	// selection is the pod's node selector and required node affinity.
 	selection nodeaffinity.RequiredNodeAffinity
 }
 
 // DemandOf returns the demand of a pod.
 func DemandOf(pod *corev1.Pod) Demand {
-	return Demand{Pod: pod, Request: RequestOf(pod), selection: nodeaffinity.GetRequiredNodeAffinity(pod)}
+	r, _ := gpu.ParseRequest(pod)
+	return Demand{Pod: pod, Request: RequestOf(pod), GPU: r, selection: nodeaffinity.GetRequiredNodeAffinity(pod)}
 }
 
-// Room is a node: what it has left (Free) and what it has (Allocatable).
+// String is the demand in the words of a pod spec: "2 GPUs, 4 CPU, 8Gi
+// memory", "half a GPU, ...".
+func (d Demand) String() string {
+	var parts []string
+	switch r := d.GPU; {
+	case r.Shared() && r.Milli > 0:
+		parts = append(parts, fmt.Sprintf("%d/1000 of a GPU", r.Milli))
+	case r.Shared():
+		parts = append(parts, fmt.Sprintf("%d MiB of a GPU", r.GPUMemMiB))
+	case r.Count > 0:
+		parts = append(parts, fmt.Sprintf("%d GPUs", r.Count))
+	}
+	parts = append(parts, resource.NewMilliQuantity(d.Request.MilliCPU, resource.DecimalSI).String()+" CPU",
+		resource.NewQuantity(d.Request.Memory, resource.BinarySI).String()+" memory")
+	return strings.Join(parts, ", ")
+}
+
+// largestFirst orders demands by GPU (in thousandths of a card), then
+// CPU, then memory, largest first: the order in which placement takes
+// pods.
+func largestFirst(a, b Demand) int {
+	return cmp.Or(cmp.Compare(b.GPU.TotalMilli(), a.GPU.TotalMilli()),
+		cmp.Compare(b.Request.MilliCPU, a.Request.MilliCPU), cmp.Compare(b.Request.Memory, a.Request.Memory))
+}
+
+// Room is a node: what it has left (Free), what it has (Allocatable), and
+// its cards with what pods hold of them (GPUs).
 type Room struct {
 	Node        *corev1.Node
 	Free        Resources
 	Allocatable Resources
+	GPUs        gpustate.NodeGPUs
+}
+
+// fits reports whether d fits the room's free resources and cards.
+func (r *Room) fits(d *Demand) bool {
+	return r.Free.Covers(d.Request) && r.GPUs.Fits(d.GPU)
+}
+
+// take places d on the room and returns the cards it got.
+func (r *Room) take(d *Demand) []int {
+	r.Free = r.Free.Sub(d.Request)
+	cards, _ := r.GPUs.Take(d.GPU)
+	return cards
+}
+
+// give undoes a take.
+func (r *Room) give(d *Demand, cards []int) {
+	r.Free = r.Free.Add(d.Request)
+	r.GPUs.Give(d.GPU, cards)
+}
+
+// tighter reports whether a has less left than b: fewer thousandths of a
+// card, then less CPU (best fit).
+func tighter(a, b *Room) bool {
+	fa, fb := a.GPUs.FreeMilli(), b.GPUs.FreeMilli()
+	return fa < fb || fa == fb && a.Free.MilliCPU < b.Free.MilliCPU
+}
+
+// placement is where Fit or FitFirst put each demand: a room index, or -1,
+// and the cards it got there.
+type placement struct {
+	at    []int
+	cards [][]int
+}
+
+func newPlacement(n int) placement {
+	p := placement{at: make([]int, n), cards: make([][]int, n)}
+	for i := range p.at {
+		p.at[i] = -1
+	}
+	return p
 }
 
 // Fit places as many demands as it can, up to want, on the free resources
-// of rooms, which it updates: best fit, largest demands first (GPUs, then
-// CPU, then memory). It returns how many it placed and, for each demand in
-// the order given, the index of its room or -1. It checks CPU, memory, GPU
-// count and pod slots, node selectors and required node affinity,
+// and cards of rooms, which it updates: best fit, largest demands first
+// (GPUs, then CPU, then memory). It returns how many it placed and where.
+// It checks CPU, memory, pod slots, cards as GPUFit does (count, per-card
+// constraints, shares), node selectors and required node affinity,
 // NoSchedule and NoExecute taints, and unschedulable nodes; not inter-pod
-// affinity, ports or per-card constraints, which the Filter plugins check
-// for each pod.
-func Fit(demands []Demand, rooms []Room, want int) (int, []int) {
+// affinity or ports, which the Filter plugins check for each pod.
+func Fit(demands []Demand, rooms []Room, want int) (int, placement) {
 	order := make([]int, len(demands))
 	for i := range order {
 		order[i] = i
 	}
-	slices.SortStableFunc(order, func(i, j int) int {
-		return largestFirst(demands[i].Request, demands[j].Request)
-	})
-	at := make([]int, len(demands))
-	for i := range at {
-		at[i] = -1
-	}
+	slices.SortStableFunc(order, func(i, j int) int { return largestFirst(demands[i], demands[j]) })
+	p := newPlacement(len(demands))
 	fit := 0
 	for _, i := range order {
 		if fit >= want {
 			break
 		}
-		d := demands[i]
+		d := &demands[i]
 		best := -1
 		for r := range rooms {
-			free := rooms[r].Free
-			if !free.Covers(d.Request) {
+			if !rooms[r].fits(d) {
 				continue
 			}
-			// Best fit: the node left with the fewest GPUs, then CPU; the
+			// Best fit: the node left with the least GPU, then CPU; the
 			// selector and taint checks only for a better candidate.
-			if best >= 0 {
-				bf := rooms[best].Free
-				if free.GPUs > bf.GPUs || (free.GPUs == bf.GPUs && free.MilliCPU >= bf.MilliCPU) {
-					continue
-				}
+			if best >= 0 && !tighter(&rooms[r], &rooms[best]) {
+				continue
 			}
 			if d.Allows(rooms[r].Node) {
 				best = r
@@ -136,43 +180,41 @@ func Fit(demands []Demand, rooms []Room, want int) (int, []int) {
 		if best < 0 {
 			continue
 		}
-		rooms[best].Free = rooms[best].Free.Sub(d.Request)
-		at[i] = best
+		p.at[i], p.cards[i] = best, rooms[best].take(d)
 		fit++
 	}
-	return fit, at
+	return fit, p
 }
 
 // FitFirst is Fit with first fit from a moving cursor instead of best
 // fit: about one node looked at per demand while nodes have room, for the
 // many members the queue admitted and the scheduler has yet to place.
-func FitFirst(demands []Demand, rooms []Room, want int) (int, []int) {
-	at := make([]int, len(demands))
+func FitFirst(demands []Demand, rooms []Room, want int) (int, placement) {
+	p := newPlacement(len(demands))
 	fit, cursor := 0, 0
-	for j, d := range demands {
-		at[j] = -1
+	for j := range demands {
+		d := &demands[j]
 		if fit >= want || len(rooms) == 0 {
 			continue
 		}
 		for i := range rooms {
 			r := &rooms[(cursor+i)%len(rooms)]
-			if r.Free.Covers(d.Request) && d.Allows(r.Node) {
-				r.Free = r.Free.Sub(d.Request)
+			if r.fits(d) && d.Allows(r.Node) {
 				cursor = (cursor + i) % len(rooms)
-				at[j] = cursor
+				p.at[j], p.cards[j] = cursor, r.take(d)
 				fit++
 				break
 			}
 		}
 	}
-	return fit, at
+	return fit, p
 }
 
 // unfit gives back to rooms what a Fit or FitFirst took.
-func unfit(demands []Demand, rooms []Room, at []int) {
-	for i, r := range at {
+func unfit(demands []Demand, rooms []Room, p placement) {
+	for i, r := range p.at {
 		if r >= 0 {
-			rooms[r].Free = rooms[r].Free.Add(demands[i].Request)
+			rooms[r].give(&demands[i], p.cards[i])
 		}
 	}
 }

@@ -7,6 +7,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/aisched/aisched/pkg/gpu"
+	"github.com/aisched/aisched/pkg/scheduler/gpustate"
 )
 
 // Group is one pod group as the queue sees it.
@@ -88,12 +91,19 @@ type Decision struct {
 }
 
 // Reservation is what the first waiting group needs on each node: others
-// may use a node's free resources only beyond it, so that the group starts
-// as soon as the pods now on these nodes finish.
+// may use a node's free resources and cards only beyond it, so that the
+// group starts as soon as the pods now on these nodes finish.
 type Reservation struct {
 	Holder   string
 	Priority int32
-	Nodes    map[string]Resources
+	Nodes    map[string]Held
+}
+
+// Held is what a reservation holds on one node: CPU, memory and pod
+// slots, and the GPU requests of the members it keeps room for.
+type Held struct {
+	Resources
+	GPUs []gpu.Request
 }
 
 // Plan is the outcome of one pass over the queue.
@@ -172,10 +182,11 @@ func Compute(in Input) Plan {
 			queue(g, ReasonUnplaceable, msg+"; it does not fit even with every node empty")
 			continue
 		}
-		res := &Reservation{Holder: g.Key, Priority: g.Priority, Nodes: make(map[string]Resources, len(taken))}
-		for r, amount := range taken {
-			res.Nodes[rooms[r].Node.Name] = amount
-			rooms[r].Free = rooms[r].Free.Sub(amount).floor()
+		res := &Reservation{Holder: g.Key, Priority: g.Priority, Nodes: make(map[string]Held, len(taken))}
+		for r, held := range taken {
+			res.Nodes[rooms[r].Node.Name] = held
+			rooms[r].Free = rooms[r].Free.Sub(held.Resources).floor()
+			rooms[r].GPUs = withheld(rooms[r].GPUs, held.GPUs)
 		}
 		plan.Reservation = res
 		queue(g, ReasonWaitingForCapacity, fmt.Sprintf("%s; %d nodes are reserved for it until the pods on them finish", msg, len(taken)))
@@ -198,76 +209,134 @@ func explain(demands []Demand, need, fit int, rooms []Room) string {
 	}
 	largest := demands[0]
 	var total, free Resources
+	var totalGPU, freeGPU int64
 	for _, d := range demands {
 		total = total.Add(d.Request)
-		if largestFirst(d.Request, largest.Request) < 0 {
+		totalGPU += d.GPU.TotalMilli()
+		if largestFirst(d, largest) < 0 {
 			largest = d
 		}
 	}
 	nodes := 0
-	for _, r := range rooms {
+	for i := range rooms {
+		r := &rooms[i]
 		free = free.Add(r.Free.floor())
-		if r.Free.Covers(largest.Request) && largest.Allows(r.Node) {
+		freeGPU += r.GPUs.FreeMilli()
+		if r.fits(&largest) && largest.Allows(r.Node) {
 			nodes++
 		}
 	}
 	msg := fmt.Sprintf("needs %d pods placed at once, the largest with %s; the free resources hold %d of them; %d nodes have room for the largest",
-		need, largest.Request, fit, nodes)
-	if need == len(demands) && free.Covers(total) {
+		need, largest, fit, nodes)
+	if need == len(demands) && free.Covers(total) && freeGPU >= totalGPU {
 		msg += "; the cluster has enough free in total, but not on the right nodes"
 	}
 	return msg
 }
 
-// reserve places need demands on the nodes' allocatable resources,
-// preferring the nodes with the most free now (so the wait is shortest).
-// It returns what it takes from each room, by room index.
-func reserve(demands []Demand, need int, rooms []Room) (map[int]Resources, bool) {
+// reserve places need demands on the nodes as if they were empty
+// (allocatable resources, every card free), preferring the nodes with the
+// most free now (so the wait is shortest). It returns what it takes on
+// each room, by room index.
+func reserve(demands []Demand, need int, rooms []Room) (map[int]Held, bool) {
 	order := slices.Clone(demands)
-	slices.SortStableFunc(order, func(a, b Demand) int {
-		return largestFirst(a.Request, b.Request)
-	})
-	taken := map[int]Resources{}
+	slices.SortStableFunc(order, largestFirst)
+	taken := map[int]Held{}
+	// empty[r] is room r with every pod gone and the reserved so far taken.
+	empty := map[int]*gpustate.NodeGPUs{}
+	emptyOf := func(r int) *gpustate.NodeGPUs {
+		if e, ok := empty[r]; ok {
+			return e
+		}
+		e := rooms[r].GPUs.Empty()
+		empty[r] = &e
+		return &e
+	}
 	placed := 0
-	for _, d := range order {
+	for i := range order {
+		d := &order[i]
 		if placed == need {
 			break
 		}
 		best := -1
 		var bestFree Resources
+		var bestGPU int64
 		for r := range rooms {
 			t := taken[r]
-			if !rooms[r].Allocatable.Sub(t).Covers(d.Request) {
+			if !rooms[r].Allocatable.Sub(t.Resources).Covers(d.Request) || !emptyOf(r).Fits(d.GPU) {
 				continue
 			}
-			free := rooms[r].Free.Sub(t)
-			if best >= 0 && (free.GPUs < bestFree.GPUs || (free.GPUs == bestFree.GPUs && free.MilliCPU <= bestFree.MilliCPU)) {
+			free := rooms[r].Free.Sub(t.Resources)
+			freeGPU := rooms[r].GPUs.FreeMilli() - heldMilli(t.GPUs)
+			if best >= 0 && (freeGPU < bestGPU || (freeGPU == bestGPU && free.MilliCPU <= bestFree.MilliCPU)) {
 				continue
 			}
 			if d.Allows(rooms[r].Node) {
-				best, bestFree = r, free
+				best, bestFree, bestGPU = r, free, freeGPU
 			}
 		}
 		if best < 0 {
 			continue
 		}
-		taken[best] = taken[best].Add(d.Request)
+		emptyOf(best).Take(d.GPU)
+		t := taken[best]
+		t.Resources = t.Resources.Add(d.Request)
+		if d.GPU.Count > 0 {
+			t.GPUs = append(t.GPUs, d.GPU)
+		}
+		taken[best] = t
 		placed++
 	}
 	return taken, placed == need
 }
 
-// Allows reports whether a pod with request may use a node's free
-// resources free, given what the reservation holds there: it may take of
-// each resource it asks for only what exceeds the reservation.
-func (r *Reservation) Allows(node string, free, request Resources) bool {
+// heldMilli is what requests hold in thousandths of a card.
+func heldMilli(rs []gpu.Request) int64 {
+	var sum int64
+	for _, r := range rs {
+		sum += r.TotalMilli()
+	}
+	return sum
+}
+
+// withheld returns the cards of a node with the reserved requests taken,
+// so that later groups of the same plan do not count on them; when the
+// node has no room for them now, none of its cards is left to others.
+func withheld(n gpustate.NodeGPUs, reserved []gpu.Request) gpustate.NodeGPUs {
+	for _, r := range reserved {
+		if _, ok := n.Take(r); !ok {
+			return gpustate.NodeGPUs{}
+		}
+	}
+	return n
+}
+
+// Allows reports whether a pod with request and GPU request gpuReq may use
+// a node's free resources free and cards gpus, given what the reservation
+// holds there: it may take of each resource it asks for only what exceeds
+// the reservation, and cards only if the reserved members still fit the
+// cards left.
+func (r *Reservation) Allows(node string, free Resources, gpus gpustate.NodeGPUs, request Resources, gpuReq gpu.Request) bool {
 	held, ok := r.Nodes[node]
 	if !ok {
 		return true
 	}
 	left := free.Sub(request)
-	return (request.MilliCPU == 0 || left.MilliCPU >= held.MilliCPU) &&
-		(request.Memory == 0 || left.Memory >= held.Memory) &&
-		(request.GPUs == 0 || left.GPUs >= held.GPUs) &&
-		left.Pods >= held.Pods
+	if (request.MilliCPU > 0 && left.MilliCPU < held.MilliCPU) ||
+		(request.Memory > 0 && left.Memory < held.Memory) || left.Pods < held.Pods {
+		return false
+	}
+	if gpuReq.Count == 0 || len(held.GPUs) == 0 {
+		return true
+	}
+	if _, ok := gpus.Take(gpuReq); !ok {
+		// GPUFit refuses the node anyway.
+		return true
+	}
+	for _, h := range held.GPUs {
+		if _, ok := gpus.Take(h); !ok {
+			return false
+		}
+	}
+	return true
 }

@@ -49,8 +49,10 @@ func FuzzCompute(f *testing.F) {
 		plan := Compute(in)
 
 		var free, needed Resources
+		var freeGPU, neededGPU int64
 		for _, r := range rooms {
 			free = free.Add(r.Free.floor())
+			freeGPU += r.GPUs.FreeMilli()
 		}
 		var positions []int
 		for _, g := range groups {
@@ -80,11 +82,13 @@ func FuzzCompute(f *testing.F) {
 				}
 			}
 			for _, p := range g.Pending[:g.MinAvailable-len(g.Bound)] {
-				needed = needed.Add(RequestOf(p))
+				d := DemandOf(p)
+				needed = needed.Add(d.Request)
+				neededGPU += d.GPU.TotalMilli()
 			}
 		}
-		if !free.Covers(needed) {
-			t.Errorf("newly admitted groups need %+v, the nodes have %+v free", needed, free)
+		if !free.Covers(needed) || neededGPU > freeGPU {
+			t.Errorf("newly admitted groups need %+v and %d thousandths of a card, the nodes have %+v and %d free", needed, neededGPU, free, freeGPU)
 		}
 		slices.Sort(positions)
 		for i, p := range positions {

@@ -9,6 +9,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/aisched/aisched/pkg/gpu"
+	"github.com/aisched/aisched/pkg/scheduler/gpustate"
 )
 
 var t0 = time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
@@ -37,10 +40,23 @@ func group(name string, n int, cpu, gpus int64, age int, prio int32) Group {
 	return g
 }
 
+// cards returns a node of gpus alike cards with freeGPUs of them free.
+func cards(gpus, freeGPUs int64) gpustate.NodeGPUs {
+	var list []gpu.Card
+	for i := range gpus {
+		list = append(list, gpu.Card{Index: int(i), Model: "T4", MemoryMiB: 16384, Healthy: true})
+	}
+	n := gpustate.NodeGPUs{Cards: gpu.NewSet(list)}
+	if _, ok := n.Take(gpu.Request{Count: gpus - freeGPUs}); !ok {
+		panic(fmt.Sprintf("cannot take %d of %d cards", gpus-freeGPUs, gpus))
+	}
+	return n
+}
+
 func room(name string, cpu, gpus, freeCPU, freeGPUs int64) Room {
-	alloc := Resources{MilliCPU: cpu * 1000, Memory: 64 << 30, GPUs: gpus, Pods: 110}
-	used := Resources{MilliCPU: (cpu - freeCPU) * 1000, GPUs: gpus - freeGPUs}
-	return Room{Node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, Allocatable: alloc, Free: alloc.Sub(used)}
+	alloc := Resources{MilliCPU: cpu * 1000, Memory: 64 << 30, Pods: 110}
+	used := Resources{MilliCPU: (cpu - freeCPU) * 1000}
+	return Room{Node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, Allocatable: alloc, Free: alloc.Sub(used), GPUs: cards(gpus, freeGPUs)}
 }
 
 func gpuQuota(hard, used string) Quota {
@@ -183,23 +199,65 @@ func TestCompute(t *testing.T) {
 }
 
 func TestReservationAllows(t *testing.T) {
-	r := &Reservation{Holder: "ns/big", Nodes: map[string]Resources{"a": {MilliCPU: 2000, GPUs: 4, Pods: 1}}}
-	free := Resources{MilliCPU: 8000, Memory: 1 << 30, GPUs: 4, Pods: 10}
+	// Node a (4 free cards, 8 CPU) is reserved for 2 CPU, a pod slot and
+	// two whole cards.
+	r := &Reservation{Holder: "ns/big", Nodes: map[string]Held{"a": {Resources: Resources{MilliCPU: 2000, Pods: 1}, GPUs: []gpu.Request{{Count: 2}}}}}
+	free := Resources{MilliCPU: 8000, Memory: 1 << 30, Pods: 10}
 	for _, tc := range []struct {
 		name    string
 		node    string
 		request Resources
+		gpu     gpu.Request
 		want    bool
 	}{
-		{"unreserved node", "b", Resources{GPUs: 4, Pods: 1}, true},
-		{"takes a reserved GPU", "a", Resources{GPUs: 1, Pods: 1}, false},
-		// CPU beyond the reservation is free to take, GPUs are not touched.
-		{"CPU beyond the reservation", "a", Resources{MilliCPU: 6000, Pods: 1}, true},
-		{"CPU into the reservation", "a", Resources{MilliCPU: 6001, Pods: 1}, false},
-		{"memory only", "a", Resources{Memory: 1 << 30, Pods: 1}, true},
+		{"unreserved node", "b", Resources{Pods: 1}, gpu.Request{Count: 4}, true},
+		{"two cards beyond the reservation", "a", Resources{Pods: 1}, gpu.Request{Count: 2}, true},
+		{"takes a reserved card", "a", Resources{Pods: 1}, gpu.Request{Count: 3}, false},
+		// A share takes one card: three untouched cards hold the two reserved.
+		{"a share beside the reservation", "a", Resources{Pods: 1}, gpu.Request{Count: 1, Milli: 500}, true},
+		// CPU beyond the reservation is free to take, cards are not touched.
+		{"CPU beyond the reservation", "a", Resources{MilliCPU: 6000, Pods: 1}, gpu.Request{}, true},
+		{"CPU into the reservation", "a", Resources{MilliCPU: 6001, Pods: 1}, gpu.Request{}, false},
+		{"memory only", "a", Resources{Memory: 1 << 30, Pods: 1}, gpu.Request{}, true},
 	} {
-		if got := r.Allows(tc.node, free, tc.request); got != tc.want {
+		if got := r.Allows(tc.node, free, cards(4, 4), tc.request, tc.gpu); got != tc.want {
 			t.Errorf("%s: Allows = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+	// Held shares: the node's two cards hold a reserved share of 600 each;
+	// a third share of 600 leaves no card for one of them.
+	r = &Reservation{Holder: "ns/s", Nodes: map[string]Held{"a": {GPUs: []gpu.Request{{Count: 1, Milli: 600}, {Count: 1, Milli: 600}}}}}
+	if r.Allows("a", free, cards(2, 2), Resources{Pods: 1}, gpu.Request{Count: 1, Milli: 600}) {
+		t.Error("a share that leaves a reserved share no card was allowed")
+	}
+	if !r.Allows("a", free, cards(2, 2), Resources{Pods: 1}, gpu.Request{Count: 1, Milli: 400}) {
+		t.Error("a share that fits beside the reserved ones was refused")
+	}
+}
+
+// A gang of shared-GPU pods is placed on cards as GPUFit places them: four
+// halves fit two cards, three shares of 600 do not.
+func TestComputeShares(t *testing.T) {
+	shares := func(name string, n int, milli int) Group {
+		g := group(name, n, 1, 0, 0, 0)
+		for _, p := range g.Pending {
+			p.Annotations = map[string]string{gpu.MilliAnnotation: fmt.Sprint(milli)}
+		}
+		return g
+	}
+	for _, tc := range []struct {
+		name string
+		g    Group
+		want Reason
+	}{
+		{"four halves on two cards", shares("halves", 4, 500), ReasonAdmitted},
+		{"three shares of 600 on two cards", shares("big", 3, 600), ReasonUnplaceable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			plan := Compute(Input{Groups: []Group{tc.g}, Rooms: []Room{room("a", 8, 2, 8, 2)}})
+			if d := plan.Decisions[tc.g.Key]; d.Reason != tc.want {
+				t.Errorf("%s (%s), want %s", d.Reason, d.Message, tc.want)
+			}
+		})
 	}
 }

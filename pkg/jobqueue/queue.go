@@ -25,8 +25,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
-	"github.com/aisched/aisched/pkg/gpu"
 	"github.com/aisched/aisched/pkg/podgroup"
+	"github.com/aisched/aisched/pkg/scheduler/gpustate"
 )
 
 // Options configure a Queue.
@@ -50,6 +50,7 @@ const refreshDelay = time.Second
 // it covers the pods of the profiles that call Gate.
 type Queue struct {
 	groups   *podgroup.Groups
+	gpus     *gpustate.State
 	opts     Options
 	activate func(map[string]*corev1.Pod)
 
@@ -67,7 +68,6 @@ type Queue struct {
 	waiting atomic.Bool
 
 	mu       sync.Mutex
-	started  bool
 	profiles map[string]bool
 	admitted map[string]bool
 	failures map[string]int
@@ -78,10 +78,13 @@ type Queue struct {
 
 type terminalCounts struct{ succeeded, failed int32 }
 
-// New returns a queue that is not started.
-func New(groups *podgroup.Groups) *Queue {
+// New returns a queue that is not started; it places groups on the cards
+// of the GPU ledger gpus.
+func New(groups *podgroup.Groups, gpus *gpustate.State, opts Options) *Queue {
 	return &Queue{
 		groups:   groups,
+		gpus:     gpus,
+		opts:     opts,
 		kick:     make(chan struct{}, 1),
 		profiles: map[string]bool{},
 		admitted: map[string]bool{},
@@ -93,19 +96,10 @@ func New(groups *podgroup.Groups) *Queue {
 
 // Start follows pods, nodes, ResourceQuotas and PodGroups through the
 // scheduler's informers and runs the admission loop until ctx ends.
-// activate moves pods of newly admitted groups to the active queue. The
-// first call starts the queue; later ones (one per profile) must pass the
-// same options.
-func (q *Queue) Start(ctx context.Context, factory informers.SharedInformerFactory, activate func(map[string]*corev1.Pod), opts Options) error {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.started {
-		if opts != q.opts {
-			return fmt.Errorf("job queue options %+v differ from another profile's %+v: one queue serves every profile", opts, q.opts)
-		}
-		return nil
-	}
-	q.started, q.opts, q.activate = true, opts, activate
+// activate moves pods of newly admitted groups to the active queue. It is
+// called once, by the scheduler's services.
+func (q *Queue) Start(ctx context.Context, factory informers.SharedInformerFactory, activate func(map[string]*corev1.Pod)) error {
+	q.activate = activate
 	podInformer := factory.Core().V1().Pods().Informer()
 	q.pods = podInformer.GetIndexer()
 	q.nodes = factory.Core().V1().Nodes().Lister()
@@ -358,6 +352,7 @@ func (q *Queue) input(now time.Time) (Input, map[string]*Group) {
 	q.mu.Unlock()
 
 	used := map[string]Resources{}
+	bound := map[string][]*corev1.Pod{}
 	groups := map[string]*Group{}
 	for _, obj := range q.pods.List() {
 		pod, ok := obj.(*corev1.Pod)
@@ -366,6 +361,7 @@ func (q *Queue) input(now time.Time) (Input, map[string]*Group) {
 		}
 		if pod.Spec.NodeName != "" {
 			used[pod.Spec.NodeName] = used[pod.Spec.NodeName].Add(RequestOf(pod))
+			bound[pod.Spec.NodeName] = append(bound[pod.Spec.NodeName], pod)
 		}
 		if pod.DeletionTimestamp != nil || !profiles[pod.Spec.SchedulerName] {
 			continue
@@ -400,7 +396,7 @@ func (q *Queue) input(now time.Time) (Input, map[string]*Group) {
 	slices.SortFunc(nodes, func(a, b *corev1.Node) int { return strings.Compare(a.Name, b.Name) })
 	for _, n := range nodes {
 		alloc := allocatable(n)
-		in.Rooms = append(in.Rooms, Room{Node: n, Allocatable: alloc, Free: alloc.Sub(used[n.Name])})
+		in.Rooms = append(in.Rooms, Room{Node: n, Allocatable: alloc, Free: alloc.Sub(used[n.Name]), GPUs: q.gpus.NodeGPUs(n, bound[n.Name])})
 	}
 	q.mu.Lock()
 	for key, g := range groups {
@@ -429,8 +425,7 @@ func (q *Queue) quotasIn(namespace string) []Quota {
 
 func allocatable(n *corev1.Node) Resources {
 	a := n.Status.Allocatable
-	g := a[gpu.ResourceName]
-	return Resources{MilliCPU: a.Cpu().MilliValue(), Memory: a.Memory().Value(), GPUs: g.Value(), Pods: a.Pods().Value()}
+	return Resources{MilliCPU: a.Cpu().MilliValue(), Memory: a.Memory().Value(), Pods: a.Pods().Value()}
 }
 
 // PriorityOf is the pod's priority, 0 when it has none.

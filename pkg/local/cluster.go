@@ -24,8 +24,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
-	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
+	aischedconfig "github.com/aisched/aisched/apis/config"
 	"github.com/aisched/aisched/pkg/clusterfile"
 	"github.com/aisched/aisched/pkg/generated/clientset/versioned"
 	"github.com/aisched/aisched/pkg/local/nodesim"
@@ -57,9 +57,10 @@ type Options struct {
 	Cluster *clusterfile.Cluster
 	// SchedulerConfig is the in-process scheduler's configuration; default scheduler.LocalConfig().
 	SchedulerConfig *config.KubeSchedulerConfiguration
-	// NewRegistry returns the scheduler's out-of-tree plugins; default
-	// scheduler.Registry. It is called again when the scheduler restarts.
-	NewRegistry func() frameworkruntime.Registry
+	// Services configures the scheduler-wide services (GPU ledger, job
+	// queue); default aischedconfig.DefaultServices(). A restarted
+	// scheduler builds them afresh from it.
+	Services *aischedconfig.SchedulerServices
 	// DeferScheduler leaves the scheduler stopped until StartScheduler, so
 	// that a benchmark can queue its pods first.
 	DeferScheduler bool
@@ -115,7 +116,7 @@ type Cluster struct {
 	schedMu         sync.Mutex
 	scheduler       *component
 	schedulerConfig *config.KubeSchedulerConfiguration
-	newRegistry     func() frameworkruntime.Registry
+	services        *aischedconfig.SchedulerServices
 	discardEvents   bool
 
 	failOnce sync.Once
@@ -152,8 +153,8 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			return nil, err
 		}
 	}
-	if opts.NewRegistry == nil {
-		opts.NewRegistry = scheduler.Registry
+	if opts.Services == nil {
+		opts.Services = aischedconfig.DefaultServices()
 	}
 	if opts.KubeconfigPath == "" {
 		opts.KubeconfigPath = filepath.Join(opts.DataDir, "kubeconfig")
@@ -250,7 +251,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 	c.nodes = sim
-	c.schedulerConfig, c.newRegistry, c.discardEvents = opts.SchedulerConfig, opts.NewRegistry, opts.DiscardSchedulerEvents
+	c.schedulerConfig, c.services, c.discardEvents = opts.SchedulerConfig, opts.Services, opts.DiscardSchedulerEvents
 	components := []*component{
 		{name: "controllers", run: func(ctx context.Context, started chan<- struct{}) error {
 			return runControllers(ctx, c.Config, p.CACert(), started)
@@ -347,7 +348,8 @@ func (c *Cluster) waitStarted(ctx context.Context, comp *component) error {
 
 func (c *Cluster) newSchedulerComponent() *component {
 	return &component{name: "scheduler", run: func(ctx context.Context, started chan<- struct{}) error {
-		return runScheduler(ctx, c.Config, c.schedulerConfig, c.newRegistry(), c.discardEvents, started)
+		registry := scheduler.Registry(scheduler.NewServices(c.services))
+		return runScheduler(ctx, c.Config, c.schedulerConfig, registry, c.discardEvents, started)
 	}}
 }
 
@@ -500,3 +502,7 @@ func lockDir(dir string) (*os.File, error) {
 	}
 	return f, nil
 }
+
+// KubeletHolders is the simulated kubelets' record of which pod holds
+// which card (nodesim.Simulator.Holders).
+func (c *Cluster) KubeletHolders() map[string]string { return c.nodes.Holders() }

@@ -17,9 +17,6 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/apis/config/validation"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
-	"github.com/aisched/aisched/pkg/jobqueue"
-	"github.com/aisched/aisched/pkg/podgroup"
-	"github.com/aisched/aisched/pkg/scheduler/gpustate"
 	"github.com/aisched/aisched/pkg/scheduler/plugins/coscheduling"
 	"github.com/aisched/aisched/pkg/scheduler/plugins/fgd"
 	"github.com/aisched/aisched/pkg/scheduler/plugins/fgdbaseline"
@@ -43,35 +40,41 @@ const (
 //go:embed local-config.yaml
 var localConfig []byte
 
-// Registry returns the out-of-tree plugins, one entry per plugin package.
-// It is the only place plugins are registered. The GPU plugins of every
-// profile built from one Registry share one view of the cards, so call it
-// once per scheduler.
-func Registry() frameworkruntime.Registry {
-	gpus := gpustate.New()
-	groups := &podgroup.Groups{}
-	queue := jobqueue.New(groups)
+// Registry returns the out-of-tree plugins, one entry per plugin package,
+// each handed the scheduler-wide services it uses, started. It is the only
+// place plugins are registered. Build it once per scheduler, from one
+// Services, so that every profile shares them.
+func Registry(svc *Services) frameworkruntime.Registry {
+	// with starts the services before the plugin that needs them is built.
+	with := func(f func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error)) frameworkruntime.PluginFactory {
+		return func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+			if err := svc.start(ctx, h); err != nil {
+				return nil, err
+			}
+			return f(ctx, obj, h)
+		}
+	}
 	return frameworkruntime.Registry{
-		gpufit.Name: func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-			return gpufit.New(ctx, obj, h, gpus)
-		},
-		heteropriority.Name: func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-			return heteropriority.New(ctx, obj, h, gpus)
-		},
-		fgdbaseline.BestFitName: func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-			return fgdbaseline.NewBestFit(ctx, obj, h, gpus)
-		},
-		fgdbaseline.DotProdName: func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-			return fgdbaseline.NewDotProd(ctx, obj, h, gpus)
-		},
-		fgd.Name: func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-			return fgd.New(ctx, obj, h, gpus)
-		},
+		gpufit.Name: with(func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+			return gpufit.New(ctx, obj, h, svc.GPUs)
+		}),
+		heteropriority.Name: with(func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+			return heteropriority.New(ctx, obj, h, svc.GPUs)
+		}),
+		fgdbaseline.BestFitName: with(func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+			return fgdbaseline.NewBestFit(ctx, obj, h, svc.GPUs)
+		}),
+		fgdbaseline.DotProdName: with(func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+			return fgdbaseline.NewDotProd(ctx, obj, h, svc.GPUs)
+		}),
+		fgd.Name: with(func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+			return fgd.New(ctx, obj, h, svc.GPUs)
+		}),
 		loadaware.Name:  loadaware.New,
 		pccbalance.Name: pccbalance.New,
-		coscheduling.Name: func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-			return coscheduling.New(ctx, obj, h, groups, queue)
-		},
+		coscheduling.Name: with(func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+			return coscheduling.New(ctx, obj, h, svc.Groups, svc.Queue, svc.GPUs)
+		}),
 	}
 }
 

@@ -38,6 +38,18 @@ func TestLocalConfig(t *testing.T) {
 	}
 }
 
+// The shipped services configuration states the defaults that `aisched up`
+// runs with.
+func TestShippedServicesAreDefaults(t *testing.T) {
+	shipped, err := aischedconfig.ReadServices(filepath.Join("..", "..", "deploy", "scheduler", "services-config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(aischedconfig.DefaultServices(), shipped); diff != "" {
+		t.Errorf("shipped services (-defaults,+shipped):\n%s", diff)
+	}
+}
+
 // The aisched profiles of `aisched up` and of the shipped out-of-process
 // configuration must not drift apart.
 func TestShippedConfigMatchesLocal(t *testing.T) {
@@ -113,7 +125,7 @@ func TestConfigsUseKnownPlugins(t *testing.T) {
 func checkPlugins(t *testing.T, cfg *config.KubeSchedulerConfiguration) {
 	t.Helper()
 	inTree := plugins.NewInTreeRegistry()
-	ours := Registry()
+	ours := Registry(NewServices(aischedconfig.DefaultServices()))
 	for _, p := range cfg.Profiles {
 		for _, set := range []config.PluginSet{p.Plugins.MultiPoint, p.Plugins.Score, p.Plugins.Filter, p.Plugins.Bind} {
 			for _, pl := range append(set.Enabled, set.Disabled...) {
@@ -135,6 +147,10 @@ func checkPlugins(t *testing.T, cfg *config.KubeSchedulerConfiguration) {
 				args = &aischedconfig.FGDBaselineArgs{}
 			case fgd.Name:
 				args = &aischedconfig.FGDArgs{}
+			case coscheduling.Name:
+				args = &aischedconfig.CoschedulingArgs{}
+			case loadaware.Name:
+				args = &aischedconfig.LoadAwareArgs{}
 			default:
 				continue
 			}
@@ -158,7 +174,7 @@ func TestPluginsSignPods(t *testing.T) {
 		pccbalance.Name:         &pccbalance.PCCBalance{},
 		coscheduling.Name:       &coscheduling.Coscheduling{},
 	}
-	for name := range Registry() {
+	for name := range Registry(NewServices(aischedconfig.DefaultServices())) {
 		pl, ok := plugins[name]
 		if !ok {
 			t.Errorf("plugin %s: add it to this test", name)

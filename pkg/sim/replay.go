@@ -223,7 +223,7 @@ func replayOne(ctx context.Context, opts ReplayOptions, pools []clusterfile.Node
 	if opts.Tick != nil {
 		opts.Tick(len(seq), len(seq))
 	}
-	if err := checkPlacement(ctx, pods, sumAllocated); err != nil {
+	if err := checkPlacement(ctx, pods, cardsOf(pools), sumAllocated); err != nil {
 		return metrics.Result{}, err
 	}
 	res.PodsPerSecond = metrics.PodsPerSecond(len(seq)-res.PendingPods-*res.InexpressiblePods, elapsed)
@@ -277,42 +277,27 @@ func replayPod(ctx context.Context, pods corev1client.PodInterface, o *outcomes,
 }
 
 // checkPlacement compares the replay's count with what the cluster holds:
-// the GPU of the bound pods must add up to allocated, and no card may hold
-// more than a whole card or a whole-card pod beside a share. A mismatch
-// means the protocol was broken (a failed pod retried and bound) or the
-// scheduler overcommitted a card; either makes the numbers worthless.
-func checkPlacement(ctx context.Context, pods corev1client.PodInterface, allocated int64) error {
+// the GPU of the bound pods must add up to allocated, and the GPU ledger's
+// audit must find no card overcommitted. A mismatch means the protocol was
+// broken (a failed pod retried and bound) or the scheduler overcommitted a
+// card; either makes the numbers worthless.
+func checkPlacement(ctx context.Context, pods corev1client.PodInterface, cards func(string) *gpu.Set, allocated int64) error {
 	list, err := pods.List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return err
 	}
 	var sum int64
-	held := map[string]int64{} // node/card -> thousandths
 	for i := range list.Items {
 		pod := &list.Items[i]
 		if pod.Spec.NodeName == "" {
 			continue
 		}
-		r, err := gpu.ParseRequest(pod)
-		if err != nil || r.Count == 0 {
-			continue
+		if r, err := gpu.ParseRequest(pod); err == nil {
+			sum += r.TotalMilli()
 		}
-		sum += r.TotalMilli()
-		cards, ok := gpu.ParseIndices(pod.Annotations[gpu.AssignedAnnotation])
-		if !ok {
-			// default-scheduler names no cards.
-			continue
-		}
-		share := int64(gpu.WholeCardMilli)
-		if r.Shared() {
-			share = r.Milli
-		}
-		for _, c := range cards {
-			key := fmt.Sprintf("%s/%d", pod.Spec.NodeName, c)
-			if held[key] += share; held[key] > gpu.WholeCardMilli {
-				return fmt.Errorf("card %s holds %d thousandths, more than a card (pod %s)", key, held[key], pod.Name)
-			}
-		}
+	}
+	if err := auditCards(list.Items, cards); err != nil {
+		return err
 	}
 	if sum != allocated {
 		return fmt.Errorf("the bound pods hold %d thousandths of a card, the replay counted %d", sum, allocated)

@@ -291,7 +291,32 @@ func runOne(ctx context.Context, s *scenario.Scenario, p scenario.Policy, cfg *c
 	}
 	// One more sample of the simulated nodes' metrics.
 	time.Sleep(1500 * time.Millisecond)
+	if err := checkCards(ctx, c, s.Cluster.NodePools); err != nil {
+		return metrics.Result{}, err
+	}
 	return measure(ctx, c, s, w, rejected, start.Add(arrivals[0].at))
+}
+
+// checkCards audits the cards the cluster's pods hold and compares the
+// scheduler's record with the simulated kubelets' (ledger.go): a run
+// whose cards are overcommitted, or whose kubelets hold other cards than
+// the scheduler assigned, reports no number.
+func checkCards(ctx context.Context, c *local.Cluster, pools []clusterfile.NodePool) error {
+	list := func(ctx context.Context) ([]corev1.Pod, error) {
+		l, err := c.Client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		return l.Items, nil
+	}
+	pods, err := list(ctx)
+	if err != nil {
+		return err
+	}
+	if err := auditCards(pods, cardsOf(pools)); err != nil {
+		return err
+	}
+	return compareLedgers(ctx, list, c.KubeletHolders)
 }
 
 // watchPods calls observe with every pod the cluster has and each change

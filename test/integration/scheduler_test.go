@@ -56,6 +56,7 @@ func TestExternalScheduler(t *testing.T) {
 	sched := startCommand(t, nil, "scheduler",
 		"--kubeconfig", kubeconfig,
 		"--config", filepath.Join("..", "..", "deploy", "scheduler", "scheduler-config.yaml"),
+		"--services-config", filepath.Join("..", "..", "deploy", "scheduler", "services-config.yaml"),
 		"--secure-port", strconv.Itoa(port))
 	localtest.Eventually(t, time.Minute, "pod bound by the external scheduler", func(ctx context.Context) (bool, error) {
 		p, err := c.Client.CoreV1().Pods(ns).Get(ctx, "p", metav1.GetOptions{})

@@ -20,6 +20,7 @@ import (
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 	"sigs.k8s.io/yaml"
 
+	aischedconfig "github.com/aisched/aisched/apis/config"
 	"github.com/aisched/aisched/pkg/scheduler"
 )
 
@@ -30,12 +31,17 @@ import (
 // clientConnection.kubeconfig empty (upstream silently ignores the flag).
 func newSchedulerCommand() *cobra.Command {
 	opts := options.NewOptions()
+	var servicesConfig string
 	cmd := &cobra.Command{
 		Use:   "scheduler",
 		Short: "Run kube-scheduler with aisched's plugins compiled in",
 		Long: `Run kube-scheduler with aisched's plugins compiled in. Every kube-scheduler
 flag works. On a real cluster it runs as a Deployment next to (or instead of)
 kube-scheduler; pods choose a profile with spec.schedulerName.
+
+The scheduler-wide services that every profile shares (the GPU ledger, the
+job queue) have their own configuration, --services-config (kind
+SchedulerServices; defaults when absent).
 
   aisched scheduler --config deploy/scheduler/scheduler-config.yaml --kubeconfig KUBECONFIG`,
 		Args: cobra.NoArgs,
@@ -44,10 +50,12 @@ kube-scheduler; pods choose a profile with spec.schedulerName.
 			return opts.ComponentGlobalsRegistry.Set()
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runScheduler(cmd, opts)
+			return runScheduler(cmd, opts, servicesConfig)
 		},
 	}
 	nfs := opts.Flags
+	nfs.FlagSet("aisched").StringVar(&servicesConfig, "services-config", "",
+		"The SchedulerServices file (config.aisched.io/v1alpha1): GPU ledger and job queue settings shared by every profile; defaults when empty.")
 	verflag.AddFlags(nfs.FlagSet("global"))
 	globalflag.AddGlobalFlags(nfs.FlagSet("global"), cmd.Name(), logs.SkipLoggingConfigurationFlags())
 	for _, f := range nfs.FlagSets {
@@ -58,8 +66,12 @@ kube-scheduler; pods choose a profile with spec.schedulerName.
 	return cmd
 }
 
-func runScheduler(cmd *cobra.Command, opts *options.Options) error {
+func runScheduler(cmd *cobra.Command, opts *options.Options, servicesConfig string) error {
 	verflag.PrintAndExitIfRequested()
+	services, err := aischedconfig.ReadServices(servicesConfig)
+	if err != nil {
+		return fmt.Errorf("--services-config: %w", err)
+	}
 	fg := opts.ComponentGlobalsRegistry.FeatureGateFor(basecompatibility.DefaultKubeComponent)
 	if err := logsapi.ValidateAndApply(opts.Logs, fg); err != nil {
 		return err
@@ -84,7 +96,7 @@ func runScheduler(cmd *cobra.Command, opts *options.Options) error {
 	if err != nil {
 		return err
 	}
-	cc, sched, err := kubescheduler.Setup(ctx, opts, registryOptions()...)
+	cc, sched, err := kubescheduler.Setup(ctx, opts, registryOptions(scheduler.NewServices(services))...)
 	// Setup has read the configuration; the merged copy is not needed any more.
 	cleanup()
 	if err != nil {
@@ -149,10 +161,11 @@ func applyKubeconfigFlag(cmd *cobra.Command, opts *options.Options) (func(), err
 	return cleanup, nil
 }
 
-// registryOptions passes aisched's out-of-tree plugins to the upstream command.
-func registryOptions() []kubescheduler.Option {
+// registryOptions passes aisched's out-of-tree plugins, with the services
+// they share, to the upstream command.
+func registryOptions(svc *scheduler.Services) []kubescheduler.Option {
 	var opts []kubescheduler.Option
-	for name, factory := range scheduler.Registry() {
+	for name, factory := range scheduler.Registry(svc) {
 		opts = append(opts, kubescheduler.WithPlugin(name, factory))
 	}
 	return opts

@@ -3,6 +3,9 @@ package nodesim
 import (
 	"fmt"
 	"net"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,9 +20,12 @@ import (
 // resources in use, the pod IPs and the GPU cards handed out, per pod what
 // it holds. It is the kubelet's admission check, so a pod bound to a full
 // node (by a scheduler bug or a hand-written spec.nodeName) fails like on a
-// real node, and it plays NVIDIA's device plugin: a pod gets the cards of
-// its gpu.aisched.io/assigned annotation, or the lowest free ones, and a
-// card is never given twice.
+// real node, and it plays the node's device layer: a pod gets the cards of
+// its gpu.aisched.io/assigned annotation, or the lowest free ones, a card
+// is never given whole twice nor whole beside a share, and the shares of a
+// card stay within its compute and memory. It is the kubelets' own record,
+// kept apart from the scheduler's GPU ledger; Holders lets the simulator
+// compare the two.
 type ledger struct {
 	mu    sync.Mutex
 	nodes map[string]*nodeLedger
@@ -37,8 +43,32 @@ type nodeLedger struct {
 	// the network and broadcast addresses.
 	ips  []bool
 	next int
-	// cards[i] names the pod holding GPU i, "" when free.
-	cards []string
+	// cards[i] is who holds GPU i.
+	cards []cardHolders
+	// cardMemMiB is the memory of each card (the node's GPU Feature
+	// Discovery label), 0 when unknown.
+	cardMemMiB int64
+}
+
+// cardHolders is who holds one card: one pod whole, or pods with shares.
+type cardHolders struct {
+	whole  string
+	shares map[string]share
+}
+
+// share is what a pod holds of a card it shares.
+type share struct{ milli, memMiB int64 }
+
+func (c *cardHolders) free() bool { return c.whole == "" && len(c.shares) == 0 }
+
+// left is the compute and memory of the card not held by shares.
+func (c *cardHolders) left(memMiB int64) (milli, mem int64) {
+	milli, mem = gpu.WholeCardMilli, memMiB
+	for _, sh := range c.shares {
+		milli -= sh.milli
+		mem -= sh.memMiB
+	}
+	return milli, mem
 }
 
 type podRecord struct {
@@ -49,6 +79,7 @@ type podRecord struct {
 	ipIndex  int
 	requests corev1.ResourceList
 	cards    []int
+	share    share
 }
 
 // claim is what a pod asks of its node.
@@ -61,6 +92,9 @@ type claim struct {
 	ip string
 	// cards are the GPU indices the scheduler assigned; nil when it did not.
 	cards []int
+	// share is what the pod asks of its one card when it shares one; zero
+	// for whole cards.
+	share share
 }
 
 // claimOf reads the claim of a pod.
@@ -76,6 +110,9 @@ func claimOf(pod *corev1.Pod) claim {
 			// Malformed: let admission reject it rather than guess.
 			c.cards = []int{-1}
 		}
+	}
+	if r, err := gpu.ParseRequest(pod); err == nil && r.Shared() {
+		c.share = share{milli: r.Milli, memMiB: r.GPUMemMiB}
 	}
 	return c
 }
@@ -101,8 +138,10 @@ func (l *ledger) addNode(n *corev1.Node) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	gpus := n.Status.Allocatable[gpu.ResourceName]
+	cardMem, _ := strconv.ParseInt(n.Labels[gpu.GFDMemoryLabel], 10, 64)
 	l.nodes[n.Name] = &nodeLedger{
-		cards:       make([]string, gpus.Value()),
+		cards:       make([]cardHolders, gpus.Value()),
+		cardMemMiB:  cardMem,
 		allocatable: n.Status.Allocatable.DeepCopy(),
 		maxPods:     n.Status.Allocatable.Pods().Value(),
 		used:        corev1.ResourceList{},
@@ -161,11 +200,17 @@ func (l *ledger) admit(key string, c claim, force bool) (string, *rejection) {
 		}
 	}
 	gpus := requests[gpu.ResourceName]
-	cards, rej := n.allocateCards(key, c.cards, gpus.Value(), force)
+	var cards []int
+	var rej *rejection
+	if c.share != (share{}) {
+		cards, rej = n.allocateShare(c.cards, c.share, force)
+	} else {
+		cards, rej = n.allocateCards(c.cards, gpus.Value(), force)
+	}
 	if rej != nil {
 		return "", rej
 	}
-	r := &podRecord{uid: c.uid, node: c.node, requests: requests.DeepCopy(), cards: cards}
+	r := &podRecord{uid: c.uid, node: c.node, requests: requests.DeepCopy(), cards: cards, share: c.share}
 	if c.hostNetwork {
 		r.ip = n.hostIP
 	} else {
@@ -181,46 +226,117 @@ func (l *ledger) admit(key string, c claim, force bool) (string, *rejection) {
 		n.used[name] = sum
 	}
 	for _, i := range cards {
-		n.cards[i] = key
+		if i < 0 || i >= len(n.cards) {
+			continue
+		}
+		h := &n.cards[i]
+		if c.share == (share{}) {
+			h.whole = key
+			continue
+		}
+		if h.shares == nil {
+			h.shares = map[string]share{}
+		}
+		h.shares[key] = c.share
 	}
 	n.pods++
 	l.pods[key] = r
 	return r.ip, nil
 }
 
-// allocateCards plays the device plugin: the assigned cards when the
-// scheduler chose them, else the lowest free ones.
-func (n *nodeLedger) allocateCards(key string, assigned []int, count int64, force bool) ([]int, *rejection) {
+func allocationError(format string, args ...interface{}) *rejection {
+	return &rejection{Reason: "UnexpectedAdmissionError", Message: "Allocate failed due to " + fmt.Sprintf(format, args...)}
+}
+
+// allocateCards plays the device plugin for whole cards: the assigned
+// cards when the scheduler chose them, else the lowest free ones.
+func (n *nodeLedger) allocateCards(assigned []int, count int64, force bool) ([]int, *rejection) {
 	if count == 0 {
 		return nil, nil
 	}
-	reject := func(format string, args ...interface{}) ([]int, *rejection) {
-		return nil, &rejection{Reason: "UnexpectedAdmissionError", Message: "Allocate failed due to " + fmt.Sprintf(format, args...)}
-	}
 	if assigned != nil {
 		if int64(len(assigned)) != count && !force {
-			return reject("%s=%v naming %d cards for a request of %d", gpu.AssignedAnnotation, assigned, len(assigned), count)
+			return nil, allocationError("%s=%v naming %d cards for a request of %d", gpu.AssignedAnnotation, assigned, len(assigned), count)
 		}
 		for _, i := range assigned {
 			switch {
 			case i < 0 || i >= len(n.cards):
-				return reject("%s=%v: no card %d on a node with %d", gpu.AssignedAnnotation, assigned, i, len(n.cards))
-			case n.cards[i] != "" && !force:
-				return reject("card %d of %s is already allocated to pod %s", i, gpu.ResourceName, n.cards[i])
+				return nil, allocationError("%s=%v: no card %d on a node with %d", gpu.AssignedAnnotation, assigned, i, len(n.cards))
+			case n.cards[i].whole != "" && !force:
+				return nil, allocationError("card %d of %s is already allocated to pod %s", i, gpu.ResourceName, n.cards[i].whole)
+			case len(n.cards[i].shares) > 0 && !force:
+				return nil, allocationError("card %d of %s is shared by %d pods", i, gpu.ResourceName, len(n.cards[i].shares))
 			}
 		}
 		return assigned, nil
 	}
 	var picked []int
-	for i, holder := range n.cards {
-		if holder == "" && int64(len(picked)) < count {
+	for i := range n.cards {
+		if n.cards[i].free() && int64(len(picked)) < count {
 			picked = append(picked, i)
 		}
 	}
 	if int64(len(picked)) < count && !force {
-		return reject("%d free cards of %s for a request of %d", len(picked), gpu.ResourceName, count)
+		return nil, allocationError("%d free cards of %s for a request of %d", len(picked), gpu.ResourceName, count)
 	}
 	return picked, nil
+}
+
+// allocateShare plays a sharing device layer (HAMi's, say): the pod gets
+// its share of the one card the scheduler assigned, if the card is not
+// held whole and has the share's compute and memory left. A pod with a
+// share and no assigned card (placed by a scheduler that does not share
+// cards) gets no card, as on a real node.
+func (n *nodeLedger) allocateShare(assigned []int, sh share, force bool) ([]int, *rejection) {
+	if assigned == nil {
+		return nil, nil
+	}
+	if len(assigned) != 1 {
+		return nil, allocationError("%s=%v: a shared card is one card", gpu.AssignedAnnotation, assigned)
+	}
+	i := assigned[0]
+	if i < 0 || i >= len(n.cards) {
+		return nil, allocationError("%s=%v: no card %d on a node with %d", gpu.AssignedAnnotation, assigned, i, len(n.cards))
+	}
+	if force {
+		return assigned, nil
+	}
+	h := &n.cards[i]
+	if h.whole != "" {
+		return nil, allocationError("card %d of %s is allocated whole to pod %s", i, gpu.ResourceName, h.whole)
+	}
+	milli, mem := h.left(n.cardMemMiB)
+	if sh.milli > milli || n.cardMemMiB > 0 && sh.memMiB > mem {
+		return nil, allocationError("card %d has %d thousandths and %d MiB left, the share asks %d and %d", i, milli, mem, sh.milli, sh.memMiB)
+	}
+	return assigned, nil
+}
+
+// Holders is the kubelets' card record in the form of gpustate.Holders:
+// for each held card, "node/index", who holds it ("ns/pod" whole,
+// "ns/pod@milli/memMiB" shared, sorted, comma-separated).
+func (l *ledger) Holders() map[string]string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[string]string{}
+	for name, n := range l.nodes {
+		for i := range n.cards {
+			h := &n.cards[i]
+			var who []string
+			if h.whole != "" {
+				who = append(who, h.whole)
+			}
+			for key, sh := range h.shares {
+				who = append(who, fmt.Sprintf("%s@%d/%d", key, sh.milli, sh.memMiB))
+			}
+			if len(who) == 0 {
+				continue
+			}
+			slices.Sort(who)
+			out[fmt.Sprintf("%s/%d", name, i)] = strings.Join(who, ",")
+		}
+	}
+	return out
 }
 
 // hostIP returns the InternalIP of a registered node.
@@ -260,8 +376,13 @@ func (l *ledger) releaseLocked(key string) {
 		n.ips[r.ipIndex] = false
 	}
 	for _, i := range r.cards {
-		if i >= 0 && i < len(n.cards) && n.cards[i] == key {
-			n.cards[i] = ""
+		if i < 0 || i >= len(n.cards) {
+			continue
+		}
+		if h := &n.cards[i]; h.whole == key {
+			h.whole = ""
+		} else {
+			delete(h.shares, key)
 		}
 	}
 }

@@ -119,11 +119,59 @@ func TestLedgerCards(t *testing.T) {
 			}
 		})
 	}
-	if diff := cmp.Diff([]string{"c", "c", "a", "a"}, l.nodes["n"].cards); diff != "" {
+	if diff := cmp.Diff(map[string]string{"n/0": "c", "n/1": "c", "n/2": "a", "n/3": "a"}, l.Holders()); diff != "" {
 		t.Errorf("card holders (-want,+got):\n%s", diff)
 	}
 	l.release("a")
 	if _, rej := l.admit("b", claim{uid: "b", node: "n", requests: gpus("1"), cards: []int{3}}, false); rej != nil {
 		t.Errorf("card 3 after its holder left: %v", rej)
+	}
+}
+
+// The ledger plays a sharing device layer: shares of one card up to its
+// compute and memory, never beside a whole-card pod.
+func TestLedgerShares(t *testing.T) {
+	l := newLedger()
+	node := testNode("10.0.0.0/24", "64", 20)
+	node.Status.Allocatable[gpu.ResourceName] = resource.MustParse("2")
+	node.Labels = map[string]string{gpu.GFDMemoryLabel: "16384"}
+	if err := l.addNode(node); err != nil {
+		t.Fatal(err)
+	}
+	whole := corev1.ResourceList{gpu.ResourceName: resource.MustParse("1")}
+	tests := []struct {
+		name, key  string
+		claim      claim
+		wantReason string
+	}{
+		{name: "a share", key: "s1", claim: claim{uid: "s1", node: "n", cards: []int{0}, share: share{milli: 600, memMiB: 8192}}},
+		{name: "a second share that fits", key: "s2", claim: claim{uid: "s2", node: "n", cards: []int{0}, share: share{milli: 400, memMiB: 4096}}},
+		{name: "compute left short", key: "s3", claim: claim{uid: "s3", node: "n", cards: []int{0}, share: share{milli: 1}}, wantReason: "UnexpectedAdmissionError"},
+		{name: "memory left short", key: "s3", claim: claim{uid: "s3", node: "n", cards: []int{1}, share: share{memMiB: 16385}}, wantReason: "UnexpectedAdmissionError"},
+		{name: "a whole card on a shared one", key: "w", claim: claim{uid: "w", node: "n", requests: whole, cards: []int{0}}, wantReason: "UnexpectedAdmissionError"},
+		{name: "a whole card", key: "w", claim: claim{uid: "w", node: "n", requests: whole, cards: []int{1}}},
+		{name: "a share on a whole card", key: "s4", claim: claim{uid: "s4", node: "n", cards: []int{1}, share: share{milli: 100}}, wantReason: "UnexpectedAdmissionError"},
+		{name: "a share of two cards", key: "s5", claim: claim{uid: "s5", node: "n", cards: []int{0, 1}, share: share{milli: 100}}, wantReason: "UnexpectedAdmissionError"},
+		// Placed by a scheduler that does not share cards: no card.
+		{name: "a share with no card named", key: "s6", claim: claim{uid: "s6", node: "n", share: share{milli: 100}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, rej := l.admit(tc.key, tc.claim, false)
+			switch {
+			case tc.wantReason == "" && rej != nil:
+				t.Fatalf("rejected: %v", rej)
+			case tc.wantReason != "" && (rej == nil || rej.Reason != tc.wantReason):
+				t.Fatalf("rejection %v, want %s", rej, tc.wantReason)
+			}
+		})
+	}
+	want := map[string]string{"n/0": "s1@600/8192,s2@400/4096", "n/1": "w"}
+	if diff := cmp.Diff(want, l.Holders()); diff != "" {
+		t.Errorf("holders (-want,+got):\n%s", diff)
+	}
+	l.release("s1")
+	if _, rej := l.admit("s3", claim{uid: "s3", node: "n", cards: []int{0}, share: share{milli: 600}}, false); rej != nil {
+		t.Errorf("a share after another left: %v", rej)
 	}
 }

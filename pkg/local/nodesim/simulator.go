@@ -284,3 +284,8 @@ func (s *Simulator) runWorker(ctx context.Context) {
 		s.queue.Done(key)
 	}
 }
+
+// Holders is the simulated kubelets' own record of the cards they handed
+// out, in the form of gpustate.Holders, for comparison with the
+// scheduler's GPU ledger.
+func (s *Simulator) Holders() map[string]string { return s.ledger.Holders() }

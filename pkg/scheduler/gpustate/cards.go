@@ -1,8 +1,6 @@
 package gpustate
 
 import (
-	"fmt"
-
 	corev1 "k8s.io/api/core/v1"
 
 	aischedv1alpha1 "github.com/aisched/aisched/apis/aisched/v1alpha1"
@@ -63,21 +61,6 @@ func (s *State) dropCachedLocked(name string) {
 	delete(s.ptrs, name)
 	s.gen++
 	s.factsStale = true
-}
-
-// UseFeatureDiscoveryLabels sets whether nodes without a GPUInventory are
-// read from their GPU Feature Discovery labels (the default) for every
-// plugin of the scheduler. GPUFit calls it with its argument; a second call
-// with another value is an error, since one scheduler has one view of the
-// cards.
-func (s *State) UseFeatureDiscoveryLabels(use bool) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.labelsSet && s.noLabels == use {
-		return fmt.Errorf("useFeatureDiscoveryLabels must be the same in every profile of a scheduler")
-	}
-	s.labelsSet, s.noLabels = true, !use
-	return nil
 }
 
 // Cards returns the cards of a node: its GPUInventory when there is one,

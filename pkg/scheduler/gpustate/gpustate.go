@@ -1,10 +1,17 @@
-// Package gpustate is the GPU view that aisched's scheduler plugins share
-// within one scheduler: the cards of every node (GPUInventory, or GPU
-// Feature Discovery labels when a node has none), which pod holds which
-// card, and cluster-wide facts such as the share of GPU nodes. Profiles
-// have their own plugin instances, so the view must be shared for two
-// profiles never to give the same card away; it lives as long as the
-// scheduler's plugin registry (scheduler.Registry), not the process.
+// Package gpustate is aisched's one GPU ledger: the cards of every node
+// (GPUInventory, or GPU Feature Discovery labels when a node has none),
+// which pod holds which card or which share of one, the choice of cards
+// for a pod, and cluster-wide facts such as the share of GPU nodes.
+//
+// One State serves a whole scheduler: it is one of the scheduler-wide
+// services (package scheduler), built once from its own configuration
+// before the profiles, so that two profiles never give the same card away
+// and never disagree on what a node has. Every count of cards in aisched
+// is made here: the plugins' filters, scores and reservations, the job
+// queue's and Coscheduling's whole-group placement (NodeGPUs), and the
+// simulator's checks (Audit). GPUFit is the one plugin that records a
+// choice (Assign); a plugin that weighs cards, such as FGD, proposes one
+// through CardProposer.
 //
 // Everything is kept up to date by informer event handlers, so that the
 // plugins' Filter and Score read a node's cards and usage in a few map
@@ -19,6 +26,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -36,17 +44,23 @@ const InventoryEvent fwk.EventResource = "gpuinventories.v1alpha1.aisched.io"
 // syncTimeout bounds the wait for the inventory cache at scheduler start.
 const syncTimeout = 30 * time.Second
 
+// Options configure a State; they are the services configuration's gpus
+// section.
+type Options struct {
+	// NoFeatureDiscoveryLabels turns off the GPU Feature Discovery
+	// fallback: a node without a GPUInventory has no cards.
+	NoFeatureDiscoveryLabels bool
+}
+
 // State is the shared GPU view. Create it with New or NewStandalone.
 type State struct {
-	once    sync.Once
-	initErr error
+	once     sync.Once
+	startErr error
 	// inventoryServed is false when the GPUInventory CRD is not installed.
 	inventoryServed bool
 
-	// noLabels turns off the GPU Feature Discovery fallback (GPUFit's
-	// useFeatureDiscoveryLabels: false); labelsSet records that a GPUFit
-	// chose, so that two profiles cannot disagree.
-	noLabels, labelsSet bool
+	// noLabels turns off the GPU Feature Discovery fallback.
+	noLabels bool
 
 	mu sync.RWMutex
 	// pods maps pod UID to the cards it holds.
@@ -76,44 +90,45 @@ type State struct {
 	// object of the informers' first list; isSynced caches a yes.
 	synced   []cache.InformerSynced
 	isSynced atomic.Bool
+
+	// proposers are the card proposers by profile (framework handle).
+	proposers sync.Map // fwk.Handle -> namedProposer
 }
 
-// New returns an empty State, to be connected to a scheduler with Init.
-func New() *State {
+// New returns an empty State, to be connected to a scheduler with Start.
+func New(opts Options) *State {
 	return &State{
-		pods:  map[types.UID]holding{},
-		held:  map[string]*heldOn{},
-		cards: map[string]nodeCards{},
-		ptrs:  map[string][]*corev1.Node{},
-		nodes: map[string]*corev1.Node{},
+		noLabels: opts.NoFeatureDiscoveryLabels,
+		pods:     map[types.UID]holding{},
+		held:     map[string]*heldOn{},
+		cards:    map[string]nodeCards{},
+		ptrs:     map[string][]*corev1.Node{},
+		nodes:    map[string]*corev1.Node{},
 	}
 }
 
 // NewStandalone returns a State that is not connected to a scheduler: it
-// learns only through its Observe, Forget and Assign methods, and Init
-// does nothing. It serves unit tests, benchmarks and tools.
-func NewStandalone() *State {
-	s := New()
+// learns only through its Observe, Forget and Assign methods, and Start
+// does nothing. It serves unit tests, benchmarks and tools (the
+// simulator's checks).
+func NewStandalone(opts Options) *State {
+	s := New(opts)
 	s.inventoryServed = true
 	s.once.Do(func() {})
 	return s
 }
 
-// Init connects the State to the scheduler, once: it follows
-// GPUInventories (when the CRD is served), nodes and pods through
-// informers, so that the cards of bound pods are known, also after a
-// restart. Later calls return the first call's result.
-func (s *State) Init(ctx context.Context, h fwk.Handle) error {
-	s.once.Do(func() { s.initErr = s.init(ctx, h) })
-	return s.initErr
+// Start connects the State to a scheduler, once: it follows GPUInventories
+// (when the CRD is served, through client), nodes and pods through the
+// scheduler's informers, so that the cards of bound pods are known, also
+// after a restart. Later calls return the first call's result.
+func (s *State) Start(ctx context.Context, client versioned.Interface, factory informers.SharedInformerFactory) error {
+	s.once.Do(func() { s.startErr = s.start(ctx, client, factory) })
+	return s.startErr
 }
 
-func (s *State) init(ctx context.Context, h fwk.Handle) error {
+func (s *State) start(ctx context.Context, client versioned.Interface, factory informers.SharedInformerFactory) error {
 	logger := klog.FromContext(ctx)
-	client, err := versioned.NewForConfig(h.KubeConfig())
-	if err != nil {
-		return err
-	}
 	informer, err := crdwatch.Start(ctx, client, aischedv1alpha1.SchemeGroupVersion, syncTimeout,
 		func(f externalversions.SharedInformerFactory) cache.SharedIndexInformer {
 			return f.Aisched().V1alpha1().GPUInventories().Informer()
@@ -131,7 +146,7 @@ func (s *State) init(ctx context.Context, h fwk.Handle) error {
 			return err
 		}
 	}
-	core := h.SharedInformerFactory().Core().V1()
+	core := factory.Core().V1()
 	pods, err := core.Pods().Informer().AddEventHandler(handlers(s.ObservePod, s.ForgetPod))
 	if err != nil {
 		return err

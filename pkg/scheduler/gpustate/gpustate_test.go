@@ -32,18 +32,12 @@ func inventory(name string, memory ...int64) *aischedv1alpha1.GPUInventory {
 }
 
 func TestCards(t *testing.T) {
-	s := NewStandalone()
+	s := NewStandalone(Options{})
 	labels := map[string]string{gpu.GFDCountLabel: "2", gpu.GFDMemoryLabel: "16384", gpu.GFDProductLabel: "Tesla-T4"}
 	node := gpuNode("n", "2", labels)
-	noLabels := NewStandalone()
-	if err := noLabels.UseFeatureDiscoveryLabels(false); err != nil {
-		t.Fatal(err)
-	}
+	noLabels := NewStandalone(Options{NoFeatureDiscoveryLabels: true})
 	if got := noLabels.Cards(node).Len(); got != 0 {
 		t.Errorf("labels not allowed: %d cards, want 0", got)
-	}
-	if err := noLabels.UseFeatureDiscoveryLabels(true); err == nil {
-		t.Error("two profiles could disagree on useFeatureDiscoveryLabels")
 	}
 	if got := s.Cards(node); got.Len() != 2 || got.Cards[0].MemoryMiB != 16384 || !got.Uniform {
 		t.Errorf("from labels: %+v, want 2 uniform 16384 MiB cards", got)
@@ -65,7 +59,7 @@ func TestCards(t *testing.T) {
 }
 
 func TestUsage(t *testing.T) {
-	s := NewStandalone()
+	s := NewStandalone(Options{})
 	node := gpuNode("n", "8", nil)
 	known := st.MakePod().Name("known").UID("known").Node("n").Req(map[corev1.ResourceName]string{gpu.ResourceName: "2"}).Obj()
 	other := st.MakePod().Name("other").UID("other").Node("n").Req(map[corev1.ResourceName]string{gpu.ResourceName: "3"}).Obj()
@@ -89,7 +83,7 @@ func TestUsage(t *testing.T) {
 }
 
 func TestObservePod(t *testing.T) {
-	s := NewStandalone()
+	s := NewStandalone(Options{})
 	pod := st.MakePod().Name("p").UID("p").Node("n").Obj()
 	pod.Annotations = map[string]string{gpu.AssignedAnnotation: "2,5"}
 	s.ObservePod(pod)
@@ -122,7 +116,7 @@ func TestObservePod(t *testing.T) {
 }
 
 func TestFacts(t *testing.T) {
-	s := NewStandalone()
+	s := NewStandalone(Options{})
 	s.ObserveNode(gpuNode("cpu", "0", nil))
 	s.ObserveNode(gpuNode("g1", "2", nil))
 	s.ObserveInventory(inventory("g1", 16384, 16384))
@@ -151,7 +145,7 @@ func TestFacts(t *testing.T) {
 // The cache by node object never serves cards an inventory change made
 // stale, and forgets node objects the informer replaced.
 func TestCardsCache(t *testing.T) {
-	s := NewStandalone()
+	s := NewStandalone(Options{})
 	node := gpuNode("n", "2", nil)
 	s.ObserveNode(node)
 	s.ObserveInventory(inventory("n", 16384, 16384))
@@ -183,7 +177,7 @@ func TestCardsCache(t *testing.T) {
 // out, Usage answers as a fresh computation, and it is memoised often.
 func TestUsageMemo(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 3))
-	s := NewStandalone()
+	s := NewStandalone(Options{})
 	node := gpuNode("n", "8", nil)
 	var pods []*corev1.Pod
 	ni := framework.NewNodeInfo()
@@ -234,7 +228,7 @@ func TestUsageMemo(t *testing.T) {
 		requested := ni.GetRequested().GetScalarResources()[gpu.ResourceName]
 		want := Usage{}
 		if requested > 0 || h != nil && h.shared > 0 {
-			want = s.usageLocked(ni, requested, h != nil && h.shared > 0, skip, 1)
+			want = s.usageLocked("n", podsOf(ni), requested, h != nil && h.shared > 0, skip, 1)
 		}
 		s.mu.RUnlock()
 		if diff := cmp.Diff(want, got, cmp.AllowUnexported(Usage{}, cardShares{})); diff != "" {

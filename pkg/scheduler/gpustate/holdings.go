@@ -1,7 +1,8 @@
 package gpustate
 
 import (
-	"math/bits"
+	"iter"
+	"slices"
 	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
@@ -48,29 +49,36 @@ func (s *State) ObservePod(obj interface{}) {
 		s.Release(pod.UID, "")
 		return
 	}
+	if cards, share, ok := HoldingOf(pod); ok {
+		s.Assign(pod.UID, pod.Spec.NodeName, cards, share)
+	}
+}
+
+// HoldingOf reads what a running pod holds from its own record: the cards
+// of its assigned annotation and, for a pod that shares a card, its share.
+// ok is false for a pod not bound, without the annotation, or with a
+// record no aisched profile writes (a share of several cards).
+func HoldingOf(pod *corev1.Pod) (cards []int, share Share, ok bool) {
 	if pod.Spec.NodeName == "" {
 		// An unbound pod may carry the annotation of an attempt that failed
 		// to bind; only binding makes it true.
-		return
+		return nil, Share{}, false
 	}
-	cards, ok := gpu.ParseIndices(pod.Annotations[gpu.AssignedAnnotation])
+	cards, ok = gpu.ParseIndices(pod.Annotations[gpu.AssignedAnnotation])
 	if !ok {
-		return
+		return nil, Share{}, false
 	}
-	var share Share
 	for _, k := range shareKeys {
 		if _, ok := pod.Annotations[k]; !ok {
 			continue
 		}
 		req, err := gpu.ParseRequest(pod)
 		if err != nil || len(cards) != 1 {
-			// A request that no aisched profile would have placed.
-			return
+			return nil, Share{}, false
 		}
-		share = ShareOf(req)
-		break
+		return cards, ShareOf(req), true
 	}
-	s.Assign(pod.UID, pod.Spec.NodeName, cards, share)
+	return cards, Share{}, true
 }
 
 // ForgetPod forgets a deleted pod's cards; the pod informer's delete handler.
@@ -153,145 +161,6 @@ func (s *State) Held(uid types.UID) (node string, cards []int, ok bool) {
 	return h.node, h.cards, ok
 }
 
-// maxCards bounds the cards of a node (Usage keeps one bit per card).
-const maxCards = 64
-
-// Usage is what the pods of a node hold.
-type Usage struct {
-	// used has bit i set when card i is held, whole or in part, by a pod
-	// with a known assignment; whole has it set when a pod holds it whole.
-	used, whole uint64
-	// shared holds what pods that share a card hold of each, by card
-	// index; nil when no pod of the node shares a card.
-	shared *cardShares
-	// Unknown counts the cards held by GPU pods that no aisched profile
-	// placed (another scheduler's): which cards they have is not known.
-	Unknown int64
-}
-
-// cardShares sums the shares of each card of a node.
-type cardShares struct {
-	milli, memMiB [maxCards]int64
-}
-
-// Used reports whether card i is held, whole or in part, by a pod with a
-// known assignment: a whole-card pod cannot have it.
-func (u Usage) Used(i int) bool { return i >= 0 && i < maxCards && u.used&(1<<i) != 0 }
-
-// Whole reports whether a pod holds card i whole.
-func (u Usage) Whole(i int) bool {
-	return u.Used(i) && (u.whole&(1<<i) != 0 || u.shared == nil)
-}
-
-// HeldMilli is the thousandths of card i held: 1000 for a card held whole.
-func (u Usage) HeldMilli(i int) int64 {
-	switch {
-	case !u.Used(i):
-		return 0
-	case u.Whole(i):
-		return gpu.WholeCardMilli
-	}
-	return min(u.shared.milli[i], gpu.WholeCardMilli)
-}
-
-// HeldMemMiB is the memory of card i held by the pods that share it.
-func (u Usage) HeldMemMiB(i int) int64 {
-	if !u.Used(i) || u.shared == nil {
-		return 0
-	}
-	return u.shared.memMiB[i]
-}
-
-// Room reports whether the share r can go on card c: the card meets r's
-// per-card constraints, no pod holds it whole, and it has r's compute and
-// memory left.
-func (u Usage) Room(c *gpu.Card, r gpu.Request) bool {
-	return c.Satisfies(r) && u.shareLeft(c, r)
-}
-
-// shareLeft is Room for a card known to satisfy r.
-func (u Usage) shareLeft(c *gpu.Card, r gpu.Request) bool {
-	i := c.Index
-	return !u.Whole(i) && gpu.WholeCardMilli-u.HeldMilli(i) >= r.Milli && (r.GPUMemMiB == 0 || c.MemoryMiB-u.HeldMemMiB(i) >= r.GPUMemMiB)
-}
-
-// FreeOn is what card c has free in thousandths of the card: the lesser
-// of its compute and its memory left (a card whose memory is taken by
-// shares is used up even with compute left). 0 for a card held whole.
-func (u Usage) FreeOn(c *gpu.Card) int64 {
-	free := gpu.WholeCardMilli - u.HeldMilli(c.Index)
-	if held := u.HeldMemMiB(c.Index); held > 0 && c.MemoryMiB > 0 {
-		free = min(free, max(c.MemoryMiB-held, 0)*gpu.WholeCardMilli/c.MemoryMiB)
-	}
-	return free
-}
-
-// Count is the number of cards known to be held, whole or in part.
-func (u Usage) Count() int { return bits.OnesCount64(u.used) }
-
-// Fit counts the cards that satisfy the per-card part of r (capable) and,
-// of those, the ones r could have: for whole cards the cards not held,
-// less the cards held by pods whose cards are unknown; for a share, the
-// cards with Room for it (free; it may be negative).
-func (u Usage) Fit(cards []gpu.Card, r gpu.Request) (capable, free int64) {
-	for i := range cards {
-		if !cards[i].Satisfies(r) || cards[i].MemoryMiB < r.GPUMemMiB {
-			continue
-		}
-		capable++
-		if r.Shared() && u.shareLeft(&cards[i], r) || !r.Shared() && !u.Used(cards[i].Index) {
-			free++
-		}
-	}
-	return capable, free - u.Unknown
-}
-
-// PickShared returns the card for the share r of one card: of the cards
-// with Room for it, the one with the least free (FreeOn: best fit, ties to
-// the lowest index), so that whole free cards stay whole. ok is false when
-// no card has room.
-func (u Usage) PickShared(cards []gpu.Card, r gpu.Request) (index int, ok bool) {
-	var best int64
-	for i := range cards {
-		c := &cards[i]
-		if !u.Room(c, r) {
-			continue
-		}
-		left := u.FreeOn(c)
-		if ok && (left > best || (left == best && c.Index > index)) {
-			continue
-		}
-		best, index, ok = left, c.Index, true
-	}
-	return index, ok
-}
-
-// Pick appends to dst the cards for r: the card PickShared chooses for a
-// share, else the best-fit whole cards of gpu.Pick. ok is false when the
-// node has no room.
-func (u Usage) Pick(cards []gpu.Card, r gpu.Request, dst []int) (picked []int, ok bool) {
-	if r.Shared() {
-		idx, ok := u.PickShared(cards, r)
-		if !ok {
-			return dst, false
-		}
-		return append(dst, idx), true
-	}
-	return gpu.Pick(cards, u.Used, r, dst)
-}
-
-// FreeMilli is the thousandths free (FreeOn) of the node's healthy
-// cards, less the cards held by pods whose cards are unknown.
-func (u Usage) FreeMilli(cards []gpu.Card) int64 {
-	var free int64
-	for i := range cards {
-		if cards[i].Healthy {
-			free += u.FreeOn(&cards[i])
-		}
-	}
-	return max(free-u.Unknown*gpu.WholeCardMilli, 0)
-}
-
 // HasShared reports whether pods share cards of the node.
 func (s *State) HasShared(node string) bool {
 	s.mu.RLock()
@@ -323,7 +192,7 @@ func (s *State) Usage(nodeInfo fwk.NodeInfo, skip types.UID, skipGPUs int64) Usa
 			return e.u
 		}
 	}
-	u := s.usageLocked(nodeInfo, requested, shared, skip, skipGPUs)
+	u := s.usageLocked(node.Name, podsOf(nodeInfo), requested, shared, skip, skipGPUs)
 	if memo {
 		// Stored under the read lock: a change of the node's holdings,
 		// which drops it, waits for the write lock.
@@ -345,16 +214,45 @@ func listed(nodeInfo fwk.NodeInfo, uid types.UID) bool {
 	return false
 }
 
-// usageLocked computes Usage from the holdings; s.mu is held.
-func (s *State) usageLocked(nodeInfo fwk.NodeInfo, requested int64, shared bool, skip types.UID, skipGPUs int64) Usage {
+// UsageOf returns the cards held by pods, the pods bound to node as a pod
+// informer lists them: the usage the job queue places on. Pods that no
+// aisched profile placed count as holding unknown cards, as in Usage.
+func (s *State) UsageOf(node string, pods []*corev1.Pod) Usage {
+	var requested int64
+	for _, p := range pods {
+		requested += gpu.RequestedCards(p)
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	h := s.held[node]
+	shared := h != nil && h.shared > 0
+	if requested == 0 && !shared {
+		return Usage{}
+	}
+	return s.usageLocked(node, slices.Values(pods), requested, shared, "", 0)
+}
+
+// podsOf lists the pods of a NodeInfo.
+func podsOf(nodeInfo fwk.NodeInfo) iter.Seq[*corev1.Pod] {
+	return func(yield func(*corev1.Pod) bool) {
+		for _, pi := range nodeInfo.GetPods() {
+			if !yield(pi.GetPod()) {
+				return
+			}
+		}
+	}
+}
+
+// usageLocked computes the Usage of the pods on node from the holdings,
+// leaving out the pod skip (which holds skipGPUs whole cards); requested
+// is the whole cards the pods request. s.mu is held.
+func (s *State) usageLocked(node string, pods iter.Seq[*corev1.Pod], requested int64, shared bool, skip types.UID, skipGPUs int64) Usage {
 	var u Usage
-	node := nodeInfo.Node().Name
 	if shared {
 		u.shared = new(cardShares)
 	}
 	var known int64
-	for _, pi := range nodeInfo.GetPods() {
-		pod := pi.GetPod()
+	for pod := range pods {
 		if pod.UID == skip {
 			requested -= skipGPUs
 			continue

@@ -28,7 +28,7 @@ func fourCards() []gpu.Card {
 }
 
 func TestSharedUsage(t *testing.T) {
-	s := NewStandalone()
+	s := NewStandalone(Options{})
 	node := gpuNode("n", "4", nil)
 	// Card 0: 600 + 400 = 1000, exactly full. Card 1: 300. Card 2: a
 	// whole-card pod. Card 3: free.
@@ -110,7 +110,7 @@ func TestPickSharedTies(t *testing.T) {
 
 // After a restart the shares are rebuilt from the bound pods.
 func TestObserveSharedPod(t *testing.T) {
-	s := NewStandalone()
+	s := NewStandalone(Options{})
 	pod := sharedPod("p", "250")
 	pod.Annotations[gpu.AssignedAnnotation] = "3"
 	s.ObservePod(pod)
@@ -135,7 +135,7 @@ func TestObserveSharedPod(t *testing.T) {
 // a card takes shares while both last, and its free part (FreeOn) is the
 // lesser of the two.
 func TestMemoryShares(t *testing.T) {
-	s := NewStandalone()
+	s := NewStandalone(Options{})
 	// Cards of 16384 MiB. Card 0: shares of 8192 + 8192 MiB, memory
 	// exactly full, compute untouched. Card 1: 250 thousandths with 4096
 	// MiB (a quarter of each). Card 2: 600 thousandths and no memory.

@@ -51,7 +51,7 @@ type fixture struct {
 
 func newFixture(b *testing.B) *fixture {
 	b.Helper()
-	state := gpustate.NewStandalone()
+	state := gpustate.NewStandalone(gpustate.Options{})
 	var nodes []*corev1.Node
 	var pods []*corev1.Pod
 	for i := range benchNodes {

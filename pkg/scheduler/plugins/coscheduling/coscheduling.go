@@ -14,41 +14,30 @@ package coscheduling
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/aisched/aisched/apis/config"
+	"github.com/aisched/aisched/pkg/gpu"
 	"github.com/aisched/aisched/pkg/jobqueue"
 	"github.com/aisched/aisched/pkg/podgroup"
+	"github.com/aisched/aisched/pkg/scheduler/gpustate"
 )
 
 // Name is the plugin name in KubeSchedulerConfiguration.
 const Name = "Coscheduling"
 
-// groupIndex indexes the scheduler's pod informer by group key.
-const groupIndex = "aisched.io/pod-group"
-
 // Coscheduling implements gang scheduling.
 type Coscheduling struct {
-	handle fwk.Handle
-	groups *podgroup.Groups
-	queue  *jobqueue.Queue
-	// pods is the scheduler's pod informer store (non-terminal pods),
-	// indexed by group.
-	pods    cache.Indexer
+	handle  fwk.Handle
+	groups  *podgroup.Groups
+	queue   *jobqueue.Queue
+	gpus    *gpustate.State
 	timeout time.Duration
-
-	mu sync.Mutex
-	// groupTimes is the creation time of each group: the earliest creation
-	// time of its members seen so far. It only moves back, so the queue
-	// order of a group is stable.
-	groupTimes map[string]time.Time
 }
 
 var (
@@ -63,95 +52,30 @@ var (
 	_ fwk.SignPlugin        = &Coscheduling{}
 )
 
-// New builds the plugin from its pluginConfig arguments; groups is the
-// scheduler's one view of the pod groups and queue its one job queue.
-func New(ctx context.Context, obj runtime.Object, h fwk.Handle, groups *podgroup.Groups, queue *jobqueue.Queue) (fwk.Plugin, error) {
+// New builds the plugin from its pluginConfig arguments; groups, queue and
+// gpus are the scheduler's pod groups, job queue and GPU ledger, started.
+func New(_ context.Context, obj runtime.Object, h fwk.Handle, groups *podgroup.Groups, queue *jobqueue.Queue, gpus *gpustate.State) (fwk.Plugin, error) {
 	args := &config.CoschedulingArgs{}
 	if err := config.Decode(Name, obj, args); err != nil {
 		return nil, err
 	}
-	if err := groups.Init(ctx, h.KubeConfig()); err != nil {
-		return nil, fmt.Errorf("%s: %w", Name, err)
-	}
-	informer := h.SharedInformerFactory().Core().V1().Pods().Informer()
-	// Every profile builds its own instance on the one informer.
-	if _, ok := informer.GetIndexer().GetIndexers()[groupIndex]; !ok {
-		if err := informer.AddIndexers(cache.Indexers{groupIndex: indexByGroup}); err != nil {
-			return nil, fmt.Errorf("%s: indexing pods by group: %w", Name, err)
-		}
-	}
-	opts := jobqueue.Options{
-		Backoff:    time.Duration(*args.BackoffSeconds) * time.Second,
-		MaxBackoff: time.Duration(*args.MaxBackoffSeconds) * time.Second,
-		Backfill:   *args.Backfill,
-	}
-	activate := func(pods map[string]*corev1.Pod) { h.Activate(klog.FromContext(ctx), pods) }
-	if err := queue.Start(ctx, h.SharedInformerFactory(), activate, opts); err != nil {
-		return nil, fmt.Errorf("%s: %w", Name, err)
-	}
-	pl := &Coscheduling{
-		handle:     h,
-		groups:     groups,
-		queue:      queue,
-		pods:       informer.GetIndexer(),
-		timeout:    time.Duration(*args.PermitWaitingTimeSeconds) * time.Second,
-		groupTimes: map[string]time.Time{},
-	}
-	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: pl.activateGroup, DeleteFunc: pl.forgetGroupTime}); err != nil {
-		return nil, fmt.Errorf("%s: watching pods: %w", Name, err)
-	}
-	// A PodGroup created after its pods, or whose minMember dropped, may
-	// let them through: their group time is the PodGroup's.
-	if err := groups.OnPodGroup(pl.podGroupChanged); err != nil {
-		return nil, fmt.Errorf("%s: watching PodGroups: %w", Name, err)
-	}
-	return pl, nil
+	return &Coscheduling{
+		handle:  h,
+		groups:  groups,
+		queue:   queue,
+		gpus:    gpus,
+		timeout: time.Duration(*args.PermitWaitingTimeSeconds) * time.Second,
+	}, nil
 }
 
 // Name implements fwk.Plugin.
 func (pl *Coscheduling) Name() string { return Name }
-
-func indexByGroup(obj interface{}) ([]string, error) {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		return nil, nil
-	}
-	key, ok := podgroup.KeyOf(pod)
-	if !ok {
-		return nil, nil
-	}
-	return []string{key}, nil
-}
-
-// groupOf returns the group of a pod that gangs: min-available above 1.
-func (pl *Coscheduling) groupOf(pod *corev1.Pod) (podgroup.Ref, bool) {
-	ref, ok, err := pl.groups.Of(pod)
-	if !ok || err != nil || ref.MinAvailable < 2 {
-		return podgroup.Ref{}, false
-	}
-	return ref, true
-}
 
 // sameGroup reports whether pod is a member of the group with key (pods
 // with invalid group labels never get past PreFilter, so they never wait).
 func sameGroup(pod *corev1.Pod, key string) bool {
 	k, ok := podgroup.KeyOf(pod)
 	return ok && k == key
-}
-
-// members returns the group's non-terminal pods.
-func (pl *Coscheduling) members(key string) []*corev1.Pod {
-	objs, err := pl.pods.ByIndex(groupIndex, key)
-	if err != nil {
-		return nil
-	}
-	out := make([]*corev1.Pod, 0, len(objs))
-	for _, o := range objs {
-		if p, ok := o.(*corev1.Pod); ok && p.DeletionTimestamp == nil {
-			out = append(out, p)
-		}
-	}
-	return out
 }
 
 // waiting returns the UIDs of the group's members waiting in Permit.
@@ -170,7 +94,7 @@ func (pl *Coscheduling) waiting(key string) map[string]bool {
 // members of groups with invalid labels (PreFilter names the error), go
 // on.
 func (pl *Coscheduling) PreEnqueue(_ context.Context, pod *corev1.Pod) *fwk.Status {
-	ref, ok := pl.groupOf(pod)
+	ref, ok := pl.groups.Gang(pod)
 	if !ok {
 		return nil
 	}
@@ -184,10 +108,10 @@ func (pl *Coscheduling) PreEnqueue(_ context.Context, pod *corev1.Pod) *fwk.Stat
 const reservationKey fwk.StateKey = Name + "/reservation"
 
 // reservationState is the reservation that applies to the pod being
-// scheduled and the pod's request.
+// scheduled and the pod's demand.
 type reservationState struct {
 	reservation *jobqueue.Reservation
-	request     jobqueue.Resources
+	demand      jobqueue.Demand
 }
 
 // Clone implements fwk.StateData; the state is read-only.
@@ -204,7 +128,7 @@ func (pl *Coscheduling) PreFilter(_ context.Context, state fwk.CycleState, pod *
 	}
 	reserved := false
 	if r := pl.queue.Reservation(); r != nil && r.Holder != ref.Key() && jobqueue.PriorityOf(pod) <= r.Priority {
-		state.Write(reservationKey, &reservationState{reservation: r, request: jobqueue.RequestOf(pod)})
+		state.Write(reservationKey, &reservationState{reservation: r, demand: jobqueue.DemandOf(pod)})
 		reserved = true
 	}
 	if !ok || ref.MinAvailable < 2 {
@@ -213,7 +137,7 @@ func (pl *Coscheduling) PreFilter(_ context.Context, state fwk.CycleState, pod *
 		}
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	members := pl.members(ref.Key())
+	members := pl.groups.Members(ref.Key())
 	if len(members) < ref.MinAvailable {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable,
 			fmt.Sprintf("pod group %s has %d of its %d pods (min-available)", ref.Key(), len(members), ref.MinAvailable))
@@ -239,7 +163,7 @@ func (pl *Coscheduling) PreFilter(_ context.Context, state fwk.CycleState, pod *
 	}
 	// This pod first: it is the one about to be placed.
 	pending = append([]*corev1.Pod{pod}, pending...)
-	if fit := placeable(pending, nodes, need); fit < need {
+	if fit := pl.placeable(pending, nodes, need); fit < need {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable,
 			fmt.Sprintf("pod group %s needs %d more pods placed at once, the free resources of the nodes hold %d of them", ref.Key(), need, fit))
 	}
@@ -248,11 +172,12 @@ func (pl *Coscheduling) PreFilter(_ context.Context, state fwk.CycleState, pod *
 
 // batchSign is what Coscheduling's Filter reads of a pod that is not a
 // gang member: its group (a group of min-available 1 may hold the
-// reservation), priority and request.
+// reservation), priority and request, cards included.
 type batchSign struct {
 	Group    string
 	Priority int32
 	Request  jobqueue.Resources
+	GPU      gpu.Request
 }
 
 // SignPod implements fwk.SignPlugin. A gang member is not batched: whether
@@ -268,7 +193,8 @@ func (pl *Coscheduling) SignPod(_ context.Context, pod *corev1.Pod) ([]fwk.SignF
 	if ok && ref.MinAvailable >= 2 {
 		return nil, fwk.NewStatus(fwk.Unschedulable, "gang members are not batched")
 	}
-	sign := batchSign{Priority: jobqueue.PriorityOf(pod), Request: jobqueue.RequestOf(pod)}
+	d := jobqueue.DemandOf(pod)
+	sign := batchSign{Priority: jobqueue.PriorityOf(pod), Request: d.Request, GPU: d.GPU}
 	if ok {
 		sign.Group = ref.Key()
 	}
@@ -288,7 +214,7 @@ func (pl *Coscheduling) Filter(_ context.Context, state fwk.CycleState, _ *corev
 		return nil
 	}
 	s := data.(*reservationState)
-	if !s.reservation.Allows(ni.Node().Name, freeOf(ni), s.request) {
+	if !s.reservation.Allows(ni.Node().Name, freeOf(ni), pl.gpus.NodeGPUsOf(ni), s.demand.Request, s.demand.GPU) {
 		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node reserved for pod group %s, which waits longest", s.reservation.Holder))
 	}
 	return nil
@@ -297,7 +223,7 @@ func (pl *Coscheduling) Filter(_ context.Context, state fwk.CycleState, _ *corev
 // PostFilter runs when a member found no node: the group cannot gather now,
 // so the members waiting in Permit are rejected and release what they hold.
 func (pl *Coscheduling) PostFilter(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
-	ref, ok := pl.groupOf(pod)
+	ref, ok := pl.groups.Gang(pod)
 	if !ok {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
@@ -310,13 +236,13 @@ func (pl *Coscheduling) PostFilter(_ context.Context, _ fwk.CycleState, pod *cor
 // are bound or assumed, and lets the waiting ones through with it;
 // otherwise the member waits, at most the configured time.
 func (pl *Coscheduling) Permit(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, _ string) (*fwk.Status, time.Duration) {
-	ref, ok := pl.groupOf(pod)
+	ref, ok := pl.groups.Gang(pod)
 	if !ok {
 		return nil, 0
 	}
 	key := ref.Key()
 	placed := 1 + len(pl.waiting(key))
-	for _, m := range pl.members(key) {
+	for _, m := range pl.groups.Members(key) {
 		if m.Spec.NodeName != "" && m.UID != pod.UID {
 			placed++
 		}
@@ -345,7 +271,7 @@ func (pl *Coscheduling) Reserve(context.Context, fwk.CycleState, *corev1.Pod, st
 // was rejected, binding failed): every other waiting member is rejected, so
 // that no part of the group holds resources alone.
 func (pl *Coscheduling) Unreserve(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, _ string) {
-	ref, ok := pl.groupOf(pod)
+	ref, ok := pl.groups.Gang(pod)
 	if !ok {
 		return
 	}
@@ -376,48 +302,4 @@ func (pl *Coscheduling) EventsToRegister(context.Context) ([]fwk.ClusterEventWit
 		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}},
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable | fwk.UpdateNodeTaint | fwk.UpdateNodeLabel}},
 	}, nil
-}
-
-// activateGroup is the pod informer's add handler: when an unscheduled
-// member makes its group reach min-available pods, the members rejected
-// for lack of members go back to the active queue.
-func (pl *Coscheduling) activateGroup(obj interface{}) {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok || pod.Spec.NodeName != "" {
-		return
-	}
-	ref, ok := pl.groupOf(pod)
-	if !ok {
-		return
-	}
-	members := pl.members(ref.Key())
-	if len(members) < ref.MinAvailable {
-		return
-	}
-	pending := map[string]*corev1.Pod{}
-	for _, m := range members {
-		if m.Spec.NodeName == "" && m.UID != pod.UID {
-			pending[m.Namespace+"/"+m.Name] = m
-		}
-	}
-	pl.handle.Activate(klog.Background(), pending)
-}
-
-// podGroupChanged records a PodGroup's creation time as its group's and
-// activates its pending members.
-func (pl *Coscheduling) podGroupChanged(key string) {
-	objs, err := pl.pods.ByIndex(groupIndex, key)
-	if err != nil || len(objs) == 0 {
-		return
-	}
-	pending := map[string]*corev1.Pod{}
-	for _, o := range objs {
-		if p, ok := o.(*corev1.Pod); ok && p.Spec.NodeName == "" {
-			if ref, ok := pl.groupOf(p); ok && !ref.Created.IsZero() {
-				pl.groupTime(key, ref.Created)
-			}
-			pending[p.Namespace+"/"+p.Name] = p
-		}
-	}
-	pl.handle.Activate(klog.Background(), pending)
 }

@@ -15,13 +15,15 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
+	"github.com/aisched/aisched/pkg/gpu"
 	"github.com/aisched/aisched/pkg/podgroup"
+	"github.com/aisched/aisched/pkg/scheduler/gpustate"
 )
 
 var t0 = time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
 
 func newPlugin() *Coscheduling {
-	return &Coscheduling{groupTimes: map[string]time.Time{}}
+	return &Coscheduling{groups: podgroup.New(), gpus: gpustate.NewStandalone(gpustate.Options{})}
 }
 
 func queued(t testing.TB, name string, prio int32, created, queuedAt time.Time, group string) *framework.QueuedPodInfo {
@@ -132,8 +134,19 @@ func podReq(name string, cpu string, gpus int64) *corev1.Pod {
 	return p
 }
 
+// sharePod asks for milli thousandths of one card.
+func sharePod(name string, milli int) *corev1.Pod {
+	p := podReq(name, "1", 0)
+	p.Annotations = map[string]string{gpu.MilliAnnotation: fmt.Sprint(milli)}
+	return p
+}
+
+// nodeInfo is a node of gpus 16 GiB T4 cards, known from GPU Feature
+// Discovery labels, with pods on it.
 func nodeInfo(name, cpu string, gpus int64, pods ...*corev1.Pod) fwk.NodeInfo {
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+		gpu.GFDCountLabel: fmt.Sprint(gpus), gpu.GFDMemoryLabel: "16384", gpu.GFDProductLabel: "Tesla-T4",
+	}}, Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{
 		corev1.ResourceCPU:    resource.MustParse(cpu),
 		corev1.ResourceMemory: resource.MustParse("64Gi"),
 		corev1.ResourcePods:   resource.MustParse("110"),
@@ -167,8 +180,16 @@ func TestPlaceable(t *testing.T) {
 		{"tainted node", workers[:1], []fwk.NodeInfo{tainted}, 0},
 		// Best fit keeps the 4-GPU node for the 4-GPU pod.
 		{"best fit", []*corev1.Pod{podReq("two", "1", 2), podReq("four", "1", 4)}, []fwk.NodeInfo{nodeInfo("a", "8", 4), nodeInfo("b", "8", 2)}, 2},
+		// Shares count: two cards hold four halves, but only two shares
+		// of 600 (a card cannot hold 1200 thousandths).
+		{"halves of two cards", []*corev1.Pod{sharePod("h0", 500), sharePod("h1", 500), sharePod("h2", 500), sharePod("h3", 500)}, []fwk.NodeInfo{nodeInfo("a", "8", 2)}, 4},
+		{"shares that do not fit", []*corev1.Pod{sharePod("s0", 600), sharePod("s1", 600), sharePod("s2", 600)}, []fwk.NodeInfo{nodeInfo("a", "8", 2)}, 2},
+		{"a share on a CPU node", []*corev1.Pod{sharePod("s0", 100)}, []fwk.NodeInfo{nodeInfo("a", "8", 0)}, 0},
+		// A whole card is not given beside a share: one card is taken by
+		// the share, the 2-GPU pod needs two untouched cards.
+		{"whole cards beside a share", []*corev1.Pod{sharePod("s", 100), podReq("two", "1", 2)}, []fwk.NodeInfo{nodeInfo("a", "8", 2)}, 1},
 	} {
-		if got := placeable(tc.pods, tc.nodes, len(tc.pods)); got != tc.want {
+		if got := newPlugin().placeable(tc.pods, tc.nodes, len(tc.pods)); got != tc.want {
 			t.Errorf("%s: placeable = %d, want %d", tc.name, got, tc.want)
 		}
 	}
@@ -176,7 +197,6 @@ func TestPlaceable(t *testing.T) {
 
 func TestSignPod(t *testing.T) {
 	pl := newPlugin()
-	pl.groups = &podgroup.Groups{}
 	sign := func(pod *corev1.Pod) ([]fwk.SignFragment, *fwk.Status) {
 		t.Helper()
 		return pl.SignPod(context.Background(), pod)

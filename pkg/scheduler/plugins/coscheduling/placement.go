@@ -4,13 +4,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 
-	"github.com/aisched/aisched/pkg/gpu"
 	"github.com/aisched/aisched/pkg/jobqueue"
 )
 
 // placeable returns how many of pods, up to want, fit together on the
-// free resources of nodes (jobqueue.Fit: best fit, largest first).
-func placeable(pods []*corev1.Pod, nodes []fwk.NodeInfo, want int) int {
+// free resources and cards of nodes (jobqueue.Fit: best fit, largest
+// first; cards and shares placed as GPUFit places them).
+func (pl *Coscheduling) placeable(pods []*corev1.Pod, nodes []fwk.NodeInfo, want int) int {
 	demands := make([]jobqueue.Demand, len(pods))
 	for i, p := range pods {
 		demands[i] = jobqueue.DemandOf(p)
@@ -20,19 +20,18 @@ func placeable(pods []*corev1.Pod, nodes []fwk.NodeInfo, want int) int {
 		if ni.Node() == nil {
 			continue
 		}
-		rooms = append(rooms, jobqueue.Room{Node: ni.Node(), Free: freeOf(ni)})
+		rooms = append(rooms, jobqueue.Room{Node: ni.Node(), Free: freeOf(ni), GPUs: pl.gpus.NodeGPUsOf(ni)})
 	}
 	fit, _ := jobqueue.Fit(demands, rooms, want)
 	return fit
 }
 
-// freeOf is what a node has left.
+// freeOf is what a node has left besides cards.
 func freeOf(ni fwk.NodeInfo) jobqueue.Resources {
 	alloc, used := ni.GetAllocatable(), ni.GetRequested()
 	return jobqueue.Resources{
 		MilliCPU: alloc.GetMilliCPU() - used.GetMilliCPU(),
 		Memory:   alloc.GetMemory() - used.GetMemory(),
-		GPUs:     alloc.GetScalarResources()[gpu.ResourceName] - used.GetScalarResources()[gpu.ResourceName],
 		Pods:     int64(alloc.GetAllowedPodNumber() - len(ni.GetPods())),
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/tools/cache"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/aisched/aisched/pkg/podgroup"
@@ -53,40 +52,7 @@ func (pl *Coscheduling) sortKey(e fwk.QueuedEntityInfo) sortKey {
 	k.created = pod.CreationTimestamp.Time
 	if key, ok := podgroup.KeyOf(pod); ok {
 		k.group = key
-		k.created = pl.groupTime(key, k.created)
+		k.created = pl.groups.Time(key, k.created)
 	}
 	return k
-}
-
-// groupTime returns the creation time of a group given one member's.
-func (pl *Coscheduling) groupTime(key string, member time.Time) time.Time {
-	pl.mu.Lock()
-	defer pl.mu.Unlock()
-	t, ok := pl.groupTimes[key]
-	if !ok || member.Before(t) {
-		pl.groupTimes[key] = member
-		return member
-	}
-	return t
-}
-
-// forgetGroupTime drops the time of a group whose last pod went away.
-func (pl *Coscheduling) forgetGroupTime(obj interface{}) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		return
-	}
-	key, ok := podgroup.KeyOf(pod)
-	if !ok {
-		return
-	}
-	if objs, err := pl.pods.ByIndex(groupIndex, key); err == nil && len(objs) > 0 {
-		return
-	}
-	pl.mu.Lock()
-	defer pl.mu.Unlock()
-	delete(pl.groupTimes, key)
 }

@@ -4,7 +4,9 @@
 // pod shapes from the pods it sees, measures how much of a node's free GPU
 // those pods could not use (the node's fragmentation), and prefers the
 // node, and for a pod that shares a card the card, whose fragmentation the
-// placement grows least. See README.md for the formula and measurements.
+// placement grows least. It proposes that card to GPUFit, which owns card
+// choice (gpustate.CardProposer). See README.md for the formula and
+// measurements.
 package fgd
 
 import (
@@ -43,22 +45,26 @@ var (
 	_ fwk.ScorePlugin     = &FGD{}
 	_ fwk.ScoreExtensions = &FGD{}
 	_ fwk.SignPlugin      = &FGD{}
+
+	_ gpustate.CardProposer = &FGD{}
 )
 
-// New builds the plugin; state is the scheduler's shared GPU view.
-func New(ctx context.Context, obj runtime.Object, h fwk.Handle, state *gpustate.State) (fwk.Plugin, error) {
+// New builds the plugin; state is the scheduler's GPU ledger, started. The
+// plugin is its profile's card proposer.
+func New(_ context.Context, obj runtime.Object, h fwk.Handle, state *gpustate.State) (fwk.Plugin, error) {
 	args := &config.FGDArgs{}
 	if err := config.Decode(Name, obj, args); err != nil {
-		return nil, err
-	}
-	if err := state.Init(ctx, h); err != nil {
 		return nil, err
 	}
 	shapes := newWindow(int(args.Window), args.CoveragePercent)
 	if len(args.TypicalPods) > 0 {
 		shapes = newFixedWindow(args.TypicalPods, args.CoveragePercent)
 	}
-	return &FGD{state: state, shapes: shapes, exact: args.Resolution == config.FGDExact}, nil
+	pl := &FGD{state: state, shapes: shapes, exact: args.Resolution == config.FGDExact}
+	if err := state.SetProposer(h, Name, pl); err != nil {
+		return nil, err
+	}
+	return pl, nil
 }
 
 // Name implements fwk.Plugin.
@@ -93,27 +99,13 @@ func (pl *FGD) SignPod(_ context.Context, pod *corev1.Pod) ([]fwk.SignFragment, 
 
 // PreFilter learns the pod's shape: pods that no node fits are as much a
 // part of the workload. (A pod an earlier PreFilter rejects, such as one
-// with an invalid GPU request, is not seen.) For a pod that shares a card
-// it opens the cycle's card choice, which can also pick the card when the
-// scheduler does not score (one feasible node).
-func (pl *FGD) PreFilter(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+// with an invalid GPU request, is not seen.)
+func (pl *FGD) PreFilter(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	cpu, r, err := podShape(pod)
 	if err != nil {
 		return nil, nil
 	}
 	pl.shapes.observe(pod.UID, shapeOf(cpu, r))
-	if r.Shared() {
-		cs.Write(gpustate.CardChoiceKey, gpustate.NewCardChoice(func(ni fwk.NodeInfo) (int, bool) {
-			n := pl.view(pod, r, ni)
-			defer viewPool.Put(n)
-			typical := pl.shapes.Typical()
-			_, card := n.bestCard(typical, n.fragment(typical), cpu, r)
-			if card < 0 {
-				return 0, false
-			}
-			return n.cards[card].Index, true
-		}))
-	}
 	return nil, nil
 }
 
@@ -125,7 +117,6 @@ type preScoreState struct {
 	req      gpu.Request
 	shape    shape
 	typical  []Typical
-	choice   *gpustate.CardChoice
 	cycle    uint64 // the memos'
 }
 
@@ -138,9 +129,7 @@ func (pl *FGD) PreScore(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, _
 	if err != nil {
 		return fwk.NewStatus(fwk.Skip)
 	}
-	s := pl.newState(cpu, r)
-	s.choice = gpustate.ReadCardChoice(cs)
-	cs.Write(preScoreStateKey, s)
+	cs.Write(preScoreStateKey, pl.newState(cpu, r))
 	return nil
 }
 
@@ -151,9 +140,10 @@ func (pl *FGD) newState(milliCPU int64, r gpu.Request) *preScoreState {
 
 // Score is 100 * sigmoid((F_before - F_after) / 1000), F the node's
 // fragmentation for the typical shapes. A pod that shares a card is tried
-// on every card with room, and the node scores its best card, which it
-// hands to GPUFit's Reserve; a whole-card pod takes the lowest free cards
-// that meet its constraints; a CPU pod changes only the free CPU.
+// on every card with room, and the node scores its best card, which
+// ProposeCard proposes to GPUFit's Reserve; a whole-card pod takes the
+// cards GPUFit gives (the ledger's best fit); a CPU pod changes only the
+// free CPU.
 func (pl *FGD) Score(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, ni fwk.NodeInfo) (int64, *fwk.Status) {
 	s, err := pl.readState(cs, pod)
 	if err != nil {
@@ -170,10 +160,32 @@ func (pl *FGD) Score(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, ni f
 		m.score, m.card = pl.scoreView(n, s, m.before)
 		m.scored, m.shape = true, s.shape
 	}
-	if m.card >= 0 && s.choice != nil {
-		s.choice.Set(ni.Node().Name, m.card)
-	}
 	return m.score, nil
+}
+
+// ProposeCard implements gpustate.CardProposer: the card of the node that
+// the share r grows the fragmentation least on, the one Score scored the
+// node with when it did in this state of the node, else computed now (the
+// scheduler skips scoring when one node is feasible).
+func (pl *FGD) ProposeCard(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, r gpu.Request, ni fwk.NodeInfo) (int, bool) {
+	cpu, _, err := podShape(pod)
+	if err != nil || !r.Shared() {
+		return 0, false
+	}
+	n := pl.view(pod, r, ni)
+	defer viewPool.Put(n)
+	typical := pl.shapes.Typical()
+	m := pl.memos.get(ni.Node(), pl.memos.cycles.Load())
+	defer m.mu.Unlock()
+	if !m.holds(n, typical) {
+		m.record(n, typical, n.fragment(typical))
+	}
+	if !m.scored || m.shape != shapeOf(cpu, r) {
+		s := &preScoreState{milliCPU: cpu, req: r, shape: shapeOf(cpu, r), typical: typical}
+		m.score, m.card = pl.scoreView(n, s, m.before)
+		m.scored, m.shape = true, s.shape
+	}
+	return m.card, m.card >= 0
 }
 
 // scoreView scores the pod of s on view n of fragmentation before, and
@@ -188,11 +200,13 @@ func (pl *FGD) scoreView(n *nodeView, s *preScoreState, before float64) (score i
 		return pl.score(best), n.cards[i].Index
 	}
 	n.cpuFree -= s.milliCPU
-	taken := int64(0)
-	for i := range n.free {
-		if taken < s.req.Count && n.free[i] == gpu.WholeCardMilli && n.cards[i].Satisfies(s.req) {
-			n.free[i] = 0
-			taken++
+	var buf [64]int
+	picked, _ := n.usage.PickWhole(n.cards, s.req, buf[:0])
+	for _, idx := range picked {
+		for i := range n.cards {
+			if n.cards[i].Index == idx {
+				n.free[i], n.compute[i], n.mem[i] = 0, 0, 0
+			}
 		}
 	}
 	return pl.score(before - n.fragment(s.typical)), -1
@@ -218,12 +232,13 @@ var viewPool = sync.Pool{New: func() any { return new(nodeView) }}
 func (pl *FGD) view(pod *corev1.Pod, r gpu.Request, ni fwk.NodeInfo) *nodeView {
 	n := viewPool.Get().(*nodeView)
 	n.cpuFree = ni.GetAllocatable().GetMilliCPU() - ni.GetRequested().GetMilliCPU()
-	n.cards, n.free, n.compute, n.mem = nil, nil, nil, nil
+	n.cards, n.free, n.compute, n.mem, n.usage = nil, nil, nil, nil, gpustate.Usage{}
 	set := pl.state.Cards(ni.Node())
 	if set == nil {
 		return n
 	}
 	usage := pl.state.Usage(ni, pod.UID, r.WholeCards())
+	n.usage = usage
 	k := min(len(set.Cards), len(n.buf[0]))
 	n.cards, n.free, n.compute, n.mem = set.Cards, n.buf[0][:k], n.buf[1][:k], n.buf[2][:k]
 	for i := range n.free {

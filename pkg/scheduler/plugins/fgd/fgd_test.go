@@ -192,10 +192,11 @@ func TestFixedWindow(t *testing.T) {
 	}
 }
 
-// Score tries a shared pod on every card and hands the best to Reserve.
-// The node has card 0 free and card 1 with 300 left; the pod asks 300.
+// Score tries a shared pod on every card, and ProposeCard proposes the
+// best to GPUFit's Reserve. The node has card 0 free and card 1 with 300
+// left; the pod asks 300.
 func TestScoreChoosesCard(t *testing.T) {
-	state := gpustate.NewStandalone()
+	state := gpustate.NewStandalone(gpustate.Options{})
 	node := st.MakeNode().Name("n").Capacity(map[corev1.ResourceName]string{corev1.ResourceCPU: "32", gpu.ResourceName: "2"}).Obj()
 	node.Labels = map[string]string{gpu.GFDCountLabel: "2", gpu.GFDMemoryLabel: "15360", gpu.GFDProductLabel: "Tesla-T4"}
 	held := st.MakePod().Name("h").UID("h").Node("n").Obj()
@@ -228,9 +229,10 @@ func TestScoreChoosesCard(t *testing.T) {
 	if got != 50 {
 		t.Errorf("score = %d, want 50", got)
 	}
-	card, ok := gpustate.ReadCardChoice(cs).Get(ni)
+	req := gpu.Request{Count: 1, Milli: 300}
+	card, ok := pl.ProposeCard(context.Background(), cs, pod, req, ni)
 	if !ok || card != 0 {
-		t.Errorf("card choice = %d, %t; want 0 (first of equals)", card, ok)
+		t.Errorf("proposed card = %d, %t; want 0 (first of equals)", card, ok)
 	}
 
 	// With 400-milli pods typical, card 1 (300 free) is already useless
@@ -243,19 +245,19 @@ func TestScoreChoosesCard(t *testing.T) {
 	for i := range 99 {
 		pl.shapes.observe(types.UID(fmt.Sprint("x", i)), shapeOf(1000, gpu.Request{Count: 1, Milli: 400}))
 	}
-	// Without scoring (one feasible node), the choice is made on demand.
+	// Without scoring (one feasible node), the proposal is made on demand.
 	cs = framework.NewCycleState()
 	_, _ = pl.PreFilter(context.Background(), cs, pod, nil)
-	if card, ok := gpustate.ReadCardChoice(cs).Get(ni); !ok || card != 1 {
-		t.Errorf("card chosen without scoring = %d, %t; want 1", card, ok)
+	if card, ok := pl.ProposeCard(context.Background(), cs, pod, req, ni); !ok || card != 1 {
+		t.Errorf("card proposed without scoring = %d, %t; want 1", card, ok)
 	}
 	_ = pl.PreScore(context.Background(), cs, pod, nil)
 	got, _ = pl.Score(context.Background(), cs, pod, ni)
 	if got != 57 {
 		t.Errorf("score = %d, want 57", got)
 	}
-	if card, _ := gpustate.ReadCardChoice(cs).Get(ni); card != 1 {
-		t.Errorf("card choice = %d, want 1", card)
+	if card, _ := pl.ProposeCard(context.Background(), cs, pod, req, ni); card != 1 {
+		t.Errorf("proposed card = %d, want 1", card)
 	}
 }
 
@@ -318,7 +320,7 @@ func TestSignPod(t *testing.T) {
 // the same pod on the same state is answered from the memo.
 func TestMemoScoresAsFresh(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
-	state := gpustate.NewStandalone()
+	state := gpustate.NewStandalone(gpustate.Options{})
 	node := st.MakeNode().Name("n").Capacity(map[corev1.ResourceName]string{corev1.ResourceCPU: "64", gpu.ResourceName: "8"}).Obj()
 	node.Labels = map[string]string{gpu.GFDCountLabel: "8", gpu.GFDMemoryLabel: "16384", gpu.GFDProductLabel: "Tesla-T4"}
 	shapes := []gpu.Request{{Count: 1}, {Count: 2}, {Count: 1, Milli: 300}, {Count: 1, Milli: 500}, {Count: 1, GPUMemMiB: 4000}, {Count: 1, Milli: 200, GPUMemMiB: 8000}, {}}
@@ -367,7 +369,6 @@ func TestMemoScoresAsFresh(t *testing.T) {
 		annotate(pod, r)
 		score := func(pl *FGD) (int64, int, bool) {
 			cs := framework.NewCycleState()
-			cs.Write(gpustate.CardChoiceKey, gpustate.NewCardChoice(func(fwk.NodeInfo) (int, bool) { return -1, false }))
 			if s := pl.PreScore(context.Background(), cs, pod, nil); !s.IsSuccess() {
 				t.Fatalf("step %d: PreScore: %v", step, s)
 			}
@@ -375,7 +376,11 @@ func TestMemoScoresAsFresh(t *testing.T) {
 			if !s.IsSuccess() {
 				t.Fatalf("step %d: Score: %v", step, s)
 			}
-			card, ok := gpustate.ReadCardChoice(cs).Get(ni)
+			req, err := gpu.ParseRequest(pod)
+			if err != nil {
+				t.Fatal(err)
+			}
+			card, ok := pl.ProposeCard(context.Background(), cs, pod, req, ni)
 			return got, card, ok && card >= 0
 		}
 		fresh := &FGD{state: state, shapes: window}

@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/aisched/aisched/pkg/gpu"
+	"github.com/aisched/aisched/pkg/scheduler/gpustate"
 )
 
 // Typical is a pod shape of the workload and how often it occurs.
@@ -37,6 +38,8 @@ type nodeView struct {
 	free, compute, mem []int64
 	cards              []gpu.Card
 	cpuFree            int64
+	// usage is what pods hold of the cards, for the ledger's card choice.
+	usage gpustate.Usage
 	// buf holds free, compute and mem for nodes of up to 64 cards, without
 	// an allocation.
 	buf [3][64]int64

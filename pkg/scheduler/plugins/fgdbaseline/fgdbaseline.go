@@ -36,12 +36,9 @@ type vectors struct {
 	maxCPU, maxGPU float64
 }
 
-func newVectors(ctx context.Context, plugin string, obj runtime.Object, h fwk.Handle, state *gpustate.State) (vectors, error) {
+func newVectors(plugin string, obj runtime.Object, state *gpustate.State) (vectors, error) {
 	args := &config.FGDBaselineArgs{}
 	if err := config.Decode(plugin, obj, args); err != nil {
-		return vectors{}, err
-	}
-	if err := state.Init(ctx, h); err != nil {
 		return vectors{}, err
 	}
 	return vectors{state: state, maxCPU: float64(args.MaxMilliCPU), maxGPU: float64(args.MaxGPUs * gpu.WholeCardMilli)}, nil
@@ -108,9 +105,9 @@ var (
 	_ fwk.SignPlugin      = &BestFit{}
 )
 
-// NewBestFit builds BestFit; state is the scheduler's shared GPU view.
-func NewBestFit(ctx context.Context, obj runtime.Object, h fwk.Handle, state *gpustate.State) (fwk.Plugin, error) {
-	v, err := newVectors(ctx, BestFitName, obj, h, state)
+// NewBestFit builds BestFit; state is the scheduler's GPU ledger, started.
+func NewBestFit(_ context.Context, obj runtime.Object, _ fwk.Handle, state *gpustate.State) (fwk.Plugin, error) {
+	v, err := newVectors(BestFitName, obj, state)
 	if err != nil {
 		return nil, err
 	}
@@ -184,9 +181,9 @@ var (
 	_ fwk.SignPlugin     = &DotProd{}
 )
 
-// NewDotProd builds DotProd; state is the scheduler's shared GPU view.
-func NewDotProd(ctx context.Context, obj runtime.Object, h fwk.Handle, state *gpustate.State) (fwk.Plugin, error) {
-	v, err := newVectors(ctx, DotProdName, obj, h, state)
+// NewDotProd builds DotProd; state is the scheduler's GPU ledger, started.
+func NewDotProd(_ context.Context, obj runtime.Object, _ fwk.Handle, state *gpustate.State) (fwk.Plugin, error) {
+	v, err := newVectors(DotProdName, obj, state)
 	if err != nil {
 		return nil, err
 	}

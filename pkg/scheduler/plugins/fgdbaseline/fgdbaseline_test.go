@@ -88,7 +88,7 @@ func TestBestFitNormalizeScore(t *testing.T) {
 // Score reads the node's free CPU from its pods and its free GPU from the
 // shared card state, shares included.
 func TestScoreReadsNode(t *testing.T) {
-	state := gpustate.NewStandalone()
+	state := gpustate.NewStandalone(gpustate.Options{})
 	node := st.MakeNode().Name("n").Capacity(map[corev1.ResourceName]string{corev1.ResourceCPU: "64", gpu.ResourceName: "4"}).Obj()
 	node.Labels = map[string]string{gpu.GFDCountLabel: "4", gpu.GFDMemoryLabel: "16384", gpu.GFDProductLabel: "Tesla-T4"}
 	whole := st.MakePod().Name("w").UID("w").Node("n").Req(map[corev1.ResourceName]string{corev1.ResourceCPU: "16", gpu.ResourceName: "1"}).Obj()

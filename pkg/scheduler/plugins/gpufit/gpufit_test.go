@@ -66,7 +66,7 @@ type fixture struct {
 func newFixture(t *testing.T, running ...*corev1.Pod) *fixture {
 	t.Helper()
 	ctx := context.Background()
-	state := gpustate.NewStandalone()
+	state := gpustate.NewStandalone(gpustate.Options{})
 	state.ObserveInventory(inventory())
 	client := fake.NewClientset()
 	for _, p := range running {

@@ -1,14 +1,16 @@
 // Package gpufit is the GPUFit plugin (seed 001): it filters nodes by
 // per-card GPU constraints (memory, CUDA cores, model) on top of the card
-// count, picks the concrete cards of a pod at Reserve (best fit: the
-// smallest cards that satisfy the request), releases them at Unreserve and
-// binds the pod with the cards in its gpu.aisched.io/assigned annotation,
-// for a device plugin to honour.
+// count, and by the shares left on each card. It is the one owner of card
+// choice: at Reserve it picks the concrete cards of a pod (best fit, or,
+// for a share, the card the profile's card proposer such as FGD proposes
+// when that card has room) and records them in the GPU ledger; it
+// releases them at Unreserve and binds the pod with the cards in its
+// gpu.aisched.io/assigned annotation, for the node's device layer to
+// honour.
 package gpufit
 
 import (
 	"context"
-	"fmt"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -45,17 +47,11 @@ var (
 	_ fwk.SignPlugin        = &GPUFit{}
 )
 
-// New builds the plugin; state is the GPU view shared by the scheduler's profiles.
-func New(ctx context.Context, obj runtime.Object, h fwk.Handle, state *gpustate.State) (fwk.Plugin, error) {
+// New builds the plugin; state is the scheduler's GPU ledger, started.
+func New(_ context.Context, obj runtime.Object, h fwk.Handle, state *gpustate.State) (fwk.Plugin, error) {
 	args := &config.GPUFitArgs{}
 	if err := config.Decode(Name, obj, args); err != nil {
 		return nil, err
-	}
-	if err := state.UseFeatureDiscoveryLabels(*args.UseFeatureDiscoveryLabels); err != nil {
-		return nil, fmt.Errorf("%s: %w", Name, err)
-	}
-	if err := state.Init(ctx, h); err != nil {
-		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
 	return &GPUFit{handle: h, state: state}, nil
 }

@@ -22,9 +22,9 @@ type reservation struct {
 func (r *reservation) Clone() fwk.StateData { return r }
 
 // Reserve picks the pod's cards on the chosen node, best fit (for a share,
-// the card a score plugin chose, else the card with the least left that
-// has room), and records them in the shared state so that no other pod
-// gets them.
+// the card the profile's card proposer proposes when it has room, else
+// the card with the least left that has room), and records them in the
+// GPU ledger so that no other pod gets them.
 func (pl *GPUFit) Reserve(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, nodeName string) *fwk.Status {
 	s, ok := getPreFilterState(cs)
 	if !ok {
@@ -42,7 +42,7 @@ func (pl *GPUFit) Reserve(ctx context.Context, cs fwk.CycleState, pod *corev1.Po
 	usage := pl.state.Usage(nodeInfo, pod.UID, s.req.WholeCards())
 	var picked []int
 	if s.req.Shared() {
-		if idx, ok := chosenCard(cs, nodeInfo, cards, usage, s.req); ok {
+		if idx, ok := pl.proposedCard(ctx, cs, pod, nodeInfo, cards, usage, s.req); ok {
 			picked = []int{idx}
 		}
 	}
@@ -64,14 +64,14 @@ func (pl *GPUFit) Reserve(ctx context.Context, cs fwk.CycleState, pod *corev1.Po
 	return nil
 }
 
-// chosenCard is the card a score plugin chose for a shared pod on the
-// node (gpustate.CardChoice), if it meets the request and has room.
-func chosenCard(cs fwk.CycleState, nodeInfo fwk.NodeInfo, cards []gpu.Card, usage gpustate.Usage, r gpu.Request) (int, bool) {
-	choice := gpustate.ReadCardChoice(cs)
-	if choice == nil {
+// proposedCard is the card the profile's card proposer proposes for a
+// shared pod on the node, if it meets the request and has room.
+func (pl *GPUFit) proposedCard(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, nodeInfo fwk.NodeInfo, cards []gpu.Card, usage gpustate.Usage, r gpu.Request) (int, bool) {
+	p := pl.state.Proposer(pl.handle)
+	if p == nil {
 		return 0, false
 	}
-	idx, ok := choice.Get(nodeInfo)
+	idx, ok := p.ProposeCard(ctx, cs, pod, r, nodeInfo)
 	if !ok {
 		return 0, false
 	}

@@ -7,7 +7,6 @@ package heteropriority
 
 import (
 	"context"
-	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -37,14 +36,11 @@ var (
 	_ fwk.SignPlugin     = &HeteroPriority{}
 )
 
-// New builds the plugin; state is the GPU view shared by the scheduler's profiles.
-func New(ctx context.Context, obj runtime.Object, h fwk.Handle, state *gpustate.State) (fwk.Plugin, error) {
+// New builds the plugin; state is the scheduler's GPU ledger, started.
+func New(_ context.Context, obj runtime.Object, h fwk.Handle, state *gpustate.State) (fwk.Plugin, error) {
 	args := &config.HeteroPriorityArgs{}
 	if err := config.Decode(Name, obj, args); err != nil {
 		return nil, err
-	}
-	if err := state.Init(ctx, h); err != nil {
-		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
 	return &HeteroPriority{handle: h, state: state, weights: *args.CardWeights}, nil
 }

@@ -62,7 +62,7 @@ func newPlugin(t *testing.T) *HeteroPriority {
 	if err != nil {
 		t.Fatal(err)
 	}
-	state := gpustate.NewStandalone()
+	state := gpustate.NewStandalone(gpustate.Options{})
 	for _, inv := range testInventories() {
 		state.ObserveInventory(inv)
 	}

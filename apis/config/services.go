@@ -1,0 +1,136 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+)
+
+// The group version and kind of a SchedulerServices file.
+const (
+	ServicesAPIVersion = "config.aisched.io/v1alpha1"
+	ServicesKind       = "SchedulerServices"
+)
+
+// SchedulerServices configures the state that aisched's plugins share
+// across every profile of one scheduler: the GPU view (which card each
+// pod holds), and the job queue. They are built once, from this
+// configuration, before the profiles; no plugin argument can change them,
+// so two profiles cannot disagree about them. `aisched scheduler` reads it
+// from --services-config (defaults when absent).
+type SchedulerServices struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// gpus configures the GPU view.
+	GPUs GPUViewConfig `json:"gpus,omitempty"`
+	// jobQueue configures the job queue.
+	JobQueue JobQueueConfig `json:"jobQueue,omitempty"`
+}
+
+// GPUViewConfig configures the scheduler's one GPU view.
+type GPUViewConfig struct {
+	// useFeatureDiscoveryLabels lets nodes without a GPUInventory be read
+	// from NVIDIA GPU Feature Discovery labels; default true.
+	UseFeatureDiscoveryLabels *bool `json:"useFeatureDiscoveryLabels,omitempty"`
+}
+
+// JobQueueConfig configures the job queue.
+type JobQueueConfig struct {
+	// backoffSeconds is how long the job queue holds a group back after a
+	// failed attempt (a member found no node, or Permit timed out); it
+	// doubles with each failure in a row up to maxBackoffSeconds. Default
+	// 2, 1 to 3600.
+	BackoffSeconds *int64 `json:"backoffSeconds,omitempty"`
+	// maxBackoffSeconds caps the backoff; default 60, backoffSeconds to
+	// 3600.
+	MaxBackoffSeconds *int64 `json:"maxBackoffSeconds,omitempty"`
+	// backfill lets the job queue admit groups behind a waiting group
+	// where they cannot delay it; false makes them wait behind it.
+	// Default true.
+	Backfill *bool `json:"backfill,omitempty"`
+}
+
+// DefaultServices returns the defaulted services configuration.
+func DefaultServices() *SchedulerServices {
+	s := &SchedulerServices{}
+	s.Default()
+	return s
+}
+
+// Default fills the fields the configuration left empty.
+func (s *SchedulerServices) Default() {
+	s.APIVersion, s.Kind = ServicesAPIVersion, ServicesKind
+	if s.GPUs.UseFeatureDiscoveryLabels == nil {
+		s.GPUs.UseFeatureDiscoveryLabels = ptr.To(true)
+	}
+	q := &s.JobQueue
+	if q.BackoffSeconds == nil {
+		q.BackoffSeconds = ptr.To[int64](2)
+	}
+	if q.MaxBackoffSeconds == nil {
+		q.MaxBackoffSeconds = ptr.To[int64](60)
+	}
+	if q.Backfill == nil {
+		q.Backfill = ptr.To(true)
+	}
+}
+
+// Validate checks the defaulted configuration; every error names its field.
+func (s *SchedulerServices) Validate() field.ErrorList {
+	var errs field.ErrorList
+	if s.APIVersion != ServicesAPIVersion {
+		errs = append(errs, field.NotSupported(field.NewPath("apiVersion"), s.APIVersion, []string{ServicesAPIVersion}))
+	}
+	if s.Kind != ServicesKind {
+		errs = append(errs, field.NotSupported(field.NewPath("kind"), s.Kind, []string{ServicesKind}))
+	}
+	q, p := s.JobQueue, field.NewPath("jobQueue")
+	if v := *q.BackoffSeconds; v < 1 || v > 3600 {
+		errs = append(errs, field.Invalid(p.Child("backoffSeconds"), v, "must be between 1 and 3600"))
+	}
+	if v := *q.MaxBackoffSeconds; v < *q.BackoffSeconds || v > 3600 {
+		errs = append(errs, field.Invalid(p.Child("maxBackoffSeconds"), v, "must be between backoffSeconds and 3600"))
+	}
+	return errs
+}
+
+// DecodeServices reads a SchedulerServices document strictly (a misspelt
+// field is an error), defaults and validates it; all errors together.
+func DecodeServices(data []byte) (*SchedulerServices, error) {
+	s := &SchedulerServices{}
+	if err := yaml.UnmarshalStrict(data, s); err != nil {
+		return nil, err
+	}
+	if s.APIVersion == "" && s.Kind == "" {
+		return nil, errors.New("apiVersion and kind: required (" + ServicesAPIVersion + ", " + ServicesKind + ")")
+	}
+	apiVersion, kind := s.APIVersion, s.Kind
+	s.Default()
+	s.APIVersion, s.Kind = apiVersion, kind
+	if errs := s.Validate(); len(errs) > 0 {
+		return nil, errs.ToAggregate()
+	}
+	return s, nil
+}
+
+// ReadServices reads a SchedulerServices file; the empty path gives the
+// defaults.
+func ReadServices(path string) (*SchedulerServices, error) {
+	if path == "" {
+		return DefaultServices(), nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("services config: %w", err)
+	}
+	s, err := DecodeServices(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
+}

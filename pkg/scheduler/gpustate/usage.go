@@ -1,0 +1,163 @@
+package gpustate
+
+import (
+	"math/bits"
+
+	"github.com/aisched/aisched/pkg/gpu"
+)
+
+// maxCards bounds the cards of a node (Usage keeps one bit per card).
+const maxCards = 64
+
+// Usage is what the pods of a node hold.
+type Usage struct {
+	// used has bit i set when card i is held, whole or in part, by a pod
+	// with a known assignment; whole has it set when a pod holds it whole.
+	used, whole uint64
+	// shared holds what pods that share a card hold of each, by card
+	// index; nil when no pod of the node shares a card.
+	shared *cardShares
+	// Unknown counts the cards held by GPU pods that no aisched profile
+	// placed (another scheduler's): which cards they have is not known.
+	Unknown int64
+}
+
+// cardShares sums the shares of each card of a node.
+type cardShares struct {
+	milli, memMiB [maxCards]int64
+}
+
+// Used reports whether card i is held, whole or in part, by a pod with a
+// known assignment: a whole-card pod cannot have it.
+func (u Usage) Used(i int) bool { return i >= 0 && i < maxCards && u.used&(1<<i) != 0 }
+
+// Whole reports whether a pod holds card i whole.
+func (u Usage) Whole(i int) bool {
+	return u.Used(i) && (u.whole&(1<<i) != 0 || u.shared == nil)
+}
+
+// HeldMilli is the thousandths of card i held: 1000 for a card held whole.
+func (u Usage) HeldMilli(i int) int64 {
+	switch {
+	case !u.Used(i):
+		return 0
+	case u.Whole(i):
+		return gpu.WholeCardMilli
+	}
+	return min(u.shared.milli[i], gpu.WholeCardMilli)
+}
+
+// HeldMemMiB is the memory of card i held by the pods that share it.
+func (u Usage) HeldMemMiB(i int) int64 {
+	if !u.Used(i) || u.shared == nil {
+		return 0
+	}
+	return u.shared.memMiB[i]
+}
+
+// Room reports whether the share r can go on card c: the card meets r's
+// per-card constraints, no pod holds it whole, and it has r's compute and
+// memory left.
+func (u Usage) Room(c *gpu.Card, r gpu.Request) bool {
+	return c.Satisfies(r) && u.shareLeft(c, r)
+}
+
+// shareLeft is Room for a card known to satisfy r.
+func (u Usage) shareLeft(c *gpu.Card, r gpu.Request) bool {
+	i := c.Index
+	return !u.Whole(i) && gpu.WholeCardMilli-u.HeldMilli(i) >= r.Milli && (r.GPUMemMiB == 0 || c.MemoryMiB-u.HeldMemMiB(i) >= r.GPUMemMiB)
+}
+
+// FreeOn is what card c has free in thousandths of the card: the lesser
+// of its compute and its memory left (a card whose memory is taken by
+// shares is used up even with compute left). 0 for a card held whole.
+func (u Usage) FreeOn(c *gpu.Card) int64 {
+	free := gpu.WholeCardMilli - u.HeldMilli(c.Index)
+	if held := u.HeldMemMiB(c.Index); held > 0 && c.MemoryMiB > 0 {
+		free = min(free, max(c.MemoryMiB-held, 0)*gpu.WholeCardMilli/c.MemoryMiB)
+	}
+	return free
+}
+
+// Count is the number of cards known to be held, whole or in part.
+func (u Usage) Count() int { return bits.OnesCount64(u.used) }
+
+// Fit counts the cards that satisfy the per-card part of r (capable) and,
+// of those, the ones r could have: for whole cards the cards not held,
+// less the cards held by pods whose cards are unknown; for a share, the
+// cards with Room for it (free; it may be negative).
+func (u Usage) Fit(cards []gpu.Card, r gpu.Request) (capable, free int64) {
+	for i := range cards {
+		if !cards[i].Satisfies(r) || cards[i].MemoryMiB < r.GPUMemMiB {
+			continue
+		}
+		capable++
+		if r.Shared() && u.shareLeft(&cards[i], r) || !r.Shared() && !u.Used(cards[i].Index) {
+			free++
+		}
+	}
+	return capable, free - u.Unknown
+}
+
+// FreeMilli is the thousandths free (FreeOn) of the node's healthy
+// cards, less the cards held by pods whose cards are unknown.
+func (u Usage) FreeMilli(cards []gpu.Card) int64 {
+	var free int64
+	for i := range cards {
+		if cards[i].Healthy {
+			free += u.FreeOn(&cards[i])
+		}
+	}
+	return max(free-u.Unknown*gpu.WholeCardMilli, 0)
+}
+
+// with returns u with the pod that holds cards (whole cards when share is
+// zero, else the share of each) added. The per-card shares are copied
+// before they change, so that a Usage handed out never changes.
+func (u Usage) with(cards []int, share Share) Usage {
+	if !share.IsZero() {
+		shared := new(cardShares)
+		if u.shared != nil {
+			*shared = *u.shared
+		}
+		u.shared = shared
+	}
+	for _, c := range cards {
+		if c < 0 || c >= maxCards {
+			continue
+		}
+		u.used |= 1 << c
+		if share.IsZero() {
+			u.whole |= 1 << c
+			continue
+		}
+		u.shared.milli[c] += share.Milli
+		u.shared.memMiB[c] += share.MemMiB
+	}
+	return u
+}
+
+// without returns u with a pod added by with taken out again.
+func (u Usage) without(cards []int, share Share) Usage {
+	if !share.IsZero() && u.shared != nil {
+		shared := *u.shared
+		u.shared = &shared
+	}
+	for _, c := range cards {
+		if c < 0 || c >= maxCards {
+			continue
+		}
+		bit := uint64(1) << c
+		if share.IsZero() || u.shared == nil {
+			u.used &^= bit
+			u.whole &^= bit
+			continue
+		}
+		u.shared.milli[c] -= share.Milli
+		u.shared.memMiB[c] -= share.MemMiB
+		if u.shared.milli[c] <= 0 && u.shared.memMiB[c] <= 0 && u.whole&bit == 0 {
+			u.used &^= bit
+		}
+	}
+	return u
+}
