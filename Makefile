@@ -47,6 +47,10 @@ test-unit: ## Unit tests, with the race detector.
 test-integration: ## Tests against the embedded control plane (real apiserver and scheduler).
 	$(GO) test -timeout 30m ./test/integration/...
 
+.PHONY: test-engines
+test-engines: ## Every shipped scenario, all seeds, on both simulator engines: their outcomes must agree.
+	AISCHED_ENGINES_ALL=1 $(GO) test -timeout 60m -run '^TestEnginesAgree$$' -v ./test/integration/
+
 .PHONY: fuzz
 fuzz: ## Run every fuzz test for FUZZTIME (default 30s) each.
 	@for pkg in $$($(GO) list ./...); do \

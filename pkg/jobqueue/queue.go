@@ -24,6 +24,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/aisched/aisched/pkg/podgroup"
 	"github.com/aisched/aisched/pkg/scheduler/gpustate"
@@ -36,6 +37,8 @@ type Options struct {
 	Backoff, MaxBackoff time.Duration
 	// Backfill: see Input.Backfill.
 	Backfill bool
+	// Clock times backoffs and passes; nil is the real clock.
+	Clock clock.WithDelayedExecution
 }
 
 // minInterval spaces passes, so that a burst of events makes one pass.
@@ -66,6 +69,9 @@ type Queue struct {
 	// waiting is true when the last plan left groups queued: then any
 	// freed or added capacity is worth a pass.
 	waiting atomic.Bool
+	// state is where the loop is: loopWaiting for a kick, loopPassing or
+	// loopSpacing passes (waiting on the clock).
+	state atomic.Int32
 
 	mu       sync.Mutex
 	profiles map[string]bool
@@ -81,6 +87,9 @@ type terminalCounts struct{ succeeded, failed int32 }
 // New returns a queue that is not started; it places groups on the cards
 // of the GPU ledger gpus.
 func New(groups *podgroup.Groups, gpus *gpustate.State, opts Options) *Queue {
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
 	return &Queue{
 		groups:   groups,
 		gpus:     gpus,
@@ -145,7 +154,7 @@ func (q *Queue) Kick() {
 // refresh asks for a pass within refreshDelay.
 func (q *Queue) refresh() {
 	if q.refreshing.CompareAndSwap(false, true) {
-		time.AfterFunc(refreshDelay, func() {
+		q.opts.Clock.AfterFunc(refreshDelay, func() {
 			q.refreshing.Store(false)
 			q.Kick()
 		})
@@ -260,9 +269,9 @@ func (q *Queue) Failed(key string) {
 	q.failures[key]++
 	wait := q.opts.Backoff << min(q.failures[key]-1, 20)
 	wait = min(wait, q.opts.MaxBackoff)
-	q.backoff[key] = time.Now().Add(wait)
+	q.backoff[key] = q.opts.Clock.Now().Add(wait)
 	q.mu.Unlock()
-	time.AfterFunc(wait, q.Kick)
+	q.opts.Clock.AfterFunc(wait, q.Kick)
 	q.Kick()
 }
 
@@ -274,6 +283,13 @@ func (q *Queue) Reservation() *Reservation {
 	return nil
 }
 
+// Where the admission loop is (Queue.state).
+const (
+	loopWaiting = iota
+	loopPassing
+	loopSpacing
+)
+
 func (q *Queue) loop(ctx context.Context) {
 	for {
 		select {
@@ -281,19 +297,36 @@ func (q *Queue) loop(ctx context.Context) {
 			return
 		case <-q.kick:
 		}
+		q.state.Store(loopPassing)
 		q.pass(ctx)
+		q.state.Store(loopSpacing)
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(minInterval):
+		case <-q.opts.Clock.After(minInterval):
 		}
+		q.state.Store(loopWaiting)
 	}
+}
+
+// Idle reports whether the queue has no pass to make before its clock
+// moves: it is not making one, and none is asked for, or the next one
+// waits for the spacing between passes. The simulator's virtual clock
+// moves only when the cluster is idle.
+func (q *Queue) Idle() bool {
+	switch q.state.Load() {
+	case loopPassing:
+		return false
+	case loopSpacing:
+		return true
+	}
+	return len(q.kick) == 0
 }
 
 // pass makes one plan from the informers' state and acts on it.
 func (q *Queue) pass(ctx context.Context) {
 	logger := klog.FromContext(ctx)
-	start := time.Now()
+	start := q.opts.Clock.Now()
 	in, members := q.input(start)
 	plan := Compute(in)
 	q.plan.Store(&plan)
@@ -339,7 +372,7 @@ func (q *Queue) pass(ctx context.Context) {
 	if q.status != nil {
 		q.status.publish(plan, members, terminal)
 	}
-	logger.V(4).Info("Job queue pass", "groups", len(in.Groups), "admitted", len(activate), "reservation", plan.Reservation != nil, "took", time.Since(start))
+	logger.V(4).Info("Job queue pass", "groups", len(in.Groups), "admitted", len(activate), "reservation", plan.Reservation != nil, "took", q.opts.Clock.Since(start))
 }
 
 // input gathers the state a plan depends on from the informers.

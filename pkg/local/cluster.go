@@ -348,8 +348,7 @@ func (c *Cluster) waitStarted(ctx context.Context, comp *component) error {
 
 func (c *Cluster) newSchedulerComponent() *component {
 	return &component{name: "scheduler", run: func(ctx context.Context, started chan<- struct{}) error {
-		registry := scheduler.Registry(scheduler.NewServices(c.services))
-		return runScheduler(ctx, c.Config, c.schedulerConfig, registry, c.discardEvents, started)
+		return runScheduler(ctx, c.Config, c.schedulerConfig, c.services, c.discardEvents, started)
 	}}
 }
 

@@ -12,18 +12,20 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/kubernetes/pkg/scheduler"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
-	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+
+	aischedconfig "github.com/aisched/aisched/apis/config"
+	aischedscheduler "github.com/aisched/aisched/pkg/scheduler"
 )
 
 // runScheduler runs kube-scheduler with the given configuration and
-// out-of-tree registry until ctx is cancelled; started is closed once its
+// aisched's plugins, with services built afresh, until ctx is cancelled; started is closed once its
 // caches are synced and it schedules.
 //
 // It does what kube-scheduler's app.Run does without leader election,
 // secure serving and the process-wide configz registration, none of which
 // an in-process scheduler wants (a second cluster in the same process would
 // collide on configz).
-func runScheduler(ctx context.Context, restCfg *rest.Config, cfg *config.KubeSchedulerConfiguration, registry frameworkruntime.Registry, discardEvents bool, started chan<- struct{}) error {
+func runScheduler(ctx context.Context, restCfg *rest.Config, cfg *config.KubeSchedulerConfiguration, services *aischedconfig.SchedulerServices, discardEvents bool, started chan<- struct{}) error {
 	restCfg = rest.AddUserAgent(rest.CopyConfig(restCfg), "aisched-scheduler")
 	client, err := kubernetes.NewForConfig(restCfg)
 	if err != nil {
@@ -38,17 +40,15 @@ func runScheduler(ctx context.Context, restCfg *rest.Config, cfg *config.KubeSch
 	broadcaster := events.NewEventBroadcasterAdapterWithContext(ctx, client)
 	recorderFactory := func(name string) events.EventRecorderLogger { return broadcaster.NewRecorder(name) }
 
-	sched, err := scheduler.New(ctx, client, informerFactory, dynInformerFactory, recorderFactory,
-		scheduler.WithComponentConfigVersion(cfg.APIVersion),
-		scheduler.WithKubeConfig(restCfg),
-		scheduler.WithProfiles(cfg.Profiles...),
-		scheduler.WithPercentageOfNodesToScore(cfg.PercentageOfNodesToScore),
-		scheduler.WithFrameworkOutOfTreeRegistry(registry),
-		scheduler.WithPodMaxBackoffSeconds(cfg.PodMaxBackoffSeconds),
-		scheduler.WithPodInitialBackoffSeconds(cfg.PodInitialBackoffSeconds),
-		scheduler.WithExtenders(cfg.Extenders...),
-		scheduler.WithParallelism(cfg.Parallelism),
-	)
+	sched, err := aischedscheduler.Build(ctx, aischedscheduler.BuildOptions{
+		Config:          cfg,
+		Services:        aischedscheduler.NewServices(services),
+		Client:          client,
+		KubeConfig:      restCfg,
+		InformerFactory: informerFactory,
+		DynamicFactory:  dynInformerFactory,
+		Recorders:       recorderFactory,
+	})
 	if err != nil {
 		return err
 	}

@@ -70,10 +70,12 @@ func Registry(svc *Services) frameworkruntime.Registry {
 		fgd.Name: with(func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 			return fgd.New(ctx, obj, h, svc.GPUs)
 		}),
-		loadaware.Name:  loadaware.New,
+		loadaware.Name: with(func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+			return loadaware.New(ctx, obj, h, svc.NodeMetrics, svc.Clock)
+		}),
 		pccbalance.Name: pccbalance.New,
 		coscheduling.Name: with(func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-			return coscheduling.New(ctx, obj, h, svc.Groups, svc.Queue, svc.GPUs)
+			return coscheduling.New(ctx, obj, h, svc.Groups, svc.Queue, svc.GPUs, svc.Clock)
 		}),
 	}
 }

@@ -7,22 +7,28 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/utils/clock"
 
+	aischedv1alpha1 "github.com/aisched/aisched/apis/aisched/v1alpha1"
 	"github.com/aisched/aisched/apis/config"
 	"github.com/aisched/aisched/pkg/generated/clientset/versioned"
+	"github.com/aisched/aisched/pkg/generated/informers/externalversions"
 	"github.com/aisched/aisched/pkg/jobqueue"
 	"github.com/aisched/aisched/pkg/podgroup"
 	"github.com/aisched/aisched/pkg/scheduler/gpustate"
+	"github.com/aisched/aisched/pkg/util/crdwatch"
 )
 
 // Services are the state that the plugins of every profile of one
 // scheduler share, as upstream shares its DRA manager: the GPU ledger, the
-// pod groups and the job queue. They are built once, from the services
-// configuration (config.SchedulerServices), before any profile; no plugin
-// argument configures them, so two profiles cannot disagree about them.
-// Plugins receive them started and ready to use.
+// pod groups, the job queue, the nodes' measured load, and the clock. They
+// are built once, from the services configuration
+// (config.SchedulerServices), before any profile; no plugin argument
+// configures them, so two profiles cannot disagree about them. Plugins
+// receive them started and ready to use.
 type Services struct {
 	// GPUs is the one GPU ledger.
 	GPUs *gpustate.State
@@ -30,6 +36,12 @@ type Services struct {
 	Groups *podgroup.Groups
 	// Queue is the job queue.
 	Queue *jobqueue.Queue
+	// NodeMetrics holds the nodes' NodeMetrics by name, once started; nil
+	// when the CRD is not served.
+	NodeMetrics cache.Indexer
+	// Clock is the time of every service and plugin: the real clock, or
+	// the simulator's virtual one.
+	Clock clock.WithTickerAndDelayedExecution
 
 	once sync.Once
 	err  error
@@ -39,8 +51,17 @@ type Services struct {
 }
 
 // NewServices builds the services from their configuration (defaulted and
-// validated, config.ReadServices); Registry hands them to the plugins.
+// validated, config.ReadServices) on the real clock; Registry hands them
+// to the plugins.
 func NewServices(cfg *config.SchedulerServices) *Services {
+	return NewServicesWith(cfg, clock.RealClock{}, nil)
+}
+
+// NewServicesWith builds the services on clk, reaching aisched's CRDs
+// through client (nil: a client built from the scheduler's kubeconfig):
+// for the simulator, which runs the scheduler on a virtual clock and a
+// fake clientset.
+func NewServicesWith(cfg *config.SchedulerServices, clk clock.WithTickerAndDelayedExecution, client versioned.Interface) *Services {
 	gpus := gpustate.New(gpustate.Options{NoFeatureDiscoveryLabels: !*cfg.GPUs.UseFeatureDiscoveryLabels})
 	groups := podgroup.New()
 	q := cfg.JobQueue
@@ -48,15 +69,9 @@ func NewServices(cfg *config.SchedulerServices) *Services {
 		Backoff:    time.Duration(*q.BackoffSeconds) * time.Second,
 		MaxBackoff: time.Duration(*q.MaxBackoffSeconds) * time.Second,
 		Backfill:   *q.Backfill,
+		Clock:      clk,
 	})
-	return &Services{GPUs: gpus, Groups: groups, Queue: queue}
-}
-
-// WithClient makes the services reach aisched's CRDs through client
-// instead of a client built from the scheduler's kubeconfig.
-func (s *Services) WithClient(client versioned.Interface) *Services {
-	s.client = client
-	return s
+	return &Services{GPUs: gpus, Groups: groups, Queue: queue, Clock: clk, client: client}
 }
 
 // start connects the services to the scheduler, once, before the first
@@ -89,5 +104,20 @@ func (s *Services) startOnce(ctx context.Context, h fwk.Handle) error {
 	if err := s.Queue.Start(ctx, factory, activate); err != nil {
 		return fmt.Errorf("job queue: %w", err)
 	}
+	metrics, err := crdwatch.Start(ctx, client, aischedv1alpha1.SchemeGroupVersion, syncTimeout,
+		func(f externalversions.SharedInformerFactory) cache.SharedIndexInformer {
+			return f.Aisched().V1alpha1().NodeMetrics().Informer()
+		})
+	switch {
+	case err != nil:
+		return fmt.Errorf("node metrics: %w", err)
+	case metrics == nil:
+		logger.Info("NodeMetrics CRD not installed; LoadAware scores every node from its pods' requests (apply deploy/crds and run aisched agent)")
+	default:
+		s.NodeMetrics = metrics.GetIndexer()
+	}
 	return nil
 }
+
+// syncTimeout bounds the wait for the NodeMetrics cache at start.
+const syncTimeout = 30 * time.Second

@@ -8,24 +8,23 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	aischedv1alpha1 "github.com/aisched/aisched/apis/aisched/v1alpha1"
-	"github.com/aisched/aisched/pkg/generated/clientset/versioned"
 	"github.com/aisched/aisched/pkg/gpu"
-	"github.com/aisched/aisched/pkg/local"
+	"github.com/aisched/aisched/pkg/sim/engine"
 	"github.com/aisched/aisched/pkg/sim/metrics"
 	"github.com/aisched/aisched/pkg/sim/scenario"
 )
 
 // measure reads the cluster at the end of a run into the metrics.
-func measure(ctx context.Context, c *local.Cluster, s *scenario.Scenario, w *watcher, rejected int, firstArrival time.Time) (metrics.Result, error) {
-	nodes, err := c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+func measure(ctx context.Context, c engine.Cluster, s *scenario.Scenario, w *watcher, rejected int, firstArrival time.Time) (metrics.Result, error) {
+	nodes, err := c.Client().CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return metrics.Result{}, err
 	}
-	podList, err := c.Client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: itemLabel})
+	podList, err := c.Client().CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: itemLabel})
 	if err != nil {
 		return metrics.Result{}, err
 	}
-	samples, err := versioned.NewForConfigOrDie(c.Config).AischedV1alpha1().NodeMetrics().List(ctx, metav1.ListOptions{})
+	samples, err := c.Aisched().AischedV1alpha1().NodeMetrics().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return metrics.Result{}, err
 	}
@@ -87,7 +86,7 @@ func measure(ctx context.Context, c *local.Cluster, s *scenario.Scenario, w *wat
 	res.BalanceEfficiencyH = metrics.BalanceEfficiencyH(simNodes)
 	res.GPUAllocationRate = metrics.GPUAllocationRate(simNodes)
 	res.UnallocatedGPUPct = metrics.UnallocatedGPUPct(simNodes)
-	w.groups.Settle(time.Now())
+	w.groups.Settle(c.Now())
 	res.PartialGroups = w.groups.Partial()
 	res.GroupWaitSeconds = metrics.PercentilesOf(w.groups.Waits())
 	if !lastBind.IsZero() {

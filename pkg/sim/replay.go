@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,10 +20,9 @@ import (
 
 	"github.com/aisched/aisched/pkg/clusterfile"
 	"github.com/aisched/aisched/pkg/gpu"
-	"github.com/aisched/aisched/pkg/local"
-	"github.com/aisched/aisched/pkg/local/nodesim"
 	"github.com/aisched/aisched/pkg/scheduler"
 	"github.com/aisched/aisched/pkg/scheduler/plugins/gpufit"
+	"github.com/aisched/aisched/pkg/sim/engine"
 	"github.com/aisched/aisched/pkg/sim/metrics"
 	"github.com/aisched/aisched/pkg/sim/report"
 	"github.com/aisched/aisched/pkg/sim/trace"
@@ -32,13 +30,17 @@ import (
 
 // ReplayOptions configure Replay.
 type ReplayOptions struct {
+	// Engine runs each policy and seed: engine.Fast (default) or
+	// engine.APIServer.
+	Engine engine.Kind
 	// Name names the report, usually the pod list's file name.
 	Name string
 	// Nodes and Pods are the trace.
 	Nodes []trace.Node
 	Pods  []trace.Pod
-	// Policies are scheduler profile names, each a policy of the report.
-	Policies []string
+	// Policies are the policies of the report: a profile of SchedulerConfig
+	// by name, or of a configuration of their own.
+	Policies []ReplayPolicy
 	// SchedulerConfig holds the profiles; default scheduler.LocalConfig().
 	SchedulerConfig *config.KubeSchedulerConfiguration
 	// Seeds shuffle and inflate the pod list (trace.Workload), one run each.
@@ -55,11 +57,34 @@ type ReplayOptions struct {
 	Percents []int
 	// Timeout bounds one run; default 30m.
 	Timeout time.Duration
-	// Progress receives one line per step; nil discards them.
+	// Parallel is how many runs go at once; default one per core on the
+	// fast engine, one on the apiserver engine.
+	Parallel int
+	// Progress receives one line as each run starts and ends; nil
+	// discards them.
 	Progress io.Writer
-	// Tick, when set, is called after each pod with the pods done and the
-	// length of the sequence, for a progress bar.
+	// Tick, when set, is called after each pod with the pods done by all
+	// runs and the length of all their sequences, for a progress bar.
 	Tick func(done, total int)
+}
+
+// ReplayPolicy is a policy of a replay.
+type ReplayPolicy struct {
+	// Name names the policy in the report.
+	Name string
+	// Profile is the profile the pods use; default Name.
+	Profile string
+	// SchedulerConfig holds the profile; default ReplayOptions.SchedulerConfig.
+	SchedulerConfig *config.KubeSchedulerConfiguration
+}
+
+// ProfilePolicies are policies named by the profiles of one configuration.
+func ProfilePolicies(names ...string) []ReplayPolicy {
+	out := make([]ReplayPolicy, len(names))
+	for i, n := range names {
+		out[i] = ReplayPolicy{Name: n}
+	}
+	return out
 }
 
 // ReplayPercents are the arrived percentages the FGD paper plots.
@@ -95,17 +120,28 @@ func Replay(ctx context.Context, opts ReplayOptions) (*report.Report, error) {
 	if opts.Progress == nil {
 		opts.Progress = io.Discard
 	}
-	for _, p := range opts.Policies {
-		if findProfile(opts.SchedulerConfig, p) == nil {
-			return nil, fmt.Errorf("policy %s: no such profile in the scheduler configuration", p)
-		}
+	if opts.Engine == "" {
+		opts.Engine = engine.Fast
 	}
-	if opts.TypicalPodsFromTrace {
-		cfg, err := trace.WithTypicalPods(opts.SchedulerConfig, trace.TypicalPods(opts.Pods))
-		if err != nil {
-			return nil, err
+	policies := slices.Clone(opts.Policies)
+	for i := range policies {
+		p := &policies[i]
+		if p.Profile == "" {
+			p.Profile = p.Name
 		}
-		opts.SchedulerConfig = cfg
+		if p.SchedulerConfig == nil {
+			p.SchedulerConfig = opts.SchedulerConfig
+		}
+		if findProfile(p.SchedulerConfig, p.Profile) == nil {
+			return nil, fmt.Errorf("policy %s: no profile %s in its scheduler configuration", p.Name, p.Profile)
+		}
+		if opts.TypicalPodsFromTrace {
+			cfg, err := trace.WithTypicalPods(p.SchedulerConfig, trace.TypicalPods(opts.Pods))
+			if err != nil {
+				return nil, err
+			}
+			p.SchedulerConfig = cfg
+		}
 	}
 	pools := trace.NodePools(opts.Nodes)
 	if errs := clusterfile.ValidateNodePools(pools, nil); len(errs) > 0 {
@@ -115,19 +151,33 @@ func Replay(ctx context.Context, opts ReplayOptions) (*report.Report, error) {
 	if capacity == 0 {
 		return nil, errors.New("nodes: the cluster has no GPUs")
 	}
-	rep := &report.Report{Scenario: opts.Name, Metrics: ReplayMetrics}
-	for _, p := range opts.Policies {
-		pr := report.Policy{Name: p}
+	if opts.Parallel <= 0 {
+		opts.Parallel = defaultParallel(opts.Engine)
+	}
+	var jobs []job
+	for _, p := range policies {
 		for _, seed := range opts.Seeds {
 			seq := trace.Workload(opts.Pods, seed, opts.Inflate, capacity)
-			fmt.Fprintf(opts.Progress, "%s, seed %d: %d pods\n", p, seed, len(seq))
-			begin := time.Now()
-			res, err := replayOne(ctx, opts, pools, p, seq, capacity)
-			if err != nil {
-				return nil, fmt.Errorf("policy %s, seed %d: %w", p, seed, err)
-			}
-			fmt.Fprintf(opts.Progress, "%s, seed %d: done in %.1fs, unallocated GPU at 100%%: %.2f%%\n", p, seed, time.Since(begin).Seconds(), *res.UnallocatedGPUPct)
-			pr.Runs = append(pr.Runs, report.Run{Seed: seed, Result: res})
+			jobs = append(jobs, job{
+				label: fmt.Sprintf("%s, seed %d (%d pods)", p.Name, seed, len(seq)), size: len(seq),
+				run: func(ctx context.Context, step func(int)) (metrics.Result, error) {
+					return replayOne(ctx, opts, pools, p, seq, capacity, step)
+				},
+				done: func(res metrics.Result) string {
+					return fmt.Sprintf("unallocated GPU at 100%%: %.2f%%", *res.UnallocatedGPUPct)
+				},
+			})
+		}
+	}
+	results, err := runJobs(ctx, jobs, opts.Parallel, opts.Progress, opts.Tick)
+	if err != nil {
+		return nil, err
+	}
+	rep := &report.Report{Scenario: opts.Name, Metrics: ReplayMetrics}
+	for i, p := range policies {
+		pr := report.Policy{Name: p.Name}
+		for k, seed := range opts.Seeds {
+			pr.Runs = append(pr.Runs, report.Run{Seed: seed, Result: results[i*len(opts.Seeds)+k]})
 		}
 		rep.Policies = append(rep.Policies, pr)
 	}
@@ -156,22 +206,16 @@ func sharesCards(p *config.KubeSchedulerProfile) bool {
 }
 
 // replayOne replays seq under one profile on a fresh cluster.
-func replayOne(ctx context.Context, opts ReplayOptions, pools []clusterfile.NodePool, profile string, seq []trace.Pod, capacity int64) (_ metrics.Result, err error) {
+func replayOne(ctx context.Context, opts ReplayOptions, pools []clusterfile.NodePool, p ReplayPolicy, seq []trace.Pod, capacity int64, step func(int)) (_ metrics.Result, err error) {
 	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
-	dir, err := os.MkdirTemp("", "aisched-replay-")
-	if err != nil {
-		return metrics.Result{}, err
-	}
-	defer os.RemoveAll(dir)
-	c, err := local.Start(ctx, local.Options{
-		DataDir:         dir,
-		Cluster:         &clusterfile.Cluster{APIVersion: clusterfile.APIVersion, Kind: clusterfile.Kind, NodePools: pools},
-		SchedulerConfig: opts.SchedulerConfig,
+	c, err := engine.Start(ctx, opts.Engine, engine.Options{
+		NodePools:       pools,
+		SchedulerConfig: p.SchedulerConfig,
 		// Nobody reads the scheduler's events of a replay.
 		DiscardSchedulerEvents: true,
 		// Pods never run in the protocol: no kubelet traffic, no samples.
-		Nodes: nodesim.Options{NodesOnly: true, MetricsInterval: -1},
+		NodesOnly: true, MetricsInterval: -1,
 	})
 	if err != nil {
 		return metrics.Result{}, err
@@ -181,7 +225,7 @@ func replayOne(ctx context.Context, opts ReplayOptions, pools []clusterfile.Node
 			err = stopErr
 		}
 	}()
-	if err := waitAdmissible(ctx, c, []string{metav1.NamespaceDefault}); err != nil {
+	if err := c.WaitAdmissible(ctx, []string{metav1.NamespaceDefault}); err != nil {
 		return metrics.Result{}, err
 	}
 
@@ -192,8 +236,8 @@ func replayOne(ctx context.Context, opts ReplayOptions, pools []clusterfile.Node
 	}
 	defer stopWatching()
 
-	pods := c.Client.CoreV1().Pods(metav1.NamespaceDefault)
-	shares := sharesCards(findProfile(opts.SchedulerConfig, profile))
+	pods := c.Client().CoreV1().Pods(metav1.NamespaceDefault)
+	shares := sharesCards(findProfile(p.SchedulerConfig, p.Profile))
 	// After pod i: the GPU milli requested by seq[:i+1] and allocated.
 	requested, allocated := make([]int64, len(seq)), make([]int64, len(seq))
 	var sumRequested, sumAllocated int64
@@ -203,10 +247,8 @@ func replayOne(ctx context.Context, opts ReplayOptions, pools []clusterfile.Node
 	for i, tp := range seq {
 		sumRequested += tp.TotalGPUMilli()
 		requested[i] = sumRequested
-		if opts.Tick != nil {
-			opts.Tick(i, len(seq))
-		}
-		placed, err := replayPod(ctx, pods, o, tp, profile, shares)
+		step(i)
+		placed, err := replayPod(ctx, pods, o, tp, p.Profile, shares)
 		switch {
 		case err != nil:
 			return metrics.Result{}, fmt.Errorf("pod %s: %w", tp.Name, err)
@@ -220,9 +262,7 @@ func replayOne(ctx context.Context, opts ReplayOptions, pools []clusterfile.Node
 		}
 		allocated[i] = sumAllocated
 	}
-	if opts.Tick != nil {
-		opts.Tick(len(seq), len(seq))
-	}
+	step(len(seq))
 	if err := checkPlacement(ctx, pods, cardsOf(pools), sumAllocated); err != nil {
 		return metrics.Result{}, err
 	}

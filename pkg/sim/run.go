@@ -2,10 +2,12 @@ package sim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
@@ -14,38 +16,55 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 
 	"github.com/aisched/aisched/pkg/clusterfile"
-	"github.com/aisched/aisched/pkg/local"
 	"github.com/aisched/aisched/pkg/local/nodesim"
 	"github.com/aisched/aisched/pkg/podgroup"
 	"github.com/aisched/aisched/pkg/podload"
 	"github.com/aisched/aisched/pkg/scheduler"
+	"github.com/aisched/aisched/pkg/sim/engine"
 	"github.com/aisched/aisched/pkg/sim/metrics"
 	"github.com/aisched/aisched/pkg/sim/report"
 	"github.com/aisched/aisched/pkg/sim/scenario"
+	"github.com/aisched/aisched/pkg/sim/trace"
 )
 
 // Options configure Run.
 type Options struct {
+	// Engine runs each policy and seed: engine.Fast (default) or
+	// engine.APIServer.
+	Engine engine.Kind
 	// Settle overrides the scenario's settle when positive.
 	Settle time.Duration
 	// Timeout bounds one run (one policy, one seed); default 10m.
 	Timeout time.Duration
-	// Progress receives one line per step; nil discards them.
+	// Parallel is how many runs go at once; default one per core on the
+	// fast engine, one on the apiserver engine.
+	Parallel int
+	// Progress receives one line as each run starts and ends; nil
+	// discards them.
 	Progress io.Writer
 	// Tick, when set, is called after each arrival with the pods created
-	// and the workload's size, for a progress bar.
+	// by all runs and the size of all their workloads, for a progress bar.
 	Tick func(done, total int)
+	// TraceDir holds the files of trace scenarios (Scenario.Trace).
+	TraceDir string
 }
 
+// ErrNoTraceDir is returned for a trace scenario run without a trace
+// directory.
+var ErrNoTraceDir = errors.New("a trace scenario: give the directory of the trace's files (--trace-dir)")
+
 // Run runs every policy of s with every seed, each on a fresh cluster, and
-// reports the metrics the scenario asks for.
+// reports the metrics the scenario asks for; a trace scenario is replayed
+// (Replay).
 func Run(ctx context.Context, s *scenario.Scenario, opts Options) (*report.Report, error) {
+	if s.Trace != nil {
+		return runTrace(ctx, s, opts)
+	}
 	if opts.Settle <= 0 {
 		opts.Settle = s.Settle.Duration
 	}
@@ -55,25 +74,69 @@ func Run(ctx context.Context, s *scenario.Scenario, opts Options) (*report.Repor
 	if opts.Progress == nil {
 		opts.Progress = io.Discard
 	}
-	rep := &report.Report{Scenario: s.Name, Metrics: s.Metrics}
+	if opts.Engine == "" {
+		opts.Engine = engine.Fast
+	}
+	if opts.Parallel <= 0 {
+		opts.Parallel = defaultParallel(opts.Engine)
+	}
+	var jobs []job
 	for _, p := range s.Policies {
 		cfg, err := policyConfig(p)
 		if err != nil {
 			return nil, err
 		}
-		pr := report.Policy{Name: p.Name}
 		for _, seed := range s.Seeds {
-			fmt.Fprintf(opts.Progress, "%s, seed %d: starting\n", p.Name, seed)
-			begin := time.Now()
-			res, err := runOne(ctx, s, p, cfg, seed, opts)
-			if err != nil {
-				return nil, fmt.Errorf("policy %s, seed %d: %w", p.Name, seed, err)
-			}
-			fmt.Fprintf(opts.Progress, "%s, seed %d: done in %.1fs\n", p.Name, seed, time.Since(begin).Seconds())
-			pr.Runs = append(pr.Runs, report.Run{Seed: seed, Result: res})
+			arrivals := pods(s, p.Profile, seed)
+			jobs = append(jobs, job{
+				label: fmt.Sprintf("%s, seed %d", p.Name, seed), size: len(arrivals),
+				run: func(ctx context.Context, step func(int)) (metrics.Result, error) {
+					return runOne(ctx, s, cfg, arrivals, opts, step)
+				},
+			})
+		}
+	}
+	results, err := runJobs(ctx, jobs, opts.Parallel, opts.Progress, opts.Tick)
+	if err != nil {
+		return nil, err
+	}
+	rep := &report.Report{Scenario: s.Name, Metrics: s.Metrics}
+	for i, p := range s.Policies {
+		pr := report.Policy{Name: p.Name}
+		for k, seed := range s.Seeds {
+			pr.Runs = append(pr.Runs, report.Run{Seed: seed, Result: results[i*len(s.Seeds)+k]})
 		}
 		rep.Policies = append(rep.Policies, pr)
 	}
+	return rep, nil
+}
+
+// runTrace replays a trace scenario (Replay).
+func runTrace(ctx context.Context, s *scenario.Scenario, opts Options) (*report.Report, error) {
+	if opts.TraceDir == "" {
+		return nil, ErrNoTraceDir
+	}
+	nodes, pods, err := trace.ReadFiles(filepath.Join(opts.TraceDir, s.Trace.Nodes), filepath.Join(opts.TraceDir, s.Trace.Pods))
+	if err != nil {
+		return nil, err
+	}
+	var policies []ReplayPolicy
+	for _, p := range s.Policies {
+		cfg, err := policyConfig(p)
+		if err != nil {
+			return nil, err
+		}
+		policies = append(policies, ReplayPolicy{Name: p.Name, Profile: p.Profile, SchedulerConfig: cfg})
+	}
+	rep, err := Replay(ctx, ReplayOptions{
+		Engine: opts.Engine, Parallel: opts.Parallel, Name: s.Name, Nodes: nodes, Pods: pods, Policies: policies,
+		Seeds: s.Seeds, Inflate: s.Trace.Inflate, TypicalPodsFromTrace: s.Trace.TypicalPodsFromTrace,
+		Timeout: opts.Timeout, Progress: opts.Progress, Tick: opts.Tick,
+	})
+	if err != nil {
+		return nil, err
+	}
+	rep.Metrics = s.Metrics
 	return rep, nil
 }
 
@@ -169,8 +232,10 @@ const itemLabel = "sim.aisched.io/item"
 
 func priorityClassName(v int32) string { return "sim-priority-" + strconv.Itoa(int(v)) }
 
-// watcher records what happens to the workload's pods.
+// watcher records what happens to the workload's pods, at the cluster's
+// time.
 type watcher struct {
+	now    func() time.Time
 	mu     sync.Mutex
 	bound  map[string]time.Time // pod key -> first seen bound
 	ended  map[string]bool      // pod keys seen Succeeded or Failed
@@ -185,7 +250,7 @@ func (w *watcher) observe(obj interface{}) {
 		return
 	}
 	key := pod.Namespace + "/" + pod.Name
-	now := time.Now()
+	now := w.now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
@@ -210,19 +275,12 @@ func (w *watcher) observe(obj interface{}) {
 // a group stuck half bound stays so.
 const partialAfter = time.Second
 
-func runOne(ctx context.Context, s *scenario.Scenario, p scenario.Policy, cfg *config.KubeSchedulerConfiguration, seed int64, opts Options) (_ metrics.Result, err error) {
+// runOne runs the arrivals on a fresh cluster under cfg, calling step
+// after each arrival.
+func runOne(ctx context.Context, s *scenario.Scenario, cfg *config.KubeSchedulerConfiguration, arrivals []arrival, opts Options, step func(int)) (_ metrics.Result, err error) {
 	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
-	dir, err := os.MkdirTemp("", "aisched-sim-")
-	if err != nil {
-		return metrics.Result{}, err
-	}
-	defer os.RemoveAll(dir)
-	cluster := &clusterfile.Cluster{APIVersion: clusterfile.APIVersion, Kind: clusterfile.Kind, NodePools: s.Cluster.NodePools}
-	c, err := local.Start(ctx, local.Options{
-		DataDir: dir, Cluster: cluster, SchedulerConfig: cfg,
-		Nodes: nodesim.Options{MetricsInterval: time.Second},
-	})
+	c, err := engine.Start(ctx, opts.Engine, engine.Options{NodePools: s.Cluster.NodePools, SchedulerConfig: cfg, MetricsInterval: time.Second})
 	if err != nil {
 		return metrics.Result{}, err
 	}
@@ -235,36 +293,29 @@ func runOne(ctx context.Context, s *scenario.Scenario, p scenario.Policy, cfg *c
 		return metrics.Result{}, err
 	}
 
-	w := &watcher{bound: map[string]time.Time{}, ended: map[string]bool{}, groups: metrics.NewGroupTracker(partialAfter), group: map[string]string{}}
+	w := &watcher{now: c.Now, bound: map[string]time.Time{}, ended: map[string]bool{}, groups: metrics.NewGroupTracker(partialAfter), group: map[string]string{}}
 	stopWatching, err := watchPods(ctx, c, w.observe)
 	if err != nil {
 		return metrics.Result{}, err
 	}
 	defer stopWatching()
 
-	arrivals := pods(s, p.Profile, seed)
-	start := time.Now()
+	start := c.Now()
 	rejected := 0
 	for i, a := range arrivals {
-		if opts.Tick != nil {
-			opts.Tick(i, len(arrivals))
-		}
-		if d := time.Until(start.Add(a.at)); d > 0 {
-			select {
-			case <-time.After(d):
-			case <-ctx.Done():
-				return metrics.Result{}, ctx.Err()
-			}
+		step(i)
+		if err := c.RunUntil(ctx, start.Add(a.at)); err != nil {
+			return metrics.Result{}, err
 		}
 		key := a.pod.Namespace + "/" + a.pod.Name
 		if g, ok := a.pod.Labels[podgroup.NameLabel]; ok {
 			min, _ := strconv.Atoi(a.pod.Labels[podgroup.MinAvailableLabel])
 			w.mu.Lock()
 			w.group[key] = a.pod.Namespace + "/" + g
-			w.groups.Created(w.group[key], min, time.Now())
+			w.groups.Created(w.group[key], min, c.Now())
 			w.mu.Unlock()
 		}
-		if _, err := c.Client.CoreV1().Pods(a.pod.Namespace).Create(ctx, a.pod, metav1.CreateOptions{}); err != nil {
+		if _, err := c.Client().CoreV1().Pods(a.pod.Namespace).Create(ctx, a.pod, metav1.CreateOptions{}); err != nil {
 			// A pod the apiserver refuses (a quota) never runs: it counts
 			// as pending.
 			if ctx.Err() != nil {
@@ -273,37 +324,48 @@ func runOne(ctx context.Context, s *scenario.Scenario, p scenario.Policy, cfg *c
 			rejected++
 		}
 	}
-	if opts.Tick != nil {
-		opts.Tick(len(arrivals), len(arrivals))
-	}
-	created := time.Now()
+	step(len(arrivals))
 	w.mu.Lock()
-	w.last = created
+	w.last = c.Now()
 	w.mu.Unlock()
-	// Settle: wait until no pod is bound or ends for opts.Settle.
-	err = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, false, func(context.Context) (bool, error) {
+	// Settle: run until no pod is bound or ends for opts.Settle, looking
+	// every 200ms of the cluster's time.
+	for {
 		w.mu.Lock()
-		defer w.mu.Unlock()
-		return len(w.bound) == len(arrivals) || time.Since(w.last) >= opts.Settle, nil
-	})
-	if err != nil {
-		return metrics.Result{}, err
+		done := len(w.bound) == len(arrivals) || c.Now().Sub(w.last) >= opts.Settle
+		next := w.last.Add(opts.Settle)
+		w.mu.Unlock()
+		if done {
+			break
+		}
+		if err := c.RunUntil(ctx, minTime(next, c.Now().Add(200*time.Millisecond))); err != nil {
+			return metrics.Result{}, err
+		}
 	}
 	// One more sample of the simulated nodes' metrics.
-	time.Sleep(1500 * time.Millisecond)
+	if err := c.RunUntil(ctx, c.Now().Add(1500*time.Millisecond)); err != nil {
+		return metrics.Result{}, err
+	}
 	if err := checkCards(ctx, c, s.Cluster.NodePools); err != nil {
 		return metrics.Result{}, err
 	}
 	return measure(ctx, c, s, w, rejected, start.Add(arrivals[0].at))
 }
 
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
 // checkCards audits the cards the cluster's pods hold and compares the
 // scheduler's record with the simulated kubelets' (ledger.go): a run
 // whose cards are overcommitted, or whose kubelets hold other cards than
 // the scheduler assigned, reports no number.
-func checkCards(ctx context.Context, c *local.Cluster, pools []clusterfile.NodePool) error {
+func checkCards(ctx context.Context, c engine.Cluster, pools []clusterfile.NodePool) error {
 	list := func(ctx context.Context) ([]corev1.Pod, error) {
-		l, err := c.Client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+		l, err := c.Client().CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return nil, err
 		}
@@ -321,8 +383,8 @@ func checkCards(ctx context.Context, c *local.Cluster, pools []clusterfile.NodeP
 
 // watchPods calls observe with every pod the cluster has and each change
 // of one, until stop, which waits for the informer to end.
-func watchPods(ctx context.Context, c *local.Cluster, observe func(interface{})) (stop func(), err error) {
-	factory := informers.NewSharedInformerFactory(c.Client, 0)
+func watchPods(ctx context.Context, c engine.Cluster, observe func(interface{})) (stop func(), err error) {
+	factory := informers.NewSharedInformerFactory(c.Client(), 0)
 	informer := factory.Core().V1().Pods().Informer()
 	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    observe,
@@ -337,10 +399,12 @@ func watchPods(ctx context.Context, c *local.Cluster, observe func(interface{}))
 	return func() { close(stopInformers); factory.Shutdown() }, nil
 }
 
-// prepare creates the namespaces, their quotas and the priority classes.
-func prepare(ctx context.Context, c *local.Cluster, s *scenario.Scenario) error {
+// prepare creates the namespaces, their quotas and the priority classes,
+// and waits until pods can be created.
+func prepare(ctx context.Context, c engine.Cluster, s *scenario.Scenario) error {
+	client := c.Client()
 	for _, ns := range s.Namespaces {
-		if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns.Name}}, metav1.CreateOptions{}); err != nil {
+		if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns.Name}}, metav1.CreateOptions{}); err != nil {
 			return err
 		}
 		if len(ns.Quota) > 0 {
@@ -349,49 +413,33 @@ func prepare(ctx context.Context, c *local.Cluster, s *scenario.Scenario) error 
 				hard[corev1.ResourceName(r)] = q.DeepCopy()
 			}
 			quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "sim", Namespace: ns.Name}, Spec: corev1.ResourceQuotaSpec{Hard: hard}}
-			if _, err := c.Client.CoreV1().ResourceQuotas(ns.Name).Create(ctx, quota, metav1.CreateOptions{}); err != nil {
-				return err
+			if _, err := client.CoreV1().ResourceQuotas(ns.Name).Create(ctx, quota, metav1.CreateOptions{}); err != nil {
+				return fmt.Errorf("namespace %s: quota: %w", ns.Name, err)
 			}
 		}
 	}
-	priorities := map[int32]bool{}
-	for _, it := range s.Workload {
-		if it.Priority != 0 && !priorities[it.Priority] {
-			priorities[it.Priority] = true
-			pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: priorityClassName(it.Priority)}, Value: it.Priority}
-			if _, err := c.Client.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{}); err != nil {
-				return err
-			}
+	for value := range priorities(s) {
+		pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: priorityClassName(value)}, Value: value}
+		if _, err := client.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{}); err != nil {
+			return err
 		}
 	}
 	namespaces := []string{metav1.NamespaceDefault}
 	for _, ns := range s.Namespaces {
 		namespaces = append(namespaces, ns.Name)
 	}
-	return waitAdmissible(ctx, c, namespaces)
+	return c.WaitAdmissible(ctx, namespaces)
 }
 
-// waitAdmissible waits until the apiserver admits pods in the namespaces:
-// until each has its default service account and, with a quota, the
-// quota's status.
-func waitAdmissible(ctx context.Context, c *local.Cluster, namespaces []string) error {
-	return wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		for _, ns := range namespaces {
-			if _, err := c.Client.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{}); err != nil {
-				return false, nil
-			}
-			quotas, err := c.Client.CoreV1().ResourceQuotas(ns).List(ctx, metav1.ListOptions{})
-			if err != nil {
-				return false, nil
-			}
-			for _, q := range quotas.Items {
-				if len(q.Status.Hard) == 0 {
-					return false, nil
-				}
-			}
+// priorities are the workload's priority values other than 0.
+func priorities(s *scenario.Scenario) map[int32]bool {
+	out := map[int32]bool{}
+	for _, it := range s.Workload {
+		if it.Priority != 0 {
+			out[it.Priority] = true
 		}
-		return true, nil
-	})
+	}
+	return out
 }
 
 // quantity returns the value of r in l, 0 when absent.

@@ -12,15 +12,16 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/aisched/aisched/pkg/sim"
+	"github.com/aisched/aisched/pkg/sim/engine"
 	"github.com/aisched/aisched/pkg/sim/scenario"
 	"github.com/aisched/aisched/pkg/sim/trace"
 )
 
-// TestSimRun runs a tiny scenario end to end, each policy on a fresh
-// cluster with the real scheduler, and compares the report with the
-// expected one: the GPU pod asks for 20000 MiB per card, more than a T4
-// has, so default-scheduler binds it to a T4 (1 of 2 cards allocated, one
-// misplaced pod) and aisched's GPUFit leaves it pending (nothing
+// TestSimRun runs a tiny scenario end to end on both engines, each policy
+// on a fresh cluster with the real scheduler, and compares the report with
+// the expected one: the GPU pod asks for 20000 MiB per card, more than a
+// T4 has, so default-scheduler binds it to a T4 (1 of 2 cards allocated,
+// one misplaced pod) and aisched's GPUFit leaves it pending (nothing
 // allocated). The gang of 2 fits at once under both.
 func TestSimRun(t *testing.T) {
 	t.Parallel()
@@ -28,25 +29,28 @@ func TestSimRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := sim.Run(context.Background(), s, sim.Options{Settle: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got bytes.Buffer
-	if err := rep.WriteMarkdown(&got); err != nil {
-		t.Fatal(err)
-	}
 	want, err := os.ReadFile(filepath.Join("testdata", "sim-tiny.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(string(want), got.String()); diff != "" {
-		t.Errorf("report (-want,+got):\n%s", diff)
+	for _, kind := range []engine.Kind{engine.APIServer, engine.Fast} {
+		rep, err := sim.Run(context.Background(), s, sim.Options{Engine: kind, Settle: 2 * time.Second})
+		if err != nil {
+			t.Fatalf("%s engine: %v", kind, err)
+		}
+		var got bytes.Buffer
+		if err := rep.WriteMarkdown(&got); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(string(want), got.String()); diff != "" {
+			t.Errorf("%s engine: report (-want,+got):\n%s", kind, diff)
+		}
 	}
 }
 
 // TestSimTrace replays the shipped sample trace end to end with the FGD
-// protocol, under a profile that shares cards and one that does not.
+// protocol, under a profile that shares cards and one that does not, on
+// the apiserver engine (the fast one replays it in TestEnginesAgree).
 // Replay itself checks that the bound pods add up to what it counted and
 // that no card holds more than a card.
 func TestSimTrace(t *testing.T) {
@@ -56,7 +60,7 @@ func TestSimTrace(t *testing.T) {
 	pods := readCSV(t, filepath.Join(dir, "pods.csv"), trace.ReadPods)
 	const seed = 7
 	rep, err := sim.Replay(context.Background(), sim.ReplayOptions{
-		Name: "sample", Nodes: nodes, Pods: pods, Policies: []string{"BestFit", "default-scheduler"},
+		Engine: engine.APIServer, Name: "sample", Nodes: nodes, Pods: pods, Policies: sim.ProfilePolicies("BestFit", "default-scheduler"),
 		Seeds: []int64{seed}, Inflate: 1.3,
 	})
 	if err != nil {

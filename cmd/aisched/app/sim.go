@@ -14,10 +14,12 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
 	"github.com/aisched/aisched/pkg/scheduler"
 	"github.com/aisched/aisched/pkg/sim"
+	"github.com/aisched/aisched/pkg/sim/engine"
 	"github.com/aisched/aisched/pkg/sim/report"
 	"github.com/aisched/aisched/pkg/sim/scenario"
 	"github.com/aisched/aisched/pkg/sim/trace"
@@ -33,22 +35,42 @@ func newSimCommand() *cobra.Command {
 }
 
 func newSimRunCommand() *cobra.Command {
-	var format, out, logFile string
+	var format, out, logFile, engineName, traceDir, compare string
 	var settle time.Duration
+	var parallel int
 	cmd := &cobra.Command{
-		Use:   "run <scenario.yaml>",
-		Short: "Run a scenario under each of its policies and report the metrics side by side",
-		Long: `Runs the scenario's workload under each policy and seed, each on a fresh
+		Use:   "run <scenario.yaml|directory>...",
+		Short: "Run scenarios under each of their policies and report the metrics side by side",
+		Long: `Runs each scenario's workload under each policy and seed, each on a fresh
 simulated cluster with the real scheduler, and prints the metrics: a
 markdown table (--format table) or JSON (--format json). With --out, the
 JSON, CSV and markdown reports are also written to that directory. The file
-format is described in docs/scenarios.md.`,
-		Args: cobra.ExactArgs(1),
+format is described in docs/scenarios.md.
+
+A directory runs every scenario file (*.yaml) in it. Several scenarios make
+the experiment matrix: one report that compares two policies (--compare,
+default-scheduler against aisched) on every metric of every scenario, then
+each scenario's own table. Trace scenarios need the trace's directory
+(--trace-dir); without it they are listed as not run.
+
+  aisched sim run scenarios/ --trace-dir ~/alibaba-gpu-v2023`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if format != "table" && format != "json" {
 				return fmt.Errorf("--format %q: want table or json", format)
 			}
-			s, err := scenario.Load(args[0])
+			kind, err := engine.ParseKind(engineName)
+			if err != nil {
+				return fmt.Errorf("--engine: %w", err)
+			}
+			if parallel < 0 || parallel > maxParallel {
+				return fmt.Errorf("--parallel %d: want 1 to %d (0: the default)", parallel, maxParallel)
+			}
+			base, candidate, ok := strings.Cut(compare, ",")
+			if !ok || base == "" || candidate == "" || strings.Contains(candidate, ",") {
+				return fmt.Errorf("--compare %q: want two policies, base,candidate", compare)
+			}
+			scenarios, err := loadScenarios(args)
 			if err != nil {
 				return err
 			}
@@ -59,29 +81,94 @@ format is described in docs/scenarios.md.`,
 			defer done()
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			opts := sim.Options{Settle: settle, Progress: progress}
-			if term.IsTerminal(int(progress.Fd())) {
-				opts.Tick = progressBar(progress, "arrived")
+			opts := sim.Options{Engine: kind, Settle: settle, Parallel: parallel, Progress: progress, TraceDir: traceDir}
+			matrix := &report.Matrix{Base: base, Candidate: candidate}
+			for _, s := range scenarios {
+				if term.IsTerminal(int(progress.Fd())) {
+					opts.Tick = progressBar(progress, s.Name)
+				} else {
+					opts.Tick = progressLines(progress, s.Name)
+				}
+				rep, err := sim.Run(ctx, s, opts)
+				switch {
+				case errors.Is(err, sim.ErrNoTraceDir) && len(scenarios) > 1:
+					fmt.Fprintf(progress, "%s: not run: %v\n", s.Name, err)
+					matrix.Skipped = append(matrix.Skipped, report.Skipped{Scenario: s.Name, Reason: err.Error()})
+					continue
+				case err != nil:
+					return fmt.Errorf("scenario %s: %w", s.Name, err)
+				}
+				matrix.Reports = append(matrix.Reports, rep)
 			}
-			rep, err := sim.Run(ctx, s, opts)
-			if err != nil {
-				return err
+			if len(scenarios) == 1 {
+				return emit(cmd.OutOrStdout(), matrix.Reports[0], format, out)
 			}
-			return emit(cmd.OutOrStdout(), rep, format, out)
+			return emitMatrix(cmd.OutOrStdout(), matrix, format, out)
 		},
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&format, "format", "table", "output: table (markdown) or json")
-	fs.StringVar(&out, "out", "", "directory for report.json, report.csv, report.md and report.svg")
+	fs.StringVar(&out, "out", "", "directory for report.json, report.csv, report.md and report.svg (one subdirectory per scenario, and matrix.md and matrix.json, for several)")
 	fs.DurationVar(&settle, "settle", 0, "how long no pod may be bound or end, after the last arrival, before a run ends (default: the scenario's settle)")
 	fs.StringVar(&logFile, "log-file", os.DevNull, "component log file (- for stderr)")
+	fs.StringVar(&traceDir, "trace-dir", "", "directory of the trace files that trace scenarios name (the Alibaba GPU trace's openb CSV files)")
+	fs.StringVar(&compare, "compare", "default-scheduler,aisched", "the two policies the matrix compares: base,candidate")
+	addEngineFlags(fs, &engineName, &parallel)
 	return cmd
 }
 
+// loadScenarios loads the scenario files named, each directory standing
+// for its *.yaml files in name order.
+func loadScenarios(args []string) ([]*scenario.Scenario, error) {
+	var paths []string
+	for _, a := range args {
+		info, err := os.Stat(a)
+		if err != nil {
+			return nil, fmt.Errorf("scenario: %w", err)
+		}
+		if !info.IsDir() {
+			paths = append(paths, a)
+			continue
+		}
+		files, err := filepath.Glob(filepath.Join(a, "*.yaml"))
+		if err != nil {
+			return nil, err
+		}
+		if len(files) == 0 {
+			return nil, fmt.Errorf("%s: no scenario files (*.yaml)", a)
+		}
+		paths = append(paths, files...)
+	}
+	var out []*scenario.Scenario
+	names := map[string]string{}
+	for _, p := range paths {
+		s, err := scenario.Load(p)
+		if err != nil {
+			return nil, err
+		}
+		if prev, dup := names[s.Name]; dup {
+			return nil, fmt.Errorf("%s and %s both name scenario %s", prev, p, s.Name)
+		}
+		names[s.Name] = p
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// maxParallel bounds --parallel.
+const maxParallel = 64
+
+// addEngineFlags adds --engine and --parallel.
+func addEngineFlags(fs *pflag.FlagSet, name *string, parallel *int) {
+	fs.StringVar(name, "engine", string(engine.Fast), "fast: the real scheduler on an in-memory API with a virtual clock (no quotas, no controllers); apiserver: on the embedded kube-apiserver and etcd, in real time")
+	fs.IntVar(parallel, "parallel", 0, "runs (policy x seed) at once, 1 to 64; default one per core with the fast engine, 1 with the apiserver engine")
+}
+
 func newSimTraceCommand() *cobra.Command {
-	var nodesPath, podsPath, seeds, format, out, logFile, configPath string
+	var nodesPath, podsPath, seeds, format, out, logFile, configPath, engineName string
 	var policies []string
 	var inflate float64
+	var parallel int
 	var typicalFromTrace bool
 	cmd := &cobra.Command{
 		Use:   "trace --nodes NODES.csv --pods PODS.csv --policy PROFILE...",
@@ -104,16 +191,23 @@ cluster cannot express. With several seeds each metric is the median, and
 			if err != nil {
 				return err
 			}
+			kind, err := engine.ParseKind(engineName)
+			if err != nil {
+				return fmt.Errorf("--engine: %w", err)
+			}
+			if parallel < 0 || parallel > maxParallel {
+				return fmt.Errorf("--parallel %d: want 1 to %d (0: the default)", parallel, maxParallel)
+			}
 			if len(policies) == 0 {
 				return errors.New("--policy: name at least one scheduler profile")
 			}
-			nodes, pods, err := readTrace(nodesPath, podsPath)
+			nodes, pods, err := trace.ReadFiles(nodesPath, podsPath)
 			if err != nil {
 				return err
 			}
 			opts := sim.ReplayOptions{
-				Name: filepath.Base(podsPath), Nodes: nodes, Pods: pods,
-				Policies: policies, Seeds: seedList, Inflate: inflate, TypicalPodsFromTrace: typicalFromTrace,
+				Engine: kind, Parallel: parallel, Name: filepath.Base(podsPath), Nodes: nodes, Pods: pods,
+				Policies: sim.ProfilePolicies(policies...), Seeds: seedList, Inflate: inflate, TypicalPodsFromTrace: typicalFromTrace,
 			}
 			if configPath != "" {
 				var err error
@@ -130,7 +224,7 @@ cluster cannot express. With several seeds each metric is the median, and
 			if term.IsTerminal(int(terminal.Fd())) {
 				opts.Tick = progressBar(terminal, "pods")
 			} else {
-				opts.Tick = progressLines(terminal)
+				opts.Tick = progressLines(terminal, "pods")
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -154,32 +248,10 @@ cluster cannot express. With several seeds each metric is the median, and
 	fs.StringVar(&format, "format", "table", "output: table (markdown) or json")
 	fs.StringVar(&out, "out", "", "directory for report.json, report.csv, report.md and report.svg")
 	fs.StringVar(&logFile, "log-file", os.DevNull, "component log file (- for stderr)")
+	addEngineFlags(fs, &engineName, &parallel)
 	_ = cmd.MarkFlagRequired("nodes")
 	_ = cmd.MarkFlagRequired("pods")
 	return cmd
-}
-
-// readTrace reads a node and a pod list.
-func readTrace(nodesPath, podsPath string) ([]trace.Node, []trace.Pod, error) {
-	f, err := os.Open(nodesPath)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer f.Close()
-	nodes, err := trace.ReadNodes(f, nodesPath)
-	if err != nil {
-		return nil, nil, err
-	}
-	g, err := os.Open(podsPath)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer g.Close()
-	pods, err := trace.ReadPods(g, podsPath)
-	if err != nil {
-		return nil, nil, err
-	}
-	return nodes, pods, nil
 }
 
 // parseSeeds reads "42-51", "42,45" or a mix into seeds, in order.
@@ -203,17 +275,22 @@ func parseSeeds(s string) ([]int64, error) {
 }
 
 // progressBar returns a Tick that redraws a bar on the terminal at most
-// ten times a second, and ends the line when a run is done.
+// ten times a second, with the time left at the pace so far, and ends the
+// line when every run is done.
 func progressBar(w io.Writer, unit string) func(done, total int) {
-	var last time.Time
+	var begin, last time.Time
 	return func(done, total int) {
-		if done < total && time.Since(last) < 100*time.Millisecond {
+		now := time.Now()
+		if begin.IsZero() {
+			begin = now
+		}
+		if done < total && now.Sub(last) < 100*time.Millisecond {
 			return
 		}
-		last = time.Now()
+		last = now
 		const width = 40
 		filled := width * done / max(total, 1)
-		fmt.Fprintf(w, "\r[%s%s] %d/%d %s", strings.Repeat("#", filled), strings.Repeat(" ", width-filled), done, total, unit)
+		fmt.Fprintf(w, "\r[%s%s] %d/%d %s, %s", strings.Repeat("#", filled), strings.Repeat(" ", width-filled), done, total, unit, eta(now.Sub(begin), done, total))
 		if done == total {
 			fmt.Fprintln(w)
 		}
@@ -221,17 +298,33 @@ func progressBar(w io.Writer, unit string) func(done, total int) {
 }
 
 // progressLines returns a Tick for a log or CI: a line at every tenth of
-// a run, with the time since the run began.
-func progressLines(w io.Writer) func(done, total int) {
+// the work, with the time since it began and the time left.
+func progressLines(w io.Writer, unit string) func(done, total int) {
 	var begin time.Time
+	next := 0
 	return func(done, total int) {
-		if done == 0 {
+		if begin.IsZero() {
 			begin = time.Now()
 		}
-		if step := max(total/10, 1); done > 0 && done%step == 0 {
-			fmt.Fprintf(w, "%d/%d pods after %s\n", done, total, time.Since(begin).Round(time.Second))
+		if done < next || done == 0 {
+			return
 		}
+		next = done + max(total/10, 1)
+		elapsed := time.Since(begin)
+		fmt.Fprintf(w, "%d/%d %s after %s, %s\n", done, total, unit, elapsed.Round(time.Second), eta(elapsed, done, total))
 	}
+}
+
+// eta says how long the rest of the work takes at the pace so far.
+func eta(elapsed time.Duration, done, total int) string {
+	switch {
+	case done >= total:
+		return fmt.Sprintf("done in %s   ", elapsed.Round(time.Second))
+	case done == 0:
+		return "ETA unknown"
+	}
+	left := time.Duration(float64(elapsed) * float64(total-done) / float64(done))
+	return fmt.Sprintf("ETA %s   ", left.Round(time.Second))
 }
 
 // emit prints the report in format (table or json) and, with a directory
@@ -246,6 +339,36 @@ func emit(w io.Writer, rep *report.Report, format, out string) error {
 		return rep.WriteJSON(w)
 	}
 	return rep.WriteMarkdown(w)
+}
+
+// emitMatrix prints the matrix in format and, with a directory out, writes
+// matrix.md and matrix.json there and each scenario's reports in a
+// subdirectory named after it.
+func emitMatrix(w io.Writer, m *report.Matrix, format, out string) error {
+	if out != "" {
+		for _, r := range m.Reports {
+			if err := writeReports(r, filepath.Join(out, r.Scenario)); err != nil {
+				return err
+			}
+		}
+		for name, write := range map[string]func(io.Writer) error{"matrix.md": m.WriteMarkdown, "matrix.json": m.WriteJSON} {
+			f, err := os.Create(filepath.Join(out, name))
+			if err != nil {
+				return err
+			}
+			err = write(f)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+	if format == "json" {
+		return m.WriteJSON(w)
+	}
+	return m.WriteMarkdown(w)
 }
 
 // writeReports writes the report in every format to dir.

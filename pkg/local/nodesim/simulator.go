@@ -16,6 +16,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -120,6 +121,8 @@ type Simulator struct {
 	// warned remembers pods already warned about a bad annotation, so that
 	// each gets one event and not one per resync.
 	warned sync.Map
+	// busy counts the pods being handled by a worker.
+	busy atomic.Int32
 }
 
 // New returns a Simulator for opts.Nodes.
@@ -270,6 +273,7 @@ func (s *Simulator) runWorker(ctx context.Context) {
 		if quit {
 			return
 		}
+		s.busy.Add(1)
 		after, err := s.syncPod(ctx, key)
 		switch {
 		case err != nil:
@@ -282,7 +286,16 @@ func (s *Simulator) runWorker(ctx context.Context) {
 			s.queue.Forget(key)
 		}
 		s.queue.Done(key)
+		s.busy.Add(-1)
 	}
+}
+
+// Idle reports whether no pod waits to be handled now and none is being
+// handled (pods that wait for a time, such as the end of their run, wait
+// on the clock): for the simulator's virtual clock, which moves only when
+// the cluster is idle.
+func (s *Simulator) Idle() bool {
+	return s.queue == nil || s.queue.Len() == 0 && s.busy.Load() == 0
 }
 
 // Holders is the simulated kubelets' own record of the cards they handed

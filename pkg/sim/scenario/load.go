@@ -69,6 +69,12 @@ func (s *Scenario) setDefaults() {
 	}
 	if len(s.Metrics) == 0 {
 		s.Metrics = slices.Clone(MetricKeys)
+		if s.Trace != nil {
+			s.Metrics = slices.Clone(TraceMetricKeys)
+		}
+	}
+	if s.Trace != nil && s.Trace.Inflate == 0 {
+		s.Trace.Inflate = DefaultInflate
 	}
 	for i := range s.Policies {
 		if p := &s.Policies[i]; p.Profile == "" {
@@ -96,7 +102,11 @@ func (s *Scenario) Validate() field.ErrorList {
 		errs = append(errs, field.NotSupported(field.NewPath("kind"), s.Kind, []string{Kind}))
 	}
 	errs = append(errs, dnsLabel(field.NewPath("name"), s.Name)...)
-	errs = append(errs, clusterfile.ValidateNodePools(s.Cluster.NodePools, field.NewPath("cluster", "nodePools"))...)
+	if s.Trace != nil {
+		errs = append(errs, s.validateTrace()...)
+	} else {
+		errs = append(errs, clusterfile.ValidateNodePools(s.Cluster.NodePools, field.NewPath("cluster", "nodePools"))...)
+	}
 
 	policies := field.NewPath("policies")
 	if len(s.Policies) == 0 {
@@ -117,10 +127,17 @@ func (s *Scenario) Validate() field.ErrorList {
 	if len(sets.New(s.Seeds...)) != len(s.Seeds) {
 		errs = append(errs, field.Invalid(field.NewPath("seeds"), s.Seeds, "seeds must differ"))
 	}
+	keys := MetricKeys
+	if s.Trace != nil {
+		keys = TraceMetricKeys
+	}
 	for i, m := range s.Metrics {
-		if !slices.Contains(MetricKeys, m) {
-			errs = append(errs, field.NotSupported(field.NewPath("metrics").Index(i), m, MetricKeys))
+		if !slices.Contains(keys, m) {
+			errs = append(errs, field.NotSupported(field.NewPath("metrics").Index(i), m, keys))
 		}
+	}
+	if s.Trace != nil {
+		return errs
 	}
 
 	namespaces := sets.New(metav1.NamespaceDefault)
@@ -138,6 +155,33 @@ func (s *Scenario) Validate() field.ErrorList {
 		}
 	}
 	errs = append(errs, s.validateWorkload(namespaces)...)
+	return errs
+}
+
+// validateTrace checks a trace replay: the trace's files and inflate, and
+// no cluster or workload beside it.
+func (s *Scenario) validateTrace() field.ErrorList {
+	var errs field.ErrorList
+	tp := field.NewPath("trace")
+	for _, f := range []struct{ name, value string }{{"nodes", s.Trace.Nodes}, {"pods", s.Trace.Pods}} {
+		switch {
+		case f.value == "":
+			errs = append(errs, field.Required(tp.Child(f.name), "a file name in the trace directory"))
+		case filepath.Base(f.value) != f.value:
+			errs = append(errs, field.Invalid(tp.Child(f.name), f.value, "a file name, without a directory: the directory is given with --trace-dir"))
+		}
+	}
+	if v := s.Trace.Inflate; v < 1 || v > MaxInflate {
+		errs = append(errs, field.Invalid(tp.Child("inflate"), v, fmt.Sprintf("must be between 1 and %d", MaxInflate)))
+	}
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{{"cluster", len(s.Cluster.NodePools) > 0}, {"workload", len(s.Workload) > 0}, {"namespaces", len(s.Namespaces) > 0}} {
+		if f.set {
+			errs = append(errs, field.Forbidden(field.NewPath(f.name), "a trace replay takes its nodes and pods from the trace"))
+		}
+	}
 	return errs
 }
 

@@ -77,6 +77,25 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
+// traceHeader starts a trace scenario; trace is its trace section.
+const (
+	traceHeader = "apiVersion: aisched.io/v1alpha1\nkind: Scenario\nname: s\n"
+	trace       = "trace: {nodes: n.csv, pods: p.csv}\n"
+)
+
+func TestTraceDefaults(t *testing.T) {
+	s, err := Parse("s.yaml", []byte(traceHeader+"policies: [{name: aisched}]\n"+trace))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(TraceMetricKeys, s.Metrics); diff != "" {
+		t.Errorf("metrics (-want,+got):\n%s", diff)
+	}
+	if s.Trace.Inflate != DefaultInflate {
+		t.Errorf("inflate %g, want %g", s.Trace.Inflate, DefaultInflate)
+	}
+}
+
 // header is a valid start of a scenario; its cluster ends at line 5.
 const header = "apiVersion: aisched.io/v1alpha1\nkind: Scenario\nname: s\ncluster:\n  nodePools: [{name: n, count: 1, cpu: \"8\", memory: 32Gi}]\n"
 
@@ -103,6 +122,11 @@ func TestParseErrors(t *testing.T) {
 		{"unknown node", header + policies + item + "    node: n-7\n", `s.yaml:10: workload[0].node: Not found: "n-7"`},
 		{"negative interval", header + policies + item + "    interval: -1s\n", `s.yaml:10: workload[0].interval: Invalid value: "-1s": must not be negative`},
 		{"two documents", header + policies + item + "---\nkind: Scenario\n", "s.yaml:10: want one YAML document, found more"},
+		{"trace beside a cluster", header + policies + trace, "s.yaml:5: cluster: Forbidden: a trace replay takes its nodes and pods from the trace"},
+		{"trace without pods", traceHeader + policies + "trace: {nodes: n.csv}\n", "s.yaml:5: trace.pods: Required value"},
+		{"trace file with a directory", traceHeader + policies + "trace: {nodes: ../n.csv, pods: p.csv}\n", `s.yaml:5: trace.nodes: Invalid value: "../n.csv"`},
+		{"trace inflate too large", traceHeader + policies + "trace: {nodes: n.csv, pods: p.csv, inflate: 1e9}\n", "s.yaml:5: trace.inflate: Invalid value: 1e+09: must be between 1 and 10"},
+		{"trace with a scenario metric", traceHeader + policies + trace + "metrics: [partial_groups]\n", `metrics[0]: Unsupported value: "partial_groups"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -136,8 +160,8 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(header))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := Parse("fuzz.yaml", data)
-		if err == nil && (len(s.Policies) == 0 || len(s.Workload) == 0) {
-			t.Fatalf("accepted a scenario without policies or workload")
+		if err == nil && (len(s.Policies) == 0 || len(s.Workload) == 0 && s.Trace == nil) {
+			t.Fatalf("accepted a scenario without policies, or without a workload or a trace")
 		}
 	})
 }

@@ -61,6 +61,37 @@ type Scenario struct {
 	// arrival, before a run ends and is measured; +optional, default 3s.
 	// Longer than the pods' durations lets what waits for them run.
 	Settle Duration `yaml:"settle"`
+	// trace replays an Alibaba GPU trace with the FGD paper's protocol
+	// instead of a cluster and a workload (which must then be left out);
+	// +optional.
+	Trace *Trace `yaml:"trace"`
+}
+
+// Trace names the files of a trace replay (`aisched sim trace`). The
+// trace is not shipped: the files are looked up in the directory given
+// to `aisched sim run --trace-dir`.
+type Trace struct {
+	// nodes is the node list's file name, e.g. openb_node_list_gpu_node.csv.
+	Nodes string `yaml:"nodes"`
+	// pods is the pod list's file name, e.g. openb_pod_list_default.csv.
+	Pods string `yaml:"pods"`
+	// inflate is the GPU request of the sequence in multiples of the
+	// cluster's capacity; +optional, default 1.3, 1 to 10.
+	Inflate float64 `yaml:"inflate"`
+	// typicalPodsFromTrace gives FGD the pod list's shapes; +optional.
+	TypicalPodsFromTrace bool `yaml:"typicalPodsFromTrace"`
+}
+
+// DefaultInflate is a trace's inflate unless given; MaxInflate bounds it.
+const (
+	DefaultInflate = 1.3
+	MaxInflate     = 10
+)
+
+// TraceMetricKeys are the metrics a trace replay reports.
+var TraceMetricKeys = []string{
+	"unallocated_gpu_pct", "unallocated_gpu_pct_curve", "gpu_allocation_rate",
+	"pending_pods", "inexpressible_pods", "pods_per_second",
 }
 
 // DefaultSettle is the settle of a scenario that gives none.

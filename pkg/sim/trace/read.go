@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -337,4 +338,27 @@ func (t *table) models(col string) []string {
 		}
 	}
 	return ms
+}
+
+// ReadFiles reads a node list and a pod list from their files.
+func ReadFiles(nodesPath, podsPath string) ([]Node, []Pod, error) {
+	f, err := os.Open(nodesPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	nodes, err := ReadNodes(f, nodesPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	g, err := os.Open(podsPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer g.Close()
+	pods, err := ReadPods(g, podsPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	return nodes, pods, nil
 }

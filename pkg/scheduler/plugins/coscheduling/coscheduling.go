@@ -14,12 +14,15 @@ package coscheduling
 import (
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/utils/clock"
 
 	"github.com/aisched/aisched/apis/config"
 	"github.com/aisched/aisched/pkg/gpu"
@@ -37,7 +40,12 @@ type Coscheduling struct {
 	groups  *podgroup.Groups
 	queue   *jobqueue.Queue
 	gpus    *gpustate.State
+	clock   clock.WithDelayedExecution
 	timeout time.Duration
+	// waits numbers each Permit wait by pod UID, so that the timer of an
+	// earlier wait never ends a later one.
+	waits sync.Map // types.UID -> uint64
+	wait  atomic.Uint64
 }
 
 var (
@@ -52,9 +60,10 @@ var (
 	_ fwk.SignPlugin        = &Coscheduling{}
 )
 
-// New builds the plugin from its pluginConfig arguments; groups, queue and
-// gpus are the scheduler's pod groups, job queue and GPU ledger, started.
-func New(_ context.Context, obj runtime.Object, h fwk.Handle, groups *podgroup.Groups, queue *jobqueue.Queue, gpus *gpustate.State) (fwk.Plugin, error) {
+// New builds the plugin from its pluginConfig arguments; groups, queue,
+// gpus and clk are the scheduler's pod groups, job queue, GPU ledger and
+// clock, started.
+func New(_ context.Context, obj runtime.Object, h fwk.Handle, groups *podgroup.Groups, queue *jobqueue.Queue, gpus *gpustate.State, clk clock.WithDelayedExecution) (fwk.Plugin, error) {
 	args := &config.CoschedulingArgs{}
 	if err := config.Decode(Name, obj, args); err != nil {
 		return nil, err
@@ -64,6 +73,7 @@ func New(_ context.Context, obj runtime.Object, h fwk.Handle, groups *podgroup.G
 		groups:  groups,
 		queue:   queue,
 		gpus:    gpus,
+		clock:   clk,
 		timeout: time.Duration(*args.PermitWaitingTimeSeconds) * time.Second,
 	}, nil
 }
@@ -252,7 +262,8 @@ func (pl *Coscheduling) Permit(_ context.Context, _ fwk.CycleState, pod *corev1.
 		if ref.Timeout > 0 {
 			timeout = ref.Timeout
 		}
-		return fwk.NewStatus(fwk.Wait, fmt.Sprintf("pod group %s: %d of %d members placed", key, placed, ref.MinAvailable)), timeout
+		pl.expire(pod, key, ref.MinAvailable, timeout)
+		return fwk.NewStatus(fwk.Wait, fmt.Sprintf("pod group %s: %d of %d members placed", key, placed, ref.MinAvailable)), timeout + permitBackstop
 	}
 	pl.handle.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
 		if sameGroup(wp.GetPod(), key) {
@@ -260,6 +271,28 @@ func (pl *Coscheduling) Permit(_ context.Context, _ fwk.CycleState, pod *corev1.
 		}
 	})
 	return nil, 0
+}
+
+// permitBackstop is how much longer than the plugin's own timer the
+// scheduler's Permit wait lasts: the plugin ends waits on the scheduler's
+// clock (which the simulator makes virtual); the scheduler's own timer,
+// on the real clock, only backs it up.
+const permitBackstop = time.Minute
+
+// expire rejects the pod's wait in Permit after timeout on the plugin's
+// clock, unless the wait ended before.
+func (pl *Coscheduling) expire(pod *corev1.Pod, key string, minAvailable int, timeout time.Duration) {
+	n := pl.wait.Add(1)
+	pl.waits.Store(pod.UID, n)
+	pl.clock.AfterFunc(timeout, func() {
+		if cur, ok := pl.waits.Load(pod.UID); !ok || cur.(uint64) != n {
+			return
+		}
+		pl.waits.Delete(pod.UID)
+		if wp := pl.handle.GetWaitingPod(pod.UID); wp != nil {
+			wp.Reject(Name, fmt.Sprintf("pod group %s: fewer than %d members placed within %s", key, minAvailable, timeout))
+		}
+	})
 }
 
 // Reserve implements fwk.ReservePlugin; the group needs nothing reserved.

@@ -10,7 +10,6 @@ package loadaware
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,10 +23,7 @@ import (
 
 	aischedv1alpha1 "github.com/aisched/aisched/apis/aisched/v1alpha1"
 	"github.com/aisched/aisched/apis/config"
-	"github.com/aisched/aisched/pkg/generated/clientset/versioned"
-	"github.com/aisched/aisched/pkg/generated/informers/externalversions"
 	"github.com/aisched/aisched/pkg/podload"
-	"github.com/aisched/aisched/pkg/util/crdwatch"
 )
 
 // Name is the plugin name in KubeSchedulerConfiguration.
@@ -37,11 +33,7 @@ const Name = "LoadAware"
 // <plural>.<version>.<group> as the scheduler's dynamic informers want it.
 const MetricsEvent fwk.EventResource = "nodemetrics.v1alpha1.aisched.io"
 
-const (
-	preScoreStateKey = "PreScore" + Name
-	// syncTimeout bounds the wait for the NodeMetrics cache at start.
-	syncTimeout = 30 * time.Second
-)
+const preScoreStateKey = "PreScore" + Name
 
 // LoadAware scores nodes by measured load and performance.
 type LoadAware struct {
@@ -74,29 +66,16 @@ var (
 	_ fwk.SignPlugin        = &LoadAware{}
 )
 
-// New builds the plugin.
-func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+// New builds the plugin; metrics is the scheduler's NodeMetrics store (nil
+// when the CRD is not served: every node is scored from its pods'
+// requests) and clk its clock, both scheduler-wide services.
+func New(_ context.Context, obj runtime.Object, h fwk.Handle, metrics cache.Indexer, clk clock.PassiveClock) (fwk.Plugin, error) {
 	args := &config.LoadAwareArgs{}
 	if err := config.Decode(Name, obj, args); err != nil {
 		return nil, err
 	}
-	pl := newPlugin(h, args, clock.RealClock{})
-	client, err := versioned.NewForConfig(h.KubeConfig())
-	if err != nil {
-		return nil, err
-	}
-	informer, err := crdwatch.Start(ctx, client, aischedv1alpha1.SchemeGroupVersion, syncTimeout,
-		func(f externalversions.SharedInformerFactory) cache.SharedIndexInformer {
-			return f.Aisched().V1alpha1().NodeMetrics().Informer()
-		})
-	switch {
-	case err != nil:
-		return nil, fmt.Errorf("%s: %w", Name, err)
-	case informer == nil:
-		klog.FromContext(ctx).Info("NodeMetrics CRD not installed; LoadAware scores every node from its pods' requests (apply deploy/crds and run aisched agent)")
-	default:
-		pl.metrics = informer.GetIndexer()
-	}
+	pl := newPlugin(h, args, clk)
+	pl.metrics = metrics
 	registerMetrics()
 	return pl, nil
 }

@@ -1,0 +1,50 @@
+package scheduler
+
+import (
+	"context"
+
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	kubescheduler "k8s.io/kubernetes/pkg/scheduler"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config"
+	schedprofile "k8s.io/kubernetes/pkg/scheduler/profile"
+)
+
+// BuildOptions are what an in-process scheduler is built from.
+type BuildOptions struct {
+	// Config is the scheduler's configuration (ReadConfig).
+	Config *config.KubeSchedulerConfiguration
+	// Services are the scheduler-wide services, built once per scheduler.
+	Services *Services
+	// Client, KubeConfig and the informer factories reach the cluster;
+	// KubeConfig may be nil when Services has its own client.
+	Client          kubernetes.Interface
+	KubeConfig      *rest.Config
+	InformerFactory informers.SharedInformerFactory
+	DynamicFactory  dynamicinformer.DynamicSharedInformerFactory
+	// Recorders makes the profiles' event recorders.
+	Recorders schedprofile.RecorderFactory
+}
+
+// Build returns kube-scheduler with aisched's plugins and opts.Services,
+// configured as opts.Config says, as `aisched up` and the simulator run it
+// in-process; its scheduling queue runs on the services' clock. (`aisched
+// scheduler` builds it through kube-scheduler's own command, with the same
+// Registry.) The caller starts the informer factories and runs it.
+func Build(ctx context.Context, opts BuildOptions) (*kubescheduler.Scheduler, error) {
+	cfg := opts.Config
+	return kubescheduler.New(ctx, opts.Client, opts.InformerFactory, opts.DynamicFactory, opts.Recorders,
+		kubescheduler.WithComponentConfigVersion(cfg.APIVersion),
+		kubescheduler.WithKubeConfig(opts.KubeConfig),
+		kubescheduler.WithProfiles(cfg.Profiles...),
+		kubescheduler.WithPercentageOfNodesToScore(cfg.PercentageOfNodesToScore),
+		kubescheduler.WithFrameworkOutOfTreeRegistry(Registry(opts.Services)),
+		kubescheduler.WithPodMaxBackoffSeconds(cfg.PodMaxBackoffSeconds),
+		kubescheduler.WithPodInitialBackoffSeconds(cfg.PodInitialBackoffSeconds),
+		kubescheduler.WithExtenders(cfg.Extenders...),
+		kubescheduler.WithParallelism(cfg.Parallelism),
+		kubescheduler.WithClock(opts.Services.Clock),
+	)
+}
