@@ -13,12 +13,18 @@ func (a *PCCBalanceArgs) Default() {
 	if len(a.Resources) == 0 {
 		a.Resources = append([]string(nil), DefaultPCCResources...)
 	}
+	if a.CPUPodsOnGPUNodes == "" {
+		a.CPUPodsOnGPUNodes = CPUPodsOnGPUNodesAlways
+	}
 }
 
 // Default implements Args.
 func (a *HeteroPriorityArgs) Default() {
 	if a.CardWeights == nil {
 		a.CardWeights = &CardWeights{ComputeCapability: 1, MemoryBandwidth: 1, MaxClock: 1}
+	}
+	if a.CPUPodScore == "" {
+		a.CPUPodScore = CPUPodScoreLeastRequested
 	}
 }
 
@@ -42,6 +48,9 @@ func (a *LoadAwareArgs) Default() {
 	}
 	if a.Thresholds == nil {
 		a.Thresholds = &LoadThresholds{}
+	}
+	if a.CPUPodsOnGPUNodes == "" {
+		a.CPUPodsOnGPUNodes = CPUPodsOnGPUNodesAlways
 	}
 }
 

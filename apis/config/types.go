@@ -12,10 +12,51 @@ const (
 	PCCBalanceSigned PCCBalanceMode = "signed"
 )
 
+// PodKind is a kind of pod by what it asks of GPUs. A score plugin ranks
+// nodes only for the pod kinds of its podKinds argument (every kind when
+// it is empty), so that in one profile each kind of pod is ranked by the
+// plugins made for it: upstream adds the weighted scores of every plugin
+// for every pod.
+type PodKind string
+
+const (
+	// PodKindCPU is a pod without GPUs.
+	PodKindCPU PodKind = "CPU"
+	// PodKindWholeGPU is a pod of whole cards (nvidia.com/gpu).
+	PodKindWholeGPU PodKind = "WholeGPU"
+	// PodKindSharedGPU is a pod with a share of one card
+	// (gpu.aisched.io/milli, gpu.aisched.io/gpumem).
+	PodKindSharedGPU PodKind = "SharedGPU"
+)
+
+// PodKinds are the pod kinds.
+var PodKinds = []PodKind{PodKindCPU, PodKindWholeGPU, PodKindSharedGPU}
+
+// CPUPodsOnGPUNodes says when a balancing plugin (PCCBalance, LoadAware)
+// ranks GPU nodes for CPU pods.
+type CPUPodsOnGPUNodes string
+
+const (
+	// CPUPodsOnGPUNodesAlways ranks them like any node.
+	CPUPodsOnGPUNodesAlways CPUPodsOnGPUNodes = "Always"
+	// CPUPodsOnGPUNodesWithoutGPUWork ranks them only while none of the
+	// pods that arrived last asked for GPUs; otherwise every GPU node
+	// scores the same for a CPU pod, so that the plugins that keep GPUs
+	// usable (FGD, BestFit) place it there instead of spreading it.
+	CPUPodsOnGPUNodesWithoutGPUWork CPUPodsOnGPUNodes = "WithoutGPUWork"
+)
+
 // PCCBalanceArgs are the arguments of the PCCBalance plugin.
 type PCCBalanceArgs struct {
 	// apiVersion and kind may be given; they are not checked.
 	metav1.TypeMeta `json:",inline"`
+
+	// cpuPodsOnGPUNodes: Always (default) or WithoutGPUWork.
+	CPUPodsOnGPUNodes CPUPodsOnGPUNodes `json:"cpuPodsOnGPUNodes,omitempty"`
+
+	// podKinds are the kinds of pods the plugin ranks nodes for; default
+	// all.
+	PodKinds []PodKind `json:"podKinds,omitempty"`
 
 	// mode is abs or signed; default signed.
 	Mode PCCBalanceMode `json:"mode,omitempty"`
@@ -32,7 +73,25 @@ type HeteroPriorityArgs struct {
 	// cardWeights weigh the terms of S_card, the quality of the cards a GPU
 	// pod would get; default 1 each (the seed's 1/3 each).
 	CardWeights *CardWeights `json:"cardWeights,omitempty"`
+	// cpuPodScore is how CPU pods are ranked: LeastRequested (default,
+	// seed 001's formula: CPU nodes above GPU nodes, least requested
+	// first within each), or Tier (CPU nodes 100, GPU nodes 0, so that
+	// the other plugins rank the nodes within a tier).
+	CPUPodScore CPUPodScore `json:"cpuPodScore,omitempty"`
+	// podKinds are the kinds of pods the plugin ranks nodes for; default
+	// all.
+	PodKinds []PodKind `json:"podKinds,omitempty"`
 }
+
+// CPUPodScore selects how HeteroPriority ranks nodes for CPU pods.
+type CPUPodScore string
+
+const (
+	// CPUPodScoreLeastRequested is seed 001's formula 5.
+	CPUPodScoreLeastRequested CPUPodScore = "LeastRequested"
+	// CPUPodScoreTier ranks only the node type.
+	CPUPodScoreTier CPUPodScore = "Tier"
+)
 
 // CardWeights are relative weights, 0 to 100 each; all zero leaves S_card
 // out, so that GPU nodes rank by fit alone.
@@ -75,6 +134,11 @@ type LoadAwareArgs struct {
 	// metricsTTLSeconds: a node whose last sample is older is scored from
 	// its pods' requests instead; default 60, 1 to 3600.
 	MetricsTTLSeconds *int64 `json:"metricsTTLSeconds,omitempty"`
+	// podKinds are the kinds of pods the plugin ranks nodes for; default
+	// all. (Its thresholds filter every pod.)
+	PodKinds []PodKind `json:"podKinds,omitempty"`
+	// cpuPodsOnGPUNodes: Always (default) or WithoutGPUWork.
+	CPUPodsOnGPUNodes CPUPodsOnGPUNodes `json:"cpuPodsOnGPUNodes,omitempty"`
 	// thresholds, in percent, make LoadAware a filter too: a node whose
 	// measured load of a resource (plus what pods bound since the sample
 	// add) is above its threshold takes no more pods. Absent or 0: no
@@ -115,6 +179,9 @@ type FGDBaselineArgs struct {
 	MaxMilliCPU int64 `json:"maxMilliCPU,omitempty"`
 	// MaxGPUs normalises GPU, in cards; default 8.
 	MaxGPUs int64 `json:"maxGPUs,omitempty"`
+	// PodKinds are the kinds of pods the plugin ranks nodes for; default
+	// all.
+	PodKinds []PodKind `json:"podKinds,omitempty"`
 }
 
 // FGDArgs are the arguments of the FGD plugin.
@@ -131,6 +198,9 @@ type FGDArgs struct {
 	// node with the least growth wins outright instead of tying with every
 	// node within a few thousandths of a card.
 	Resolution FGDResolution `json:"resolution,omitempty"`
+	// PodKinds are the kinds of pods the plugin ranks nodes for; default
+	// all. (It learns the shapes of every pod it sees.)
+	PodKinds []PodKind `json:"podKinds,omitempty"`
 	// TypicalPods, when given, is the workload's mix of pod shapes, used
 	// instead of learning it from the pods seen (Window is then unused);
 	// CoveragePercent still keeps the most frequent of them. A cluster

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -18,6 +19,8 @@ func (a *PCCBalanceArgs) Validate(path *field.Path) field.ErrorList {
 	if len(a.Resources) < 2 {
 		errs = append(errs, field.Invalid(path.Child("resources"), a.Resources, "a correlation needs at least two resources"))
 	}
+	errs = append(errs, validatePodKinds(path.Child("podKinds"), a.PodKinds)...)
+	errs = append(errs, validateCPUPodsOnGPUNodes(path.Child("cpuPodsOnGPUNodes"), a.CPUPodsOnGPUNodes)...)
 	seen := sets.New[string]()
 	for i, r := range a.Resources {
 		p := path.Child("resources").Index(i)
@@ -44,6 +47,32 @@ func (a *HeteroPriorityArgs) Validate(path *field.Path) field.ErrorList {
 		if f.value < 0 || f.value > 100 {
 			errs = append(errs, field.Invalid(p.Child(f.name), f.value, "must be between 0 and 100"))
 		}
+	}
+	if a.CPUPodScore != CPUPodScoreLeastRequested && a.CPUPodScore != CPUPodScoreTier {
+		errs = append(errs, field.NotSupported(path.Child("cpuPodScore"), a.CPUPodScore, []CPUPodScore{CPUPodScoreLeastRequested, CPUPodScoreTier}))
+	}
+	return append(errs, validatePodKinds(path.Child("podKinds"), a.PodKinds)...)
+}
+
+func validateCPUPodsOnGPUNodes(path *field.Path, v CPUPodsOnGPUNodes) field.ErrorList {
+	if v != CPUPodsOnGPUNodesAlways && v != CPUPodsOnGPUNodesWithoutGPUWork {
+		return field.ErrorList{field.NotSupported(path, v, []CPUPodsOnGPUNodes{CPUPodsOnGPUNodesAlways, CPUPodsOnGPUNodesWithoutGPUWork})}
+	}
+	return nil
+}
+
+// validatePodKinds checks a podKinds argument: known kinds, each once.
+func validatePodKinds(path *field.Path, kinds []PodKind) field.ErrorList {
+	var errs field.ErrorList
+	seen := sets.New[PodKind]()
+	for i, k := range kinds {
+		switch {
+		case !slices.Contains(PodKinds, k):
+			errs = append(errs, field.NotSupported(path.Index(i), k, PodKinds))
+		case seen.Has(k):
+			errs = append(errs, field.Duplicate(path.Index(i), k))
+		}
+		seen.Insert(k)
 	}
 	return errs
 }
@@ -80,6 +109,8 @@ func (a *LoadAwareArgs) Validate(path *field.Path) field.ErrorList {
 	if sum == 0 {
 		errs = append(errs, field.Invalid(path.Child("weights"), "all zero", "at least one weight must be positive"))
 	}
+	errs = append(errs, validatePodKinds(path.Child("podKinds"), a.PodKinds)...)
+	errs = append(errs, validateCPUPodsOnGPUNodes(path.Child("cpuPodsOnGPUNodes"), a.CPUPodsOnGPUNodes)...)
 	if v := *a.MetricsTTLSeconds; v < 1 || v > 3600 {
 		errs = append(errs, field.Invalid(path.Child("metricsTTLSeconds"), v, "must be between 1 and 3600"))
 	}
@@ -95,7 +126,7 @@ func (a *FGDBaselineArgs) Validate(path *field.Path) field.ErrorList {
 	if a.MaxGPUs < 0 {
 		errs = append(errs, field.Invalid(path.Child("maxGPUs"), a.MaxGPUs, "must be positive (0 is the default, 8)"))
 	}
-	return errs
+	return append(errs, validatePodKinds(path.Child("podKinds"), a.PodKinds)...)
 }
 
 // Validate implements Args.
@@ -113,7 +144,7 @@ func (a *FGDArgs) Validate(path *field.Path) field.ErrorList {
 	for i, t := range a.TypicalPods {
 		errs = append(errs, t.validate(path.Child("typicalPods").Index(i))...)
 	}
-	return errs
+	return append(errs, validatePodKinds(path.Child("podKinds"), a.PodKinds)...)
 }
 
 // maxTypicalGPUMemMiB bounds a typical shape's memory share as the

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"runtime"
 	"slices"
@@ -52,6 +53,14 @@ type ThroughputOptions struct {
 	Pods int
 	// GPU makes nodes GPU nodes and pods whole-GPU pods.
 	GPU bool
+	// Shared makes nodes GPU nodes and pods that share a card: a quarter
+	// of one each (gpu.aisched.io/milli: 250). A profile without GPUFit
+	// schedules them as CPU pods.
+	Shared bool
+	// Fill is the share of every node's cards held before the pods come,
+	// by pods bound past the scheduler (0 to 0.9): a busy cluster, where
+	// more nodes are full.
+	Fill float64
 	// Profiles are the cases compared, each a profile name, optionally
 	// with a pod group size: "aisched@4" puts every 4 consecutive pods in a
 	// pod group with min-available 4 (the seed labels); profiles without
@@ -98,6 +107,8 @@ type ThroughputResult struct {
 	Nodes    int             `json:"nodes"`
 	Pods     int             `json:"pods"`
 	GPU      bool            `json:"gpu"`
+	Shared   bool            `json:"shared"`
+	Fill     float64         `json:"fill"`
 	CPUs     int             `json:"cpus"`
 	Profiles []ProfileResult `json:"profiles"`
 	// Ratios are each case's pods/s over the first case's, by name.
@@ -172,7 +183,7 @@ func Throughput(ctx context.Context, opts ThroughputOptions) (*ThroughputResult,
 	if opts.Measure == nil {
 		opts.Measure = Measure
 	}
-	res := &ThroughputResult{Nodes: opts.Nodes, Pods: opts.Pods, GPU: opts.GPU, CPUs: runtime.NumCPU(), Ratios: map[string]float64{}}
+	res := &ThroughputResult{Nodes: opts.Nodes, Pods: opts.Pods, GPU: opts.GPU, Shared: opts.Shared, Fill: opts.Fill, CPUs: runtime.NumCPU(), Ratios: map[string]float64{}}
 	samples := make([][]ProfileResult, len(opts.Profiles))
 	for round := range opts.Rounds {
 		order := make([]int, len(opts.Profiles))
@@ -243,7 +254,7 @@ func benchCluster(opts ThroughputOptions) *clusterfile.Cluster {
 		EphemeralStorage: clusterfile.Quantity{Quantity: clusterfile.DefaultEphemeralStorage},
 		MaxPods:          clusterfile.DefaultMaxPods,
 	}
-	if opts.GPU {
+	if opts.GPU || opts.Shared {
 		pool.GPUs = &clusterfile.GPUs{Count: 8, Model: "NVIDIA-A100-SXM4-40GB", MemoryMiB: 40960, CUDACores: 6912,
 			ComputeCapability: "8.0", MemoryBandwidthGBps: 1555, MaxClockMHz: 1410}
 	}
@@ -322,6 +333,9 @@ func Measure(ctx context.Context, opts ThroughputOptions, name string) (_ Profil
 	})
 	if err != nil {
 		return ProfileResult{}, fmt.Errorf("no default service account: %w", err)
+	}
+	if err := fill(ctx, c, ns, opts); err != nil {
+		return ProfileResult{}, err
 	}
 	begin = time.Now()
 	if err := createPods(ctx, c, ns, bc, opts); err != nil {
@@ -410,6 +424,39 @@ func createGroups(ctx context.Context, c *local.Cluster, ns string, bc benchCase
 	return nil
 }
 
+// fillCards is how many of a node's 8 cards fill holds.
+func fillCards(fill float64) int { return int(math.Round(fill * 8)) }
+
+// fill binds, past the scheduler, a pod to every node that holds the
+// first cards of it (their assignment in gpu.aisched.io/assigned, as
+// GPUFit would write it), so that opts.Fill of every node's cards is held
+// before the measured pods come.
+func fill(ctx context.Context, c *local.Cluster, ns string, opts ThroughputOptions) error {
+	n := fillCards(opts.Fill)
+	if n == 0 {
+		return nil
+	}
+	cards := make([]int, n)
+	for i := range cards {
+		cards[i] = i
+	}
+	q := *resource.NewQuantity(int64(n), resource.DecimalSI)
+	for _, pool := range benchCluster(opts).NodePools {
+		for i := range pool.Count {
+			node := pool.NodeName(i)
+			pod := &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: "fill-" + node, Namespace: ns, Annotations: map[string]string{gpu.AssignedAnnotation: gpu.FormatIndices(cards)}},
+				Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "bench",
+					Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{gpu.ResourceName: q}, Limits: corev1.ResourceList{gpu.ResourceName: q}}}}},
+			}
+			if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+				return fmt.Errorf("fill node %s: %w", node, err)
+			}
+		}
+	}
+	return nil
+}
+
 // benchPod is pod i of a case: in its group's native PodGroup, or labelled
 // with the seed labels, or plain.
 func benchPod(i int, ns string, bc benchCase, requests, limits corev1.ResourceList) *corev1.Pod {
@@ -445,9 +492,13 @@ func createPods(ctx context.Context, c *local.Cluster, ns string, bc benchCase, 
 	}
 	requests := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("256Mi")}
 	limits := corev1.ResourceList{}
-	if opts.GPU {
+	var annotations map[string]string
+	switch {
+	case opts.GPU:
 		requests[gpu.ResourceName] = resource.MustParse("1")
 		limits[gpu.ResourceName] = resource.MustParse("1")
+	case opts.Shared:
+		annotations = map[string]string{gpu.MilliAnnotation: "250"}
 	}
 	next := make(chan int)
 	errs := make(chan error, 32)
@@ -455,7 +506,9 @@ func createPods(ctx context.Context, c *local.Cluster, ns string, bc benchCase, 
 	for range 32 {
 		wg.Go(func() {
 			for i := range next {
-				if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, benchPod(i, ns, bc, requests, limits), metav1.CreateOptions{}); err != nil {
+				pod := benchPod(i, ns, bc, requests, limits)
+				pod.Annotations = annotations
+				if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 					select {
 					case errs <- err:
 					default:

@@ -275,6 +275,15 @@ func (q *Queue) Failed(key string) {
 	q.Kick()
 }
 
+// Decision returns the last plan's decision for the group with key; ok is
+// false when the plan has none (the group is unknown, or in no gang).
+func (q *Queue) Decision(key string) (d Decision, ok bool) {
+	if p := q.plan.Load(); p != nil {
+		d, ok = p.Decisions[key]
+	}
+	return d, ok
+}
+
 // Reservation returns the current reservation, or nil.
 func (q *Queue) Reservation() *Reservation {
 	if p := q.plan.Load(); p != nil {

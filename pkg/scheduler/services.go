@@ -19,6 +19,7 @@ import (
 	"github.com/aisched/aisched/pkg/jobqueue"
 	"github.com/aisched/aisched/pkg/podgroup"
 	"github.com/aisched/aisched/pkg/scheduler/gpustate"
+	"github.com/aisched/aisched/pkg/scheduler/workload"
 	"github.com/aisched/aisched/pkg/util/crdwatch"
 )
 
@@ -39,6 +40,8 @@ type Services struct {
 	// NodeMetrics holds the nodes' NodeMetrics by name, once started; nil
 	// when the CRD is not served.
 	NodeMetrics cache.Indexer
+	// Workload tells whether the pods arriving ask for GPUs.
+	Workload *workload.Workload
 	// Clock is the time of every service and plugin: the real clock, or
 	// the simulator's virtual one.
 	Clock clock.WithTickerAndDelayedExecution
@@ -71,7 +74,7 @@ func NewServicesWith(cfg *config.SchedulerServices, clk clock.WithTickerAndDelay
 		Backfill:   *q.Backfill,
 		Clock:      clk,
 	})
-	return &Services{GPUs: gpus, Groups: groups, Queue: queue, Clock: clk, client: client}
+	return &Services{GPUs: gpus, Groups: groups, Queue: queue, Workload: workload.New(), Clock: clk, client: client}
 }
 
 // start connects the services to the scheduler, once, before the first
@@ -103,6 +106,9 @@ func (s *Services) startOnce(ctx context.Context, h fwk.Handle) error {
 	}
 	if err := s.Queue.Start(ctx, factory, activate); err != nil {
 		return fmt.Errorf("job queue: %w", err)
+	}
+	if err := s.Workload.Start(factory); err != nil {
+		return fmt.Errorf("workload: %w", err)
 	}
 	metrics, err := crdwatch.Start(ctx, client, aischedv1alpha1.SchemeGroupVersion, syncTimeout,
 		func(f externalversions.SharedInformerFactory) cache.SharedIndexInformer {

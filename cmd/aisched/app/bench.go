@@ -94,6 +94,8 @@ simulated kubelets leave them alone, so the scheduler alone is measured.`,
 	fs.IntVar(&opts.Nodes, "nodes", opts.Nodes, "simulated nodes")
 	fs.IntVar(&opts.Pods, "pods", opts.Pods, "pods per profile")
 	fs.BoolVar(&opts.GPU, "gpu", false, "GPU nodes (8 A100 each) and whole-GPU pods (1 GPU each)")
+	fs.BoolVar(&opts.Shared, "shared", false, "GPU nodes (8 A100 each) and pods that share a card (a quarter of one each, gpu.aisched.io/milli: 250)")
+	fs.Float64Var(&opts.Fill, "fill", 0, "share of every node's cards held before the pods come (0 to 0.9), by pods bound past the scheduler")
 	fs.IntVar(&opts.Rounds, "rounds", 3, "measurements per profile, in alternating order; the median counts")
 	fs.StringVar(&profiles, "profiles", "default-scheduler,"+scheduler.AischedProfile, "comma-separated cases: a profile, or profile@N to put every N pods in a pod group with min-available N, or native@N for upstream GangScheduling with native PodGroups of N (GenericWorkload gate); ratios are against the first")
 	fs.DurationVar(&opts.Timeout, "timeout", 30*time.Minute, "longest time to schedule one profile's pods")

@@ -32,6 +32,7 @@ a whole simulated cluster in this process.`,
 		newDemoModelCommand(),
 		newKubectlCommand(),
 		newSimCommand(),
+		newWhatifCommand(),
 		newBenchCommand(),
 		newVersionCommand(),
 	)

@@ -35,7 +35,7 @@ func newSimCommand() *cobra.Command {
 }
 
 func newSimRunCommand() *cobra.Command {
-	var format, out, logFile, engineName, traceDir, compare string
+	var format, out, logFile, engineName, traceDir, compare, configPath string
 	var settle time.Duration
 	var parallel int
 	cmd := &cobra.Command{
@@ -82,6 +82,11 @@ each scenario's own table. Trace scenarios need the trace's directory
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			opts := sim.Options{Engine: kind, Settle: settle, Parallel: parallel, Progress: progress, TraceDir: traceDir}
+			if configPath != "" {
+				if opts.SchedulerConfig, err = scheduler.ReadConfig(configPath); err != nil {
+					return fmt.Errorf("--scheduler-config: %w", err)
+				}
+			}
 			matrix := &report.Matrix{Base: base, Candidate: candidate}
 			for _, s := range scenarios {
 				if term.IsTerminal(int(progress.Fd())) {
@@ -113,6 +118,7 @@ each scenario's own table. Trace scenarios need the trace's directory
 	fs.StringVar(&logFile, "log-file", os.DevNull, "component log file (- for stderr)")
 	fs.StringVar(&traceDir, "trace-dir", "", "directory of the trace files that trace scenarios name (the Alibaba GPU trace's openb CSV files)")
 	fs.StringVar(&compare, "compare", "default-scheduler,aisched", "the two policies the matrix compares: base,candidate")
+	fs.StringVar(&configPath, "scheduler-config", "", "KubeSchedulerConfiguration for the policies that name no file of their own, instead of aisched up's (to try a variant profile on every scenario)")
 	addEngineFlags(fs, &engineName, &parallel)
 	return cmd
 }

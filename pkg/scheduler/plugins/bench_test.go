@@ -154,7 +154,7 @@ func BenchmarkScore(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	pcc, err := pccbalance.New(ctx, nil, f.handle)
+	pcc, err := pccbalance.New(ctx, nil, f.handle, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

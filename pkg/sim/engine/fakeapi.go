@@ -95,11 +95,23 @@ func newFakeAPI(clk clock.PassiveClock) *fakeAPI {
 		if sel == nil || sel.Empty() {
 			return false, nil, nil
 		}
+		// What matches now is what the watcher's list held (it listed just
+		// before), so that a change of one of those pods is passed on.
+		listed, err := tracker.List(podsResource, corev1.SchemeGroupVersion.WithKind("Pod"), action.GetNamespace())
+		if err != nil {
+			return true, nil, err
+		}
+		matching := map[string]bool{}
+		for _, p := range listed.(*corev1.PodList).Items {
+			if sel.Matches(podFields(&p)) {
+				matching[p.Namespace+"/"+p.Name] = true
+			}
+		}
 		in, err := tracker.Watch(podsResource, action.GetNamespace(), w.ListOptions)
 		if err != nil {
 			return true, nil, err
 		}
-		return true, newSelectingWatch(in, sel), nil
+		return true, newSelectingWatch(in, sel, matching), nil
 	})
 	count := func(action k8stesting.Action) (bool, runtime.Object, error) {
 		switch action.GetVerb() {
@@ -255,15 +267,16 @@ type selectingWatch struct {
 	once sync.Once
 }
 
-func newSelectingWatch(in watch.Interface, sel fields.Selector) *selectingWatch {
+// newSelectingWatch passes on in's events of the pods sel selects;
+// matching are the keys of the pods that match when it starts.
+func newSelectingWatch(in watch.Interface, sel fields.Selector, matching map[string]bool) *selectingWatch {
 	w := &selectingWatch{in: in, out: make(chan watch.Event, watchBuffer), stop: make(chan struct{})}
-	go w.run(sel)
+	go w.run(sel, matching)
 	return w
 }
 
-func (w *selectingWatch) run(sel fields.Selector) {
+func (w *selectingWatch) run(sel fields.Selector, matching map[string]bool) {
 	defer close(w.out)
-	matching := map[string]bool{}
 	for ev := range w.in.ResultChan() {
 		pod, ok := ev.Object.(*corev1.Pod)
 		if !ok {

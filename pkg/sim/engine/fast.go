@@ -23,6 +23,7 @@ import (
 	aischedconfig "github.com/aisched/aisched/apis/config"
 	"github.com/aisched/aisched/pkg/clusterfile"
 	"github.com/aisched/aisched/pkg/generated/clientset/versioned"
+	"github.com/aisched/aisched/pkg/jobqueue"
 	"github.com/aisched/aisched/pkg/local/nodesim"
 	aischedscheduler "github.com/aisched/aisched/pkg/scheduler"
 	"github.com/aisched/aisched/pkg/sim/vclock"
@@ -66,12 +67,12 @@ type fastCluster struct {
 // the snapshot's, its pods stay as they are unless deleted. Its clock
 // starts at now. The scheduler runs with opts' configuration; the node
 // pools of opts are not used.
-func StartSnapshot(ctx context.Context, now time.Time, objects, aischedObjects []runtime.Object, opts Options) (Cluster, error) {
+func StartSnapshot(ctx context.Context, now time.Time, objects, aischedObjects []runtime.Object, opts Options) (SnapshotCluster, error) {
 	if opts.Services == nil {
 		opts.Services = aischedconfig.DefaultServices()
 	}
 	opts.NodePools = nil
-	return startFastAt(ctx, now, opts, func(api *fakeAPI) error {
+	c, err := startFastAt(ctx, now, opts, func(api *fakeAPI) error {
 		for _, o := range objects {
 			if err := api.core.Tracker().Add(o); err != nil {
 				return fmt.Errorf("snapshot: %w", err)
@@ -84,16 +85,38 @@ func StartSnapshot(ctx context.Context, now time.Time, objects, aischedObjects [
 		}
 		return nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// SnapshotCluster is a fast-engine cluster started from a snapshot, which
+// also tells what its job queue decided.
+type SnapshotCluster interface {
+	Cluster
+	// QueueDecision is the job queue's last decision for the pod group
+	// with key (namespace/name); ok is false when it has none.
+	QueueDecision(key string) (jobqueue.Decision, bool)
+}
+
+// QueueDecision implements SnapshotCluster.
+func (f *fastCluster) QueueDecision(key string) (jobqueue.Decision, bool) {
+	return f.svc.Queue.Decision(key)
 }
 
 func startFast(ctx context.Context, opts Options) (Cluster, error) {
-	return startFastAt(ctx, epoch, opts, func(*fakeAPI) error { return nil })
+	c, err := startFastAt(ctx, epoch, opts, func(*fakeAPI) error { return nil })
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // startFastAt starts a fast-engine cluster whose clock reads start, with
 // seed's objects in its API before anything watches it, and simulated
 // kubelets for opts.NodePools when there are any.
-func startFastAt(ctx context.Context, start time.Time, opts Options, seed func(*fakeAPI) error) (_ Cluster, err error) {
+func startFastAt(ctx context.Context, start time.Time, opts Options, seed func(*fakeAPI) error) (_ *fastCluster, err error) {
 	clk := vclock.New(start)
 	api := newFakeAPI(clk)
 	if err := seed(api); err != nil {

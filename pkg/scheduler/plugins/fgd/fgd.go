@@ -24,6 +24,7 @@ import (
 	"github.com/aisched/aisched/apis/config"
 	"github.com/aisched/aisched/pkg/gpu"
 	"github.com/aisched/aisched/pkg/scheduler/gpustate"
+	"github.com/aisched/aisched/pkg/scheduler/podkind"
 )
 
 // Name is the plugin name in KubeSchedulerConfiguration.
@@ -37,6 +38,9 @@ type FGD struct {
 	shapes *window
 	exact  bool
 	memos  memos
+	// kinds are the pod kinds the plugin ranks nodes for; it learns the
+	// shapes of every pod.
+	kinds podkind.Set
 }
 
 var (
@@ -60,7 +64,7 @@ func New(_ context.Context, obj runtime.Object, h fwk.Handle, state *gpustate.St
 	if len(args.TypicalPods) > 0 {
 		shapes = newFixedWindow(args.TypicalPods, args.CoveragePercent)
 	}
-	pl := &FGD{state: state, shapes: shapes, exact: args.Resolution == config.FGDExact}
+	pl := &FGD{state: state, shapes: shapes, exact: args.Resolution == config.FGDExact, kinds: podkind.NewSet(args.PodKinds)}
 	if err := state.SetProposer(h, Name, pl); err != nil {
 		return nil, err
 	}
@@ -94,6 +98,7 @@ func (pl *FGD) SignPod(_ context.Context, pod *corev1.Pod) ([]fwk.SignFragment, 
 	if err != nil {
 		return nil, fwk.NewStatus(fwk.Unschedulable, err.Error())
 	}
+	// The shape holds the pod's kind, which decides whether the plugin ranks.
 	return []fwk.SignFragment{{Key: "aisched.io/" + Name, Value: shapeSign{MilliCPU: cpu, Request: r}}}, nil
 }
 
@@ -123,10 +128,11 @@ type preScoreState struct {
 // Clone implements fwk.StateData; the state is read-only.
 func (s *preScoreState) Clone() fwk.StateData { return s }
 
-// PreScore reads the pod and the typical shapes once per cycle.
+// PreScore reads the pod and the typical shapes once per cycle; it skips
+// the pods of kinds the plugin does not rank.
 func (pl *FGD) PreScore(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) *fwk.Status {
 	cpu, r, err := podShape(pod)
-	if err != nil {
+	if err != nil || !pl.kinds.Ranks(pod) {
 		return fwk.NewStatus(fwk.Skip)
 	}
 	cs.Write(preScoreStateKey, pl.newState(cpu, r))

@@ -18,6 +18,7 @@ import (
 	"github.com/aisched/aisched/apis/config"
 	"github.com/aisched/aisched/pkg/gpu"
 	"github.com/aisched/aisched/pkg/scheduler/gpustate"
+	"github.com/aisched/aisched/pkg/scheduler/podkind"
 )
 
 // Plugin names in KubeSchedulerConfiguration.
@@ -34,6 +35,8 @@ const defaultMilliCPU = 100
 type vectors struct {
 	state          *gpustate.State
 	maxCPU, maxGPU float64
+	// kinds are the pod kinds the plugin ranks nodes for.
+	kinds podkind.Set
 }
 
 func newVectors(plugin string, obj runtime.Object, state *gpustate.State) (vectors, error) {
@@ -41,7 +44,7 @@ func newVectors(plugin string, obj runtime.Object, state *gpustate.State) (vecto
 	if err := config.Decode(plugin, obj, args); err != nil {
 		return vectors{}, err
 	}
-	return vectors{state: state, maxCPU: float64(args.MaxMilliCPU), maxGPU: float64(args.MaxGPUs * gpu.WholeCardMilli)}, nil
+	return vectors{state: state, maxCPU: float64(args.MaxMilliCPU), maxGPU: float64(args.MaxGPUs * gpu.WholeCardMilli), kinds: podkind.NewSet(args.PodKinds)}, nil
 }
 
 // request is the pod's CPU (non-zero) and GPU in thousandths.
@@ -72,9 +75,15 @@ type preScoreState struct{ cpu, gpu int64 }
 // Clone implements fwk.StateData; the state is read-only.
 func (s *preScoreState) Clone() fwk.StateData { return s }
 
-func preScore(cs fwk.CycleState, key fwk.StateKey, pod *corev1.Pod) {
+// preScore writes the pod's request, or skips the pods of kinds the plugin
+// does not rank.
+func (v vectors) preScore(cs fwk.CycleState, key fwk.StateKey, pod *corev1.Pod) *fwk.Status {
+	if !v.kinds.Ranks(pod) {
+		return fwk.NewStatus(fwk.Skip)
+	}
 	cpu, g := request(pod)
 	cs.Write(key, &preScoreState{cpu: cpu, gpu: g})
+	return nil
 }
 
 // podRequest reads the PreScore state, or the pod when the scheduler
@@ -89,7 +98,7 @@ func podRequest(cs fwk.CycleState, key fwk.StateKey, pod *corev1.Pod) (cpu, gpuM
 }
 
 // signPod is the SignPlugin answer of both: the score depends on the pod
-// only through its CPU and GPU request.
+// only through its CPU and GPU request (which hold its kind).
 func signPod(name string, pod *corev1.Pod) []fwk.SignFragment {
 	cpu, g := request(pod)
 	return []fwk.SignFragment{{Key: "aisched.io/" + name, Value: [2]int64{cpu, g}}}
@@ -124,8 +133,7 @@ func (pl *BestFit) SignPod(_ context.Context, pod *corev1.Pod) ([]fwk.SignFragme
 
 // PreScore reads the pod's request.
 func (pl *BestFit) PreScore(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) *fwk.Status {
-	preScore(cs, BestFitName, pod)
-	return nil
+	return pl.preScore(cs, BestFitName, pod)
 }
 
 // Score is int(100 * (1 - (0.5 (cpuFree-cpuReq)/maxCPU + 0.5 (gpuFree-gpuReq)/maxGPU))),
@@ -200,8 +208,7 @@ func (pl *DotProd) SignPod(_ context.Context, pod *corev1.Pod) ([]fwk.SignFragme
 
 // PreScore reads the pod's request.
 func (pl *DotProd) PreScore(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) *fwk.Status {
-	preScore(cs, DotProdName, pod)
-	return nil
+	return pl.preScore(cs, DotProdName, pod)
 }
 
 // Score is DotProdScore of the node's free resources and the pod's request.

@@ -16,6 +16,7 @@ import (
 	"github.com/aisched/aisched/apis/config"
 	"github.com/aisched/aisched/pkg/gpu"
 	"github.com/aisched/aisched/pkg/scheduler/gpustate"
+	"github.com/aisched/aisched/pkg/scheduler/podkind"
 )
 
 // Name is the plugin name in KubeSchedulerConfiguration.
@@ -28,6 +29,9 @@ type HeteroPriority struct {
 	handle  fwk.Handle
 	state   *gpustate.State
 	weights config.CardWeights
+	// tier ranks CPU pods by node type alone (cpuPodScore: Tier).
+	tier  bool
+	kinds podkind.Set
 }
 
 var (
@@ -42,7 +46,8 @@ func New(_ context.Context, obj runtime.Object, h fwk.Handle, state *gpustate.St
 	if err := config.Decode(Name, obj, args); err != nil {
 		return nil, err
 	}
-	return &HeteroPriority{handle: h, state: state, weights: *args.CardWeights}, nil
+	return &HeteroPriority{handle: h, state: state, weights: *args.CardWeights,
+		tier: args.CPUPodScore == config.CPUPodScoreTier, kinds: podkind.NewSet(args.PodKinds)}, nil
 }
 
 // Name implements fwk.Plugin.
@@ -75,6 +80,10 @@ func (pl *HeteroPriority) SignPod(_ context.Context, pod *corev1.Pod) ([]fwk.Sig
 	return []fwk.SignFragment{{Key: "aisched.io/" + Name, Value: r}}, nil
 }
 
+// skipped reports whether the plugin does not rank nodes for pod (its
+// podKinds).
+func (pl *HeteroPriority) skipped(pod *corev1.Pod) bool { return !pl.kinds.Ranks(pod) }
+
 type preScoreState struct {
 	req podRequest
 	// gpuShare is a: GPU nodes / all nodes.
@@ -88,6 +97,9 @@ func (s *preScoreState) Clone() fwk.StateData { return s }
 
 // PreScore reads the cluster-wide terms of the score once per cycle.
 func (pl *HeteroPriority) PreScore(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) *fwk.Status {
+	if pl.skipped(pod) {
+		return fwk.NewStatus(fwk.Skip)
+	}
 	s, err := pl.preScore(pod)
 	if err != nil {
 		return fwk.AsStatus(err)
@@ -128,6 +140,9 @@ func (pl *HeteroPriority) Score(_ context.Context, cs fwk.CycleState, pod *corev
 		}
 	}
 	if s.req.GPU.Count == 0 {
+		if pl.tier {
+			return tierScore(isGPUNode(nodeInfo)), nil
+		}
 		return cpuPodScore(s.gpuShare, isGPUNode(nodeInfo), leastRequested(s.req, nodeInfo)), nil
 	}
 	return pl.gpuPodScore(s, pod, nodeInfo), nil

@@ -14,8 +14,10 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	aischedv1alpha1 "github.com/aisched/aisched/apis/aisched/v1alpha1"
+	"github.com/aisched/aisched/apis/config"
 	"github.com/aisched/aisched/pkg/gpu"
 	"github.com/aisched/aisched/pkg/scheduler/gpustate"
+	"github.com/aisched/aisched/pkg/scheduler/podkind"
 )
 
 // Two CPU nodes (32 CPU, 128Gi) and two GPU nodes, so a = 2/4 = 0.5:
@@ -164,5 +166,31 @@ func TestCPUPodScoreOrder(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// With cpuPodScore: Tier a CPU pod ranks CPU nodes 100 and GPU nodes 0,
+// whatever their load, and a plugin for some pod kinds skips the others.
+func TestTierAndPodKinds(t *testing.T) {
+	pl := newPlugin(t)
+	pl.tier = true
+	pl.kinds = podkind.NewSet([]config.PodKind{config.PodKindCPU})
+	cpu := st.MakePod().Name("c").UID("c").Req(map[corev1.ResourceName]string{corev1.ResourceCPU: "4"}).Obj()
+	cs := framework.NewCycleState()
+	if s := pl.PreScore(context.Background(), cs, cpu, nil); !s.IsSuccess() {
+		t.Fatal(s)
+	}
+	for node, want := range map[string]int64{"cpu-0": 100, "cpu-1": 100, "a100": 0, "t4": 0} {
+		ni, err := pl.handle.SnapshotSharedLister().NodeInfos().Get(node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := pl.Score(context.Background(), cs, cpu, ni); got != want {
+			t.Errorf("%s: %d, want %d", node, got, want)
+		}
+	}
+	whole := st.MakePod().Name("g").UID("g").Req(map[corev1.ResourceName]string{gpu.ResourceName: "1"}).Obj()
+	if s := pl.PreScore(context.Background(), framework.NewCycleState(), whole, nil); !s.IsSkip() {
+		t.Errorf("a whole-card pod with podKinds [CPU]: %v, want Skip", s)
 	}
 }

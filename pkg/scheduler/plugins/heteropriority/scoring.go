@@ -22,6 +22,17 @@ func cpuPodScore(a float64, gpuNode bool, lr float64) int64 {
 	return int64(math.Round(maxScore*a + (1-a)*lr))
 }
 
+// tierScore ranks a node for a CPU pod by its type alone (cpuPodScore:
+// Tier): 100 for a CPU node, 0 for a GPU node, so that other plugins rank
+// the nodes of one tier and the tier always wins at a weight above theirs
+// together.
+func tierScore(gpuNode bool) int64 {
+	if gpuNode {
+		return 0
+	}
+	return fwk.MaxScore
+}
+
 // leastRequested is upstream's LeastAllocated over CPU and memory, weight
 // 1 each, with the pod placed: mean of (allocatable - requested) /
 // allocatable * 100.

@@ -24,6 +24,8 @@ import (
 	aischedv1alpha1 "github.com/aisched/aisched/apis/aisched/v1alpha1"
 	"github.com/aisched/aisched/apis/config"
 	"github.com/aisched/aisched/pkg/podload"
+	"github.com/aisched/aisched/pkg/scheduler/podkind"
+	"github.com/aisched/aisched/pkg/scheduler/workload"
 )
 
 // Name is the plugin name in KubeSchedulerConfiguration.
@@ -49,6 +51,12 @@ type LoadAware struct {
 	thresholds [numResources]float64
 	filtering  bool
 	ttl        time.Duration
+	// kinds are the pod kinds the plugin ranks nodes for.
+	kinds podkind.Set
+	// yieldGPUNodes is cpuPodsOnGPUNodes: WithoutGPUWork; work tells
+	// whether GPU pods arrive.
+	yieldGPUNodes bool
+	work          *workload.Workload
 	// lastPreScore is the state of the last PreScore, for the cycles that
 	// score without one.
 	lastPreScore atomic.Pointer[preScoreState]
@@ -68,14 +76,15 @@ var (
 
 // New builds the plugin; metrics is the scheduler's NodeMetrics store (nil
 // when the CRD is not served: every node is scored from its pods'
-// requests) and clk its clock, both scheduler-wide services.
-func New(_ context.Context, obj runtime.Object, h fwk.Handle, metrics cache.Indexer, clk clock.PassiveClock) (fwk.Plugin, error) {
+// requests), clk its clock and work its view of the arriving pods, all
+// scheduler-wide services.
+func New(_ context.Context, obj runtime.Object, h fwk.Handle, metrics cache.Indexer, clk clock.PassiveClock, work *workload.Workload) (fwk.Plugin, error) {
 	args := &config.LoadAwareArgs{}
 	if err := config.Decode(Name, obj, args); err != nil {
 		return nil, err
 	}
 	pl := newPlugin(h, args, clk)
-	pl.metrics = metrics
+	pl.metrics, pl.work = metrics, work
 	registerMetrics()
 	return pl, nil
 }
@@ -89,6 +98,9 @@ func newPlugin(h fwk.Handle, args *config.LoadAwareArgs, clk clock.PassiveClock)
 		weights:    [numResources]float64{float64(w.CPU), float64(w.Memory), float64(w.Network), float64(w.Disk)},
 		thresholds: [numResources]float64{float64(th.CPU) / 100, float64(th.Memory) / 100, float64(th.Network) / 100, float64(th.Disk) / 100},
 		ttl:        time.Duration(*args.MetricsTTLSeconds) * time.Second,
+		kinds:      podkind.NewSet(args.PodKinds),
+
+		yieldGPUNodes: args.CPUPodsOnGPUNodes == config.CPUPodsOnGPUNodesWithoutGPUWork,
 	}
 	for _, t := range pl.thresholds {
 		pl.filtering = pl.filtering || t > 0
@@ -118,7 +130,12 @@ func (pl *LoadAware) SignPod(_ context.Context, pod *corev1.Pod) ([]fwk.SignFrag
 	if _, err := podload.Of(pod); err != nil {
 		return nil, fwk.NewStatus(fwk.Unschedulable, err.Error())
 	}
-	return nil, nil
+	if pl.kinds.All() && !pl.yieldGPUNodes {
+		return nil, nil
+	}
+	// Whether the plugin ranks the pod's kind, and whether it is a CPU pod
+	// (which may yield GPU nodes).
+	return []fwk.SignFragment{{Key: "aisched.io/" + Name + "/ranks", Value: [2]bool{pl.kinds.Ranks(pod), podkind.Of(pod) == config.PodKindCPU}}}, nil
 }
 
 // PreFilterExtensions implements fwk.PreFilterPlugin.

@@ -9,7 +9,10 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	aischedv1alpha1 "github.com/aisched/aisched/apis/aisched/v1alpha1"
+	"github.com/aisched/aisched/apis/config"
+	"github.com/aisched/aisched/pkg/gpu"
 	"github.com/aisched/aisched/pkg/podload"
+	"github.com/aisched/aisched/pkg/scheduler/podkind"
 )
 
 // The load terms, in the order of the weights.
@@ -177,6 +180,9 @@ func performance(ni fwk.NodeInfo, s *aischedv1alpha1.NodeMetricsStatus) (p [numP
 // performance, and its fresh sample (nil: none), read once per cycle.
 type preScoreState struct {
 	nodes map[string]nodeState
+	// yield: the pod is a CPU pod and GPU work arrives, so every GPU node
+	// scores the same (cpuPodsOnGPUNodes: WithoutGPUWork).
+	yield bool
 }
 
 type nodeState struct {
@@ -236,26 +242,38 @@ func relativePerformance(nodes []fwk.NodeInfo, samples []*aischedv1alpha1.NodeMe
 }
 
 // PreScore reads the candidates' samples and computes their relative
-// performance once per cycle.
-func (pl *LoadAware) PreScore(ctx context.Context, cs fwk.CycleState, _ *corev1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
+// performance once per cycle; it skips the pods of kinds the plugin does
+// not rank.
+func (pl *LoadAware) PreScore(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
+	if !pl.kinds.Ranks(pod) {
+		return fwk.NewStatus(fwk.Skip)
+	}
 	now := pl.clock.Now()
 	samples := make([]*aischedv1alpha1.NodeMetricsStatus, len(nodes))
 	for i, ni := range nodes {
 		samples[i] = pl.sample(ctx, ni.Node().Name, now)
 	}
-	st := &preScoreState{nodes: relativePerformance(nodes, samples)}
+	st := &preScoreState{nodes: relativePerformance(nodes, samples), yield: pl.yields(pod)}
 	cs.Write(preScoreStateKey, st)
 	pl.lastPreScore.Store(st)
 	return nil
 }
 
 // Score implements fwk.ScorePlugin: 100 * S * (1 - L).
-func (pl *LoadAware) Score(ctx context.Context, cs fwk.CycleState, _ *corev1.Pod, ni fwk.NodeInfo) (int64, *fwk.Status) {
+func (pl *LoadAware) Score(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, ni fwk.NodeInfo) (int64, *fwk.Status) {
 	name := ni.Node().Name
 	var ns nodeState
 	var ok bool
+	yield := false
 	if data, err := cs.Read(preScoreStateKey); err == nil {
-		ns, ok = data.(*preScoreState).nodes[name]
+		st := data.(*preScoreState)
+		ns, ok = st.nodes[name]
+		yield = st.yield
+	} else {
+		yield = pl.yields(pod)
+	}
+	if yield && ni.GetAllocatable().GetScalarResources()[gpu.ResourceName] > 0 {
+		return 0, nil
 	}
 	if !ok {
 		// Batching re-scores the node it placed the last pod on in a cycle
@@ -274,3 +292,10 @@ func (pl *LoadAware) Score(ctx context.Context, cs fwk.CycleState, _ *corev1.Pod
 
 // ScoreExtensions implements fwk.ScorePlugin: scores are already in [0, 100].
 func (pl *LoadAware) ScoreExtensions() fwk.ScoreExtensions { return nil }
+
+// yields reports whether the pod is a CPU pod that GPU nodes should all
+// score the same for (cpuPodsOnGPUNodes: WithoutGPUWork, and GPU pods
+// arrive).
+func (pl *LoadAware) yields(pod *corev1.Pod) bool {
+	return pl.yieldGPUNodes && pl.work != nil && podkind.Of(pod) == config.PodKindCPU && pl.work.GPUWork()
+}

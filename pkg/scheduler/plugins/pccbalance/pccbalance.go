@@ -15,6 +15,9 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/aisched/aisched/apis/config"
+	"github.com/aisched/aisched/pkg/gpu"
+	"github.com/aisched/aisched/pkg/scheduler/podkind"
+	"github.com/aisched/aisched/pkg/scheduler/workload"
 )
 
 // Name is the plugin name in KubeSchedulerConfiguration.
@@ -28,6 +31,11 @@ const preScoreStateKey = "PreScore" + Name
 type PCCBalance struct {
 	mode      config.PCCBalanceMode
 	resources []corev1.ResourceName
+	kinds     podkind.Set
+	// yieldGPUNodes is cpuPodsOnGPUNodes: WithoutGPUWork; work tells
+	// whether GPU pods arrive.
+	yieldGPUNodes bool
+	work          *workload.Workload
 }
 
 var (
@@ -36,13 +44,15 @@ var (
 	_ fwk.SignPlugin     = &PCCBalance{}
 )
 
-// New builds the plugin from its pluginConfig arguments.
-func New(_ context.Context, obj runtime.Object, _ fwk.Handle) (fwk.Plugin, error) {
+// New builds the plugin from its pluginConfig arguments; work is the
+// scheduler's view of the arriving pods (nil: no pod asks for GPUs).
+func New(_ context.Context, obj runtime.Object, _ fwk.Handle, work *workload.Workload) (fwk.Plugin, error) {
 	args := &config.PCCBalanceArgs{}
 	if err := config.Decode(Name, obj, args); err != nil {
 		return nil, err
 	}
-	pl := &PCCBalance{mode: args.Mode}
+	pl := &PCCBalance{mode: args.Mode, kinds: podkind.NewSet(args.PodKinds), work: work,
+		yieldGPUNodes: args.CPUPodsOnGPUNodes == config.CPUPodsOnGPUNodesWithoutGPUWork}
 	for _, r := range args.Resources {
 		pl.resources = append(pl.resources, corev1.ResourceName(r))
 	}
@@ -55,20 +65,32 @@ func (pl *PCCBalance) Name() string { return Name }
 type preScoreState struct {
 	// requests holds the pod's request of each resource, in the plugin's order.
 	requests []int64
+	// yield: the pod is a CPU pod and GPU work arrives, so every GPU node
+	// scores the same (cpuPodsOnGPUNodes: WithoutGPUWork).
+	yield bool
 }
 
 // Clone implements fwk.StateData; the state is read-only after PreScore.
 func (s *preScoreState) Clone() fwk.StateData { return s }
 
 // SignPod implements fwk.SignPlugin: the score depends on the pod only
-// through its requests of the configured resources.
+// through its requests of the configured resources, and whether the
+// plugin ranks its kind.
 func (pl *PCCBalance) SignPod(_ context.Context, pod *corev1.Pod) ([]fwk.SignFragment, *fwk.Status) {
-	return []fwk.SignFragment{{Key: "aisched.io/" + Name, Value: pl.podRequests(pod)}}, nil
+	sign := []fwk.SignFragment{{Key: "aisched.io/" + Name, Value: pl.podRequests(pod)}}
+	if !pl.kinds.All() || pl.yieldGPUNodes {
+		sign = append(sign, fwk.SignFragment{Key: "aisched.io/" + Name + "/ranks", Value: [2]bool{pl.kinds.Ranks(pod), podkind.Of(pod) == config.PodKindCPU}})
+	}
+	return sign, nil
 }
 
-// PreScore computes the pod's request vector once per cycle.
+// PreScore computes the pod's request vector once per cycle; it skips the
+// pods of kinds the plugin does not rank.
 func (pl *PCCBalance) PreScore(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) *fwk.Status {
-	cs.Write(preScoreStateKey, &preScoreState{requests: pl.podRequests(pod)})
+	if !pl.kinds.Ranks(pod) {
+		return fwk.NewStatus(fwk.Skip)
+	}
+	cs.Write(preScoreStateKey, &preScoreState{requests: pl.podRequests(pod), yield: pl.yields(pod)})
 	return nil
 }
 
@@ -89,11 +111,15 @@ func (pl *PCCBalance) podRequests(pod *corev1.Pod) []int64 {
 // Score returns the complementarity of the pod and the node in [0, 100].
 func (pl *PCCBalance) Score(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
 	var podReq []int64
+	var yield bool
 	if s, err := cs.Read(preScoreStateKey); err == nil {
-		podReq = s.(*preScoreState).requests
+		podReq, yield = s.(*preScoreState).requests, s.(*preScoreState).yield
 	} else {
 		// The batching path of the scheduler may score without PreScore.
-		podReq = pl.podRequests(pod)
+		podReq, yield = pl.podRequests(pod), pl.yields(pod)
+	}
+	if yield && nodeInfo.GetAllocatable().GetScalarResources()[gpu.ResourceName] > 0 {
+		return 0, nil
 	}
 	alloc, used := nodeInfo.GetAllocatable(), nodeInfo.GetRequested()
 	p := make([]float64, len(pl.resources))
@@ -113,6 +139,13 @@ func (pl *PCCBalance) Score(_ context.Context, cs fwk.CycleState, pod *corev1.Po
 
 // ScoreExtensions implements fwk.ScorePlugin: scores are already in [0, 100].
 func (pl *PCCBalance) ScoreExtensions() fwk.ScoreExtensions { return nil }
+
+// yields reports whether the pod is a CPU pod that GPU nodes should all
+// score the same for (cpuPodsOnGPUNodes: WithoutGPUWork, and GPU pods
+// arrive).
+func (pl *PCCBalance) yields(pod *corev1.Pod) bool {
+	return pl.yieldGPUNodes && pl.work != nil && podkind.Of(pod) == config.PodKindCPU && pl.work.GPUWork()
+}
 
 // amount reads one resource of a scheduler Resource: millicores for CPU,
 // bytes for memory and ephemeral storage, units for extended resources.

@@ -12,6 +12,7 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	"github.com/aisched/aisched/apis/config"
+	"github.com/aisched/aisched/pkg/scheduler/workload"
 )
 
 const gpuName corev1.ResourceName = "nvidia.com/gpu"
@@ -101,7 +102,7 @@ func TestScore(t *testing.T) {
 }
 
 func TestNewRejectsBadArgs(t *testing.T) {
-	_, err := New(context.Background(), &runtime.Unknown{Raw: []byte(`{"mode":"square"}`)}, nil)
+	_, err := New(context.Background(), &runtime.Unknown{Raw: []byte(`{"mode":"square"}`)}, nil, nil)
 	if err == nil || !strings.Contains(err.Error(), "pluginConfig[PCCBalance].args.mode") {
 		t.Errorf("New with mode square: %v, want an error naming the field", err)
 	}
@@ -127,7 +128,7 @@ func newPlugin(t *testing.T, args string) *PCCBalance {
 	if args != "" {
 		obj = &runtime.Unknown{Raw: []byte(args)}
 	}
-	pl, err := New(context.Background(), obj, nil)
+	pl, err := New(context.Background(), obj, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,4 +145,58 @@ func equalInts(a, b []int64) bool {
 		}
 	}
 	return true
+}
+
+// A plugin for some pod kinds skips the others at PreScore, so the
+// framework does not score them with it.
+func TestPodKinds(t *testing.T) {
+	pl := newPlugin(t, `{"podKinds":["CPU"]}`)
+	cpu := st.MakePod().Req(map[corev1.ResourceName]string{corev1.ResourceCPU: "1"}).Obj()
+	whole := st.MakePod().Req(map[corev1.ResourceName]string{corev1.ResourceCPU: "1", "nvidia.com/gpu": "1"}).Obj()
+	if s := pl.PreScore(context.Background(), framework.NewCycleState(), cpu, nil); !s.IsSuccess() {
+		t.Errorf("CPU pod: %v, want success", s)
+	}
+	if s := pl.PreScore(context.Background(), framework.NewCycleState(), whole, nil); !s.IsSkip() {
+		t.Errorf("whole-card pod: %v, want Skip", s)
+	}
+	fc, _ := pl.SignPod(context.Background(), cpu)
+	fw, _ := pl.SignPod(context.Background(), whole)
+	if len(fc) != 2 || fc[1].Value == fw[1].Value {
+		t.Errorf("signs %v and %v: want the ranked kind in them", fc, fw)
+	}
+}
+
+// With cpuPodsOnGPUNodes: WithoutGPUWork, a CPU pod ranks GPU nodes alike
+// (0) once a GPU pod arrived, and as usual before and on CPU nodes.
+func TestCPUPodsOnGPUNodes(t *testing.T) {
+	work := workload.New()
+	pl, err := New(context.Background(), &runtime.Unknown{Raw: []byte(`{"cpuPodsOnGPUNodes":"WithoutGPUWork"}`)}, nil, work)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpuNode := framework.NewNodeInfo(st.MakePod().Req(map[corev1.ResourceName]string{corev1.ResourceCPU: "4"}).Obj())
+	gpuNode.SetNode(st.MakeNode().Name("g").Capacity(map[corev1.ResourceName]string{corev1.ResourceCPU: "8", corev1.ResourceMemory: "16Gi", gpuName: "4"}).Obj())
+	cpuNode := framework.NewNodeInfo(st.MakePod().Req(map[corev1.ResourceName]string{corev1.ResourceCPU: "4"}).Obj())
+	cpuNode.SetNode(st.MakeNode().Name("c").Capacity(map[corev1.ResourceName]string{corev1.ResourceCPU: "8", corev1.ResourceMemory: "16Gi"}).Obj())
+	pod := st.MakePod().Name("p").Req(map[corev1.ResourceName]string{corev1.ResourceCPU: "1", corev1.ResourceMemory: "4Gi"}).Obj()
+	score := func(ni *framework.NodeInfo) int64 {
+		t.Helper()
+		cs := framework.NewCycleState()
+		if s := pl.(*PCCBalance).PreScore(context.Background(), cs, pod, nil); !s.IsSuccess() {
+			t.Fatal(s)
+		}
+		got, _ := pl.(*PCCBalance).Score(context.Background(), cs, pod, ni)
+		return got
+	}
+	before := score(gpuNode)
+	if before == 0 {
+		t.Fatal("the GPU node scores 0 before any GPU work: the test cannot tell")
+	}
+	work.Observe(true)
+	if got := score(gpuNode); got != 0 {
+		t.Errorf("GPU node with GPU work arriving: %d, want 0", got)
+	}
+	if got := score(cpuNode); got != before {
+		t.Errorf("CPU node: %d, want %d as on a GPU node before GPU work", got, before)
+	}
 }

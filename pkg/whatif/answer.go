@@ -1,0 +1,67 @@
+package whatif
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// WriteText writes the answer in plain words; now is when the snapshot
+// was taken, for times relative to it.
+func (a *Answer) WriteText(w io.Writer, now time.Time) error {
+	var b strings.Builder
+	switch a.Verdict {
+	case FitsNow:
+		b.WriteString("The job fits now.\n")
+	case FitsAfterPreemption:
+		fmt.Fprintf(&b, "The job fits now by preempting %d running pods of lower priority:\n", len(a.Preempted))
+		for _, p := range a.Preempted {
+			fmt.Fprintf(&b, "  - %s\n", p)
+		}
+	case FitsLater:
+		fmt.Fprintf(&b, "The job does not fit now. It fits in %s (at %s), once these running pods end:\n",
+			a.At.Sub(now).Round(time.Second), a.At.UTC().Format(time.RFC3339))
+		for _, p := range a.After {
+			fmt.Fprintf(&b, "  - %s\n", p)
+		}
+	case NotWithinHorizon:
+		b.WriteString("The job does not fit now, nor after every running pod whose end is known has ended; it would fit the cluster with fewer pods running: it waits for pods whose end nothing says.\n")
+	case NeverFits:
+		b.WriteString("The job never fits: not even on the cluster with no pod running.\n")
+		for _, r := range a.Never {
+			fmt.Fprintf(&b, "  - %s\n", r)
+		}
+	}
+	if a.Verdict != NeverFits && len(a.Waiting) > 0 {
+		b.WriteString("Why it waits now:\n")
+		for _, r := range a.Waiting {
+			fmt.Fprintf(&b, "  - %s\n", r)
+		}
+	}
+	if placed := a.placed(); len(placed) > 0 {
+		b.WriteString("Placement:\n")
+		for _, p := range placed {
+			line := fmt.Sprintf("  - %s on %s", p.Pod, p.Node)
+			if len(p.Cards) > 0 {
+				line += fmt.Sprintf(", cards %s", strings.Trim(fmt.Sprint(p.Cards), "[]"))
+				if len(p.UUIDs) > 0 {
+					line += " (" + strings.Join(p.UUIDs, ", ") + ")"
+				}
+			}
+			b.WriteString(line + "\n")
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func (a *Answer) placed() []Placement {
+	var out []Placement
+	for _, p := range a.Pods {
+		if p.Node != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

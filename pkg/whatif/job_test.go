@@ -1,0 +1,100 @@
+package whatif
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/aisched/aisched/pkg/local/nodesim"
+)
+
+func TestParseJob(t *testing.T) {
+	manifests := `apiVersion: v1
+kind: Pod
+metadata: {name: solo}
+spec: {containers: [{name: c, image: x}]}
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: train, namespace: team}
+spec:
+  parallelism: 3
+  completions: 2
+  template:
+    metadata: {labels: {scheduling.x-k8s.io/pod-group: train}}
+    spec: {restartPolicy: Never, containers: [{name: c, image: x}]}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec: {containers: [{name: c, image: x}]}
+---
+apiVersion: scheduling.x-k8s.io/v1alpha1
+kind: PodGroup
+metadata: {name: train, namespace: team}
+spec: {minMember: 2}
+`
+	job, err := ParseJob(strings.NewReader(manifests), "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range job.Pods {
+		names = append(names, p.Namespace+"/"+p.Name)
+	}
+	// The Job makes min(parallelism, completions) pods.
+	want := []string{"default/solo", "team/train-0", "team/train-1", "default/web-0", "default/web-1"}
+	if diff := cmp.Diff(want, names); diff != "" {
+		t.Errorf("pods (-want,+got):\n%s", diff)
+	}
+	if job.Pods[1].Labels["scheduling.x-k8s.io/pod-group"] != "train" || len(job.PodGroups) != 1 || job.PodGroups[0].Namespace != "team" {
+		t.Errorf("the template's labels or the PodGroup were lost: %+v %+v", job.Pods[1].Labels, job.PodGroups)
+	}
+	for _, tc := range []struct{ name, data, want string }{
+		{"other kind", "apiVersion: v1\nkind: Service\nmetadata: {name: s}\n", "document 1 (Service): kind *v1.Service is not one whatif places"},
+		{"no pods", "apiVersion: scheduling.x-k8s.io/v1alpha1\nkind: PodGroup\nmetadata: {name: g}\nspec: {minMember: 1}\n", "the manifests make no pod"},
+		{"too many", "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec: {replicas: 20000, selector: {}, template: {spec: {containers: [{name: c}]}}}\n", "20000 pods: want 0 to 10000"},
+		{"garbage", "{{{", "document 1"},
+	} {
+		if _, err := ParseJob(strings.NewReader(tc.data), "default"); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want one containing %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+func TestExpectedEnd(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	pod := func(annotations map[string]string, deadline *int64) *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Annotations: annotations},
+			Spec:       corev1.PodSpec{NodeName: "n", ActiveDeadlineSeconds: deadline},
+			Status:     corev1.PodStatus{StartTime: &metav1.Time{Time: start}},
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		pod    *corev1.Pod
+		want   time.Duration
+		wantOK bool
+	}{
+		{"run duration", pod(map[string]string{nodesim.RunDurationAnnotation: "90s"}, nil), 90 * time.Second, true},
+		{"active deadline", pod(nil, ptr.To[int64](600)), 10 * time.Minute, true},
+		{"nothing says", pod(nil, nil), 0, false},
+		{"bad duration", pod(map[string]string{nodesim.RunDurationAnnotation: "soon"}, nil), 0, false},
+	} {
+		at, ok := expectedEnd(tc.pod)
+		if ok != tc.wantOK || ok && at.Sub(start) != tc.want {
+			t.Errorf("%s: %v, %t; want start+%v, %t", tc.name, at, ok, tc.want, tc.wantOK)
+		}
+	}
+}

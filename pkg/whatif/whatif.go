@@ -1,0 +1,375 @@
+// Package whatif answers "would this job fit now, where, and if not, what
+// would have to happen first" for a live cluster, without touching it:
+// it reads a snapshot (Take), starts the simulator's fast engine from it
+// with the cluster's own scheduler configuration (the real scheduler, its
+// plugins and job queue), adds the job's pods and PodGroups, and watches
+// what the scheduler does. When the job does not fit now, it lets the
+// running pods whose end is known end, in the order of their ends, until
+// it fits; and it tries the job on the cluster emptied of pods, to tell a
+// job that must wait from one that can never run.
+package whatif
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	resourcehelper "k8s.io/component-helpers/resource"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config"
+
+	aischedconfig "github.com/aisched/aisched/apis/config"
+	"github.com/aisched/aisched/pkg/gpu"
+	"github.com/aisched/aisched/pkg/local/nodesim"
+	"github.com/aisched/aisched/pkg/podgroup"
+	"github.com/aisched/aisched/pkg/sim/engine"
+)
+
+// Verdicts, from the best to the worst.
+const (
+	// FitsNow: every pod of the job is placed at once.
+	FitsNow = "FitsNow"
+	// FitsAfterPreemption: the job is placed once the scheduler has
+	// preempted the pods listed (it has a higher priority).
+	FitsAfterPreemption = "FitsAfterPreemption"
+	// FitsLater: the job is placed once the running pods listed end, at
+	// the time given.
+	FitsLater = "FitsLater"
+	// NotWithinHorizon: the job would fit the cluster emptied of pods, but
+	// not after every pod whose end is known ended within the horizon:
+	// it waits for pods whose end nothing says.
+	NotWithinHorizon = "NotWithinHorizon"
+	// NeverFits: the job does not fit even with every pod gone.
+	NeverFits = "NeverFits"
+)
+
+// Options configure Run.
+type Options struct {
+	// SchedulerConfig is the cluster's scheduler configuration.
+	SchedulerConfig *config.KubeSchedulerConfiguration
+	// Services is its services configuration; nil: defaults.
+	Services *aischedconfig.SchedulerServices
+	// Horizon bounds how far ahead running pods are let end; default
+	// DefaultHorizon.
+	Horizon time.Duration
+}
+
+// DefaultHorizon is how far ahead Run looks unless told.
+const DefaultHorizon = 7 * 24 * time.Hour
+
+// settleStep is the simulated time given to the scheduler after each
+// change: its retries, the job queue's passes and gang members' Permit
+// waits complete within it.
+const settleStep = 10 * time.Second
+
+// Answer is what Run found.
+type Answer struct {
+	Verdict string `json:"verdict"`
+	// Pods are the job's pods with where they go (Node empty when they
+	// do not), in the manifests' order.
+	Pods []Placement `json:"pods"`
+	// Preempted are the running pods the scheduler preempted for the job.
+	Preempted []string `json:"preempted,omitempty"`
+	// At is when the job fits, with FitsLater; After the running pods
+	// that must end first.
+	At    *time.Time `json:"at,omitempty"`
+	After []string   `json:"after,omitempty"`
+	// Waiting says why pods wait now (their PodScheduled condition, or the
+	// job queue's decision for their group), one line each.
+	Waiting []string `json:"waiting,omitempty"`
+	// Never says why the job does not fit an empty cluster (NeverFits).
+	Never []string `json:"never,omitempty"`
+}
+
+// Placement is where one pod of the job goes.
+type Placement struct {
+	Pod   string `json:"pod"`
+	Node  string `json:"node,omitempty"`
+	Cards []int  `json:"cards,omitempty"`
+	// UUIDs are the cards' UUIDs, when the node's inventory has them.
+	UUIDs []string `json:"uuids,omitempty"`
+}
+
+// Run places the job on a simulation of the snapshot.
+func Run(ctx context.Context, snap *Snapshot, job *Job, opts Options) (*Answer, error) {
+	if opts.Horizon <= 0 {
+		opts.Horizon = DefaultHorizon
+	}
+	c, err := engine.StartSnapshot(ctx, snap.Taken, snap.Core, snap.Aisched, engine.Options{SchedulerConfig: opts.SchedulerConfig, Services: opts.Services})
+	if err != nil {
+		return nil, err
+	}
+	defer c.Stop()
+	// The cluster's own pending pods come first, as they would.
+	if err := c.RunUntil(ctx, c.Now().Add(settleStep)); err != nil {
+		return nil, err
+	}
+	before, err := podKeys(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	if err := submit(ctx, c, job); err != nil {
+		return nil, err
+	}
+	if err := c.RunUntil(ctx, c.Now().Add(settleStep)); err != nil {
+		return nil, err
+	}
+	ans := &Answer{}
+	placed, err := observe(ctx, c, job, ans)
+	if err != nil {
+		return nil, err
+	}
+	after, err := podKeys(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	for k := range before {
+		if !after[k] {
+			ans.Preempted = append(ans.Preempted, k)
+		}
+	}
+	slices.Sort(ans.Preempted)
+	switch {
+	case placed && len(ans.Preempted) > 0:
+		ans.Verdict = FitsAfterPreemption
+		return ans, nil
+	case placed:
+		ans.Verdict = FitsNow
+		return ans, nil
+	}
+	ans.Waiting = waiting(ctx, c, job)
+
+	if fits, err := lookAhead(ctx, c, snap, job, opts.Horizon, ans); err != nil || fits {
+		return ans, err
+	}
+	never, err := tryEmpty(ctx, snap, job, opts)
+	if err != nil {
+		return nil, err
+	}
+	if len(never) > 0 {
+		ans.Verdict, ans.Never = NeverFits, never
+	} else {
+		ans.Verdict = NotWithinHorizon
+	}
+	return ans, nil
+}
+
+// lookAhead lets the running pods with a known end end, in order, until
+// the job fits; it reports whether it did.
+func lookAhead(ctx context.Context, c engine.SnapshotCluster, snap *Snapshot, job *Job, horizon time.Duration, ans *Answer) (bool, error) {
+	type ending struct {
+		at  time.Time
+		pod *corev1.Pod
+	}
+	var ends []ending
+	for _, p := range snap.Pods {
+		if at, ok := expectedEnd(p); ok && at.Before(snap.Taken.Add(horizon)) {
+			ends = append(ends, ending{at, p})
+		}
+	}
+	sort.SliceStable(ends, func(i, j int) bool { return ends[i].at.Before(ends[j].at) })
+	var ended []string
+	for i := 0; i < len(ends); {
+		at := ends[i].at
+		if at.After(c.Now()) {
+			if err := c.RunUntil(ctx, at); err != nil {
+				return false, err
+			}
+		}
+		for ; i < len(ends) && !ends[i].at.After(at); i++ {
+			p := ends[i].pod
+			err := c.Client().CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{})
+			if err != nil && !apierrors.IsNotFound(err) {
+				return false, err
+			}
+			ended = append(ended, p.Namespace+"/"+p.Name)
+		}
+		if err := c.RunUntil(ctx, c.Now().Add(settleStep)); err != nil {
+			return false, err
+		}
+		fits := &Answer{}
+		placed, err := observe(ctx, c, job, fits)
+		if err != nil {
+			return false, err
+		}
+		if placed {
+			ans.Verdict, ans.Pods, ans.After = FitsLater, fits.Pods, ended
+			ans.At = &at
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// tryEmpty places the job on the snapshot's nodes with no pod running and
+// returns why it does not fit there, nil when it does.
+func tryEmpty(ctx context.Context, snap *Snapshot, job *Job, opts Options) ([]string, error) {
+	var core []runtime.Object
+	for _, o := range snap.Core {
+		if _, isPod := o.(*corev1.Pod); !isPod {
+			core = append(core, o)
+		}
+	}
+	c, err := engine.StartSnapshot(ctx, snap.Taken, core, snap.Aisched, engine.Options{SchedulerConfig: opts.SchedulerConfig, Services: opts.Services})
+	if err != nil {
+		return nil, err
+	}
+	defer c.Stop()
+	if err := submit(ctx, c, job); err != nil {
+		return nil, err
+	}
+	if err := c.RunUntil(ctx, c.Now().Add(settleStep)); err != nil {
+		return nil, err
+	}
+	placed, err := observe(ctx, c, job, &Answer{})
+	if err != nil || placed {
+		return nil, err
+	}
+	return waiting(ctx, c, job), nil
+}
+
+// submit creates the job's PodGroups and pods, and counts their requests
+// in their namespaces' ResourceQuotas, as the quota controller would (the
+// job queue admits against that count).
+func submit(ctx context.Context, c engine.Cluster, job *Job) error {
+	for _, g := range job.PodGroups {
+		if _, err := c.Aisched().SchedulingV1alpha1().PodGroups(g.Namespace).Create(ctx, g.DeepCopy(), metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("PodGroup %s/%s: %w", g.Namespace, g.Name, err)
+		}
+	}
+	used := map[string]corev1.ResourceList{}
+	for _, p := range job.Pods {
+		if _, err := c.Client().CoreV1().Pods(p.Namespace).Create(ctx, p.DeepCopy(), metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("pod %s/%s: %w", p.Namespace, p.Name, err)
+		}
+		sum := used[p.Namespace]
+		if sum == nil {
+			sum = corev1.ResourceList{corev1.ResourcePods: resource.Quantity{}}
+			used[p.Namespace] = sum
+		}
+		for name, q := range resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{}) {
+			add(sum, name, q)
+			add(sum, corev1.ResourceName("requests."+string(name)), q)
+		}
+		add(sum, corev1.ResourcePods, *resource.NewQuantity(1, resource.DecimalSI))
+	}
+	for ns, sum := range used {
+		quotas, err := c.Client().CoreV1().ResourceQuotas(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		for i := range quotas.Items {
+			q := &quotas.Items[i]
+			for name := range q.Spec.Hard {
+				if v, ok := sum[name]; ok {
+					if q.Status.Used == nil {
+						q.Status.Used = corev1.ResourceList{}
+					}
+					add(q.Status.Used, name, v)
+				}
+			}
+			if _, err := c.Client().CoreV1().ResourceQuotas(ns).UpdateStatus(ctx, q, metav1.UpdateOptions{}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func add(l corev1.ResourceList, name corev1.ResourceName, q resource.Quantity) {
+	sum := l[name]
+	sum.Add(q)
+	l[name] = sum
+}
+
+// observe fills ans.Pods with where the job's pods are, and reports
+// whether every one is placed.
+func observe(ctx context.Context, c engine.Cluster, job *Job, ans *Answer) (bool, error) {
+	all := true
+	ans.Pods = ans.Pods[:0]
+	for _, want := range job.Pods {
+		p, err := c.Client().CoreV1().Pods(want.Namespace).Get(ctx, want.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		pl := Placement{Pod: p.Namespace + "/" + p.Name, Node: p.Spec.NodeName}
+		if cards, ok := gpu.ParseIndices(p.Annotations[gpu.AssignedAnnotation]); ok {
+			pl.Cards = cards
+		}
+		if uuids := p.Annotations[gpu.AssignedUUIDsAnnotation]; uuids != "" {
+			pl.UUIDs = strings.Split(uuids, ",")
+		}
+		all = all && p.Spec.NodeName != ""
+		ans.Pods = append(ans.Pods, pl)
+	}
+	return all, nil
+}
+
+// waiting says why the job's unplaced pods wait: the job queue's decision
+// for each group, and each pod's PodScheduled condition.
+func waiting(ctx context.Context, c engine.SnapshotCluster, job *Job) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, want := range job.Pods {
+		p, err := c.Client().CoreV1().Pods(want.Namespace).Get(ctx, want.Name, metav1.GetOptions{})
+		if err != nil || p.Spec.NodeName != "" {
+			continue
+		}
+		if key, ok := podgroup.KeyOf(p); ok && !seen[key] {
+			seen[key] = true
+			if d, ok := c.QueueDecision(key); ok && !d.Admitted {
+				line := fmt.Sprintf("pod group %s: %s: %s", key, d.Reason, d.Message)
+				if d.Position > 0 {
+					line = fmt.Sprintf("pod group %s: %s, position %d in the queue: %s", key, d.Reason, d.Position, d.Message)
+				}
+				out = append(out, line)
+			}
+		}
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse {
+				out = append(out, fmt.Sprintf("pod %s/%s: %s: %s", p.Namespace, p.Name, cond.Reason, cond.Message))
+			}
+		}
+	}
+	return out
+}
+
+// expectedEnd is when a running pod is expected to end: its start plus
+// its run duration (a simulated pod's nodesim.RunDurationAnnotation), or
+// plus spec.activeDeadlineSeconds, after which the kubelet ends it. ok is
+// false when nothing says.
+func expectedEnd(p *corev1.Pod) (time.Time, bool) {
+	if p.Spec.NodeName == "" || p.Status.StartTime == nil {
+		return time.Time{}, false
+	}
+	start := p.Status.StartTime.Time
+	if v, ok := p.Annotations[nodesim.RunDurationAnnotation]; ok {
+		if d, err := time.ParseDuration(v); err == nil && d > 0 {
+			return start.Add(d), true
+		}
+	}
+	if s := p.Spec.ActiveDeadlineSeconds; s != nil && *s > 0 {
+		return start.Add(time.Duration(*s) * time.Second), true
+	}
+	return time.Time{}, false
+}
+
+// podKeys lists the cluster's pods by namespace/name.
+func podKeys(ctx context.Context, c engine.Cluster) (map[string]bool, error) {
+	list, err := c.Client().CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]bool, len(list.Items))
+	for _, p := range list.Items {
+		out[p.Namespace+"/"+p.Name] = true
+	}
+	return out, nil
+}

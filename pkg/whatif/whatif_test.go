@@ -1,0 +1,120 @@
+package whatif
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/aisched/aisched/pkg/clusterfile"
+	"github.com/aisched/aisched/pkg/gpu"
+	"github.com/aisched/aisched/pkg/local/nodesim"
+	"github.com/aisched/aisched/pkg/scheduler"
+)
+
+// snapshot is a cluster of one node of two T4 cards, and running pods.
+func snapshot(t *testing.T, now time.Time, running ...*corev1.Pod) *Snapshot {
+	t.Helper()
+	c, err := clusterfile.Parse("test", []byte("apiVersion: aisched.io/v1alpha1\nkind: Cluster\nnodePools:\n  - {name: gpu, count: 1, cpu: \"16\", memory: 64Gi, gpus: {count: 2, model: Tesla-T4, memoryMiB: 15360}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Snapshot{Taken: now}
+	for _, n := range nodesim.Nodes(c) {
+		node := n.Object.DeepCopy()
+		node.Status.Allocatable = node.Status.Capacity
+		node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+		s.Core = append(s.Core, node)
+		s.Aisched = append(s.Aisched, n.Inventory)
+	}
+	for _, p := range running {
+		s.Core = append(s.Core, p)
+		s.Pods = append(s.Pods, p)
+	}
+	return s
+}
+
+func gpuPod(name, card string, started time.Time, run string) *corev1.Pod {
+	q := resource.MustParse("1")
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name), Annotations: map[string]string{}},
+		Spec: corev1.PodSpec{SchedulerName: "aisched", Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{gpu.ResourceName: q}, Limits: corev1.ResourceList{gpu.ResourceName: q}}}}},
+	}
+	if card != "" {
+		p.Spec.NodeName = "gpu-0"
+		p.Annotations[gpu.AssignedAnnotation] = card
+		p.Status = corev1.PodStatus{Phase: corev1.PodRunning, StartTime: &metav1.Time{Time: started}}
+	}
+	if run != "" {
+		p.Annotations[nodesim.RunDurationAnnotation] = run
+	}
+	return p
+}
+
+func TestRunFitsLater(t *testing.T) {
+	cfg, err := scheduler.LocalConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	snap := snapshot(t, now, gpuPod("blocker-0", "0", now.Add(-10*time.Second), "30s"), gpuPod("forever-1", "1", now.Add(-time.Hour), ""))
+	ans, err := Run(context.Background(), snap, &Job{Pods: []*corev1.Pod{gpuPod("job-0", "", now, "")}}, Options{SchedulerConfig: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ans.Verdict != FitsLater || ans.At == nil || !ans.At.Equal(now.Add(20*time.Second)) || len(ans.After) != 1 || ans.After[0] != "default/blocker-0" {
+		t.Fatalf("%+v, want FitsLater at +20s after default/blocker-0", ans)
+	}
+	if p := ans.Pods[0]; p.Node != "gpu-0" || len(p.Cards) != 1 || p.Cards[0] != 0 {
+		t.Errorf("placement %+v, want card 0 of gpu-0", p)
+	}
+}
+
+func TestRunVerdicts(t *testing.T) {
+	cfg, err := scheduler.LocalConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	low := gpuPod("low-1", "1", now.Add(-time.Hour), "")
+	low.Spec.Priority = new(int32)
+	*low.Spec.Priority = -10
+	urgent := gpuPod("urgent-0", "", now, "")
+	urgent.Spec.Priority = new(int32)
+	*urgent.Spec.Priority = 1000
+	huge := gpuPod("huge-0", "", now, "")
+	huge.Spec.Containers[0].Resources.Requests[gpu.ResourceName] = resource.MustParse("3")
+	huge.Spec.Containers[0].Resources.Limits[gpu.ResourceName] = resource.MustParse("3")
+	for _, tc := range []struct {
+		name    string
+		running []*corev1.Pod
+		job     *corev1.Pod
+		want    string
+	}{
+		{"a free card", []*corev1.Pod{gpuPod("forever-1", "1", now.Add(-time.Hour), "")}, gpuPod("job-0", "", now, ""), FitsNow},
+		{"a card of a pod of lower priority", []*corev1.Pod{gpuPod("forever-0", "0", now.Add(-time.Hour), ""), low}, urgent, FitsAfterPreemption},
+		{"more cards than a node has", nil, huge, NeverFits},
+		{"cards held by pods whose end is unknown", []*corev1.Pod{gpuPod("forever-0", "0", now.Add(-time.Hour), ""), gpuPod("forever-1", "1", now.Add(-time.Hour), "")}, gpuPod("job-0", "", now, ""), NotWithinHorizon},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ans, err := Run(context.Background(), snapshot(t, now, tc.running...), &Job{Pods: []*corev1.Pod{tc.job}}, Options{SchedulerConfig: cfg})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ans.Verdict != tc.want {
+				t.Fatalf("%+v, want %s", ans, tc.want)
+			}
+			if tc.want == FitsAfterPreemption && (len(ans.Preempted) != 1 || ans.Preempted[0] != "default/low-1") {
+				t.Errorf("preempted %v, want [default/low-1]", ans.Preempted)
+			}
+			if tc.want == NeverFits && len(ans.Never) == 0 {
+				t.Error("no reason given for NeverFits")
+			}
+		})
+	}
+}
