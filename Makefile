@@ -47,6 +47,13 @@ test-unit: ## Unit tests, with the race detector.
 test-integration: ## Tests against the embedded control plane (real apiserver and scheduler).
 	$(GO) test -timeout 30m ./test/integration/...
 
+.PHONY: bench-sim
+bench-sim: ## Time the simulator: a seed scenario run (Go benchmark), every seed scenario, and, with TRACE=DIR, one policy x one seed of the Alibaba default trace.
+	$(GO) test -run '^$$' -bench ScenarioRun -benchtime 5x ./pkg/sim/
+	$(GO) run -ldflags '$(LDFLAGS)' ./cmd/aisched sim run scenarios/ > /dev/null
+	@if [ -n "$(TRACE)" ]; then for p in BestFit aisched; do \
+	  $(GO) run -ldflags '$(LDFLAGS)' ./cmd/aisched sim trace --nodes $(TRACE)/openb_node_list_gpu_node.csv --pods $(TRACE)/openb_pod_list_default.csv --policy $$p --typical-pods-from-trace --seeds 42 > /dev/null; done; fi
+
 .PHONY: test-engines
 test-engines: ## Every shipped scenario, all seeds, on both simulator engines: their outcomes must agree.
 	AISCHED_ENGINES_ALL=1 $(GO) test -timeout 60m -run '^TestEnginesAgree$$' -v ./test/integration/

@@ -102,7 +102,7 @@ func Run(ctx context.Context, snap *Snapshot, job *Job, opts Options) (*Answer, 
 	if opts.Horizon <= 0 {
 		opts.Horizon = DefaultHorizon
 	}
-	c, err := engine.StartSnapshot(ctx, snap.Taken, snap.Core, snap.Aisched, engine.Options{SchedulerConfig: opts.SchedulerConfig, Services: opts.Services})
+	c, err := start(ctx, snap.Taken, snap.Core, snap.Aisched, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -217,7 +217,7 @@ func tryEmpty(ctx context.Context, snap *Snapshot, job *Job, opts Options) ([]st
 			core = append(core, o)
 		}
 	}
-	c, err := engine.StartSnapshot(ctx, snap.Taken, core, snap.Aisched, engine.Options{SchedulerConfig: opts.SchedulerConfig, Services: opts.Services})
+	c, err := start(ctx, snap.Taken, core, snap.Aisched, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -233,6 +233,11 @@ func tryEmpty(ctx context.Context, snap *Snapshot, job *Job, opts Options) ([]st
 		return nil, err
 	}
 	return waiting(ctx, c, job), nil
+}
+
+// start starts the simulation of the objects, its clock at now.
+func start(ctx context.Context, now time.Time, core, aisched []runtime.Object, opts Options) (engine.SnapshotCluster, error) {
+	return engine.StartSnapshot(ctx, now, core, aisched, engine.Options{SchedulerConfig: opts.SchedulerConfig, Services: opts.Services})
 }
 
 // submit creates the job's PodGroups and pods, and counts their requests

@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	platformv1alpha1 "github.com/aisched/aisched/apis/platform/v1alpha1"
@@ -199,13 +200,17 @@ func TestGatewayControls(t *testing.T) {
 	})
 
 	t.Run("config change within 2s", func(t *testing.T) {
-		s, err := e.api.AIServices(e.ns).Get(ctx, "open", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.Spec.KillSwitch = &platformv1alpha1.KillSwitch{Enabled: true, Reason: "switched off by the test"}
 		start := time.Now()
-		if _, err := e.api.AIServices(e.ns).Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+		// The controller writes the service's status meanwhile.
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			s, err := e.api.AIServices(e.ns).Get(ctx, "open", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			s.Spec.KillSwitch = &platformv1alpha1.KillSwitch{Enabled: true, Reason: "switched off by the test"}
+			_, err = e.api.AIServices(e.ns).Update(ctx, s, metav1.UpdateOptions{})
+			return err
+		}); err != nil {
 			t.Fatal(err)
 		}
 		localtest.Eventually(t, 2*time.Second, "the kill switch applies within 2s", func(context.Context) (bool, error) {

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 
 	platformv1alpha1 "github.com/aisched/aisched/apis/platform/v1alpha1"
 	"github.com/aisched/aisched/pkg/generated/clientset/versioned"
@@ -184,18 +185,22 @@ func TestPlatform(t *testing.T) {
 	}
 	wantSum(t, e.infer("demo", nil))
 
-	// Scale to 3 through the scale subresource.
-	scale, err := e.api.OperatorInstances(e.ns).GetScale(ctx, "demo", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if scale.Spec.Replicas != 1 || scale.Status.Selector != platformv1alpha1.InstanceLabel+"=demo" {
-		t.Errorf("scale %+v, want 1 replica and selector %s=demo", scale, platformv1alpha1.InstanceLabel)
-	}
-	if _, err := e.api.OperatorInstances(e.ns).UpdateScale(ctx, "demo", &autoscalingv1.Scale{
-		ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: e.ns, ResourceVersion: scale.ResourceVersion},
-		Spec:       autoscalingv1.ScaleSpec{Replicas: 3},
-	}, metav1.UpdateOptions{}); err != nil {
+	// Scale to 3 through the scale subresource. The controller writes the
+	// instance's status meanwhile, so a write may meet a newer version.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		scale, err := e.api.OperatorInstances(e.ns).GetScale(ctx, "demo", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if scale.Spec.Replicas != 1 || scale.Status.Selector != platformv1alpha1.InstanceLabel+"=demo" {
+			t.Errorf("scale %+v, want 1 replica and selector %s=demo", scale, platformv1alpha1.InstanceLabel)
+		}
+		_, err = e.api.OperatorInstances(e.ns).UpdateScale(ctx, "demo", &autoscalingv1.Scale{
+			ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: e.ns, ResourceVersion: scale.ResourceVersion},
+			Spec:       autoscalingv1.ScaleSpec{Replicas: 3},
+		}, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	e.waitService("demo", serviceReady(3), "ready with 3 endpoints")
@@ -226,8 +231,15 @@ func TestPlatform(t *testing.T) {
 	}
 
 	// Offline: the pods go, the object stays, the service says why.
-	inst.Spec.State = platformv1alpha1.Offline
-	if _, err := e.api.OperatorInstances(e.ns).Update(ctx, inst, metav1.UpdateOptions{}); err != nil {
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		inst, err := e.api.OperatorInstances(e.ns).Get(ctx, "demo", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		inst.Spec.State = platformv1alpha1.Offline
+		_, err = e.api.OperatorInstances(e.ns).Update(ctx, inst, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	localtest.Eventually(t, time.Minute, "the offline instance's pods gone", func(ctx context.Context) (bool, error) {

@@ -88,6 +88,7 @@ each scenario's own table. Trace scenarios need the trace's directory
 				}
 			}
 			matrix := &report.Matrix{Base: base, Candidate: candidate}
+			begin := time.Now()
 			for _, s := range scenarios {
 				if term.IsTerminal(int(progress.Fd())) {
 					opts.Tick = progressBar(progress, s.Name)
@@ -105,6 +106,7 @@ each scenario's own table. Trace scenarios need the trace's directory
 				}
 				matrix.Reports = append(matrix.Reports, rep)
 			}
+			fmt.Fprintf(progress, "wall time %s for %d scenarios\n", time.Since(begin).Round(100*time.Millisecond), len(matrix.Reports))
 			if len(scenarios) == 1 {
 				return emit(cmd.OutOrStdout(), matrix.Reports[0], format, out)
 			}

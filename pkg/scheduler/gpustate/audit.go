@@ -2,6 +2,7 @@ package gpustate
 
 import (
 	"fmt"
+	"iter"
 	"slices"
 	"strings"
 
@@ -23,15 +24,8 @@ import (
 func Audit(cards func(node string) *gpu.Set, pods []*corev1.Pod) []string {
 	var problems []string
 	usage := map[string]Usage{}
-	for _, pod := range pods {
-		if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
-			continue
-		}
-		held, share, ok := HoldingOf(pod)
-		if !ok {
-			continue
-		}
-		node := pod.Spec.NodeName
+	for pod, h := range running(pods) {
+		held, share, node := h.cards, h.share, h.node
 		set := cards(node)
 		u := usage[node]
 		for _, idx := range held {
@@ -62,20 +56,13 @@ func Audit(cards func(node string) *gpu.Set, pods []*corev1.Pod) []string {
 // party's (the simulated kubelets').
 func Holders(pods []*corev1.Pod) map[string]string {
 	out := map[string][]string{}
-	for _, pod := range pods {
-		if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
-			continue
-		}
-		held, share, ok := HoldingOf(pod)
-		if !ok {
-			continue
-		}
+	for pod, h := range running(pods) {
 		who := pod.Namespace + "/" + pod.Name
-		if !share.IsZero() {
-			who += fmt.Sprintf("@%d/%d", share.Milli, share.MemMiB)
+		if !h.share.IsZero() {
+			who += fmt.Sprintf("@%d/%d", h.share.Milli, h.share.MemMiB)
 		}
-		for _, idx := range held {
-			key := fmt.Sprintf("%s/%d", pod.Spec.NodeName, idx)
+		for _, idx := range h.cards {
+			key := fmt.Sprintf("%s/%d", h.node, idx)
 			out[key] = append(out[key], who)
 		}
 	}
@@ -85,4 +72,20 @@ func Holders(pods []*corev1.Pod) map[string]string {
 		table[k] = strings.Join(v, ",")
 	}
 	return table
+}
+
+// running yields the pods that have not ended and hold cards, with what
+// they hold (HoldingOf).
+func running(pods []*corev1.Pod) iter.Seq2[*corev1.Pod, holding] {
+	return func(yield func(*corev1.Pod, holding) bool) {
+		for _, pod := range pods {
+			if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+				continue
+			}
+			cards, share, ok := HoldingOf(pod)
+			if ok && !yield(pod, holding{node: pod.Spec.NodeName, cards: cards, share: share}) {
+				return
+			}
+		}
+	}
 }

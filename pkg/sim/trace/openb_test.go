@@ -6,8 +6,9 @@ import (
 	"testing"
 )
 
-// openbDir holds the published trace, outside the repository (see
-// /work/shared/traces/alibaba-gpu-v2023/README.md); tests skip without it.
+// openbDir holds the published Alibaba GPU trace (cluster-trace-gpu-v2023 of
+// github.com/alibaba/clusterdata), which is not part of the repository: the
+// developers' data directory beside the checkout. Tests skip without it.
 const openbDir = "../../../../shared/traces/alibaba-gpu-v2023"
 
 // TestOpenb reads the published openb files and checks them against the
