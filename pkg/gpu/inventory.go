@@ -47,14 +47,18 @@ func (c *Card) Satisfies(r Request) bool {
 	if !c.Healthy || c.MemoryMiB < r.MemoryMiB || c.Cores < r.Cores {
 		return false
 	}
-	if len(r.Models) == 0 {
+	if len(r.UUIDs) > 0 && !slices.Contains(r.UUIDs, c.UUID) || len(r.ExcludeUUIDs) > 0 && slices.Contains(r.ExcludeUUIDs, c.UUID) {
+		return false
+	}
+	if len(r.Models) == 0 && len(r.ExcludeModels) == 0 {
 		return true
 	}
 	model := c.model
 	if model == "" {
 		model = NormalizeModel(c.Model)
 	}
-	return slices.ContainsFunc(r.Models, func(m string) bool { return containsWords(model, m) })
+	matches := func(m string) bool { return containsWords(model, m) }
+	return (len(r.Models) == 0 || slices.ContainsFunc(r.Models, matches)) && !slices.ContainsFunc(r.ExcludeModels, matches)
 }
 
 // containsWords reports whether the dash-separated words of needle occur
@@ -213,13 +217,14 @@ func NewSet(cards []Card) *Set {
 	return s
 }
 
-// Interchangeable reports whether any card stands for any other on a node
-// offering allocatable cards: all are alike and healthy and all are
-// offered, so a request fits all or none of them, and the free ones are
-// the allocatable ones that no pod requests (every pod holding a card
-// requests it). Schedulers then need not know which pod holds which card.
-func (s *Set) Interchangeable(allocatable int64) bool {
-	return s.Uniform && int64(len(s.Cards)) == allocatable
+// Interchangeable reports whether, for request r, any card stands for any
+// other on a node offering allocatable cards: all are alike and healthy
+// and all are offered, and r names no card by UUID, so r fits all or none
+// of them, and the free ones are the allocatable ones that no pod requests
+// (every pod holding a card requests it). Schedulers then need not know
+// which pod holds which card.
+func (s *Set) Interchangeable(allocatable int64, r Request) bool {
+	return s.Uniform && int64(len(s.Cards)) == allocatable && len(r.UUIDs) == 0 && len(r.ExcludeUUIDs) == 0
 }
 
 // Len is the number of cards; 0 for a nil Set.

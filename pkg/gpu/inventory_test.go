@@ -94,6 +94,24 @@ func TestSatisfiesModel(t *testing.T) {
 	if !card.Satisfies(Request{Count: 1, Models: []string{"h100", "a100"}}) {
 		t.Error("a100 card does not satisfy h100,a100")
 	}
+	// HAMi's refused types and the UUID lists.
+	card.UUID = "GPU-1"
+	for _, tc := range []struct {
+		r    Request
+		want bool
+	}{
+		{Request{Count: 1, ExcludeModels: []string{"a100"}}, false},
+		{Request{Count: 1, ExcludeModels: []string{"t4", "v100"}}, true},
+		{Request{Count: 1, Models: []string{"a100"}, ExcludeModels: []string{"sxm4"}}, false},
+		{Request{Count: 1, UUIDs: []string{"GPU-0", "GPU-1"}}, true},
+		{Request{Count: 1, UUIDs: []string{"GPU-0"}}, false},
+		{Request{Count: 1, ExcludeUUIDs: []string{"GPU-1"}}, false},
+		{Request{Count: 1, ExcludeUUIDs: []string{"GPU-2"}}, true},
+	} {
+		if got := card.Satisfies(tc.r); got != tc.want {
+			t.Errorf("%+v: Satisfies = %v, want %v", tc.r, got, tc.want)
+		}
+	}
 }
 
 func TestFromNodeLabelsBounds(t *testing.T) {

@@ -8,6 +8,7 @@ package gpu
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -88,6 +89,19 @@ type Request struct {
 	Cores int64
 	// Models are the acceptable models, normalized; empty accepts any.
 	Models []string
+	// ExcludeModels are models the pod refuses, normalized.
+	ExcludeModels []string
+	// UUIDs are the only cards the pod accepts; empty accepts any.
+	UUIDs []string
+	// ExcludeUUIDs are cards the pod refuses.
+	ExcludeUUIDs []string
+}
+
+// Equal reports whether r and o ask for the same.
+func (r Request) Equal(o Request) bool {
+	return r.Count == o.Count && r.Milli == o.Milli && r.GPUMemMiB == o.GPUMemMiB && r.MemoryMiB == o.MemoryMiB && r.Cores == o.Cores &&
+		slices.Equal(r.Models, o.Models) && slices.Equal(r.ExcludeModels, o.ExcludeModels) &&
+		slices.Equal(r.UUIDs, o.UUIDs) && slices.Equal(r.ExcludeUUIDs, o.ExcludeUUIDs)
 }
 
 // Shared reports whether the request is for a share of one card.
@@ -132,16 +146,21 @@ func RequestedCards(pod *corev1.Pod) int64 {
 	return q.Value()
 }
 
-// ParseRequest reads the GPU request of a pod. Pods without nvidia.com/gpu
-// and without GPU annotations get a zero Request; every inconsistency is a
-// *RequestError.
+// ParseRequest reads the GPU request of a pod, in aisched's form or a
+// peer's (peers.go). Pods without nvidia.com/gpu and without GPU
+// annotations get a zero Request; every inconsistency, and every form
+// aisched cannot honour, is a *RequestError.
 func ParseRequest(pod *corev1.Pod) (Request, error) {
 	var r Request
-	q := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})[ResourceName]
+	requests := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	q := requests[ResourceName]
 	r.Count = q.Value()
 	a := pod.Annotations
 	if r.Count > maxCount {
 		return Request{}, &RequestError{Key: string(ResourceName), Value: q.String(), Reason: fmt.Sprintf("at most %d cards per pod", maxCount)}
+	}
+	if err := refuseForeign(a, requests); err != nil {
+		return Request{}, err
 	}
 
 	if v, ok := a[SeedCountAnnotation]; ok {
@@ -156,21 +175,8 @@ func ParseRequest(pod *corev1.Pod) (Request, error) {
 		}
 	}
 
-	milli, milliKey, err := shareMilli(a)
-	if err != nil {
+	if err := r.readShare(a, requests); err != nil {
 		return Request{}, err
-	}
-	gpuMem, gpuMemKey, err := shareMemory(a)
-	if err != nil {
-		return Request{}, err
-	}
-	for _, key := range []string{milliKey, gpuMemKey} {
-		if key != "" && r.Count > 0 {
-			return Request{}, &RequestError{Key: key, Value: a[key], Reason: fmt.Sprintf("the pod also requests %d whole nvidia.com/gpu; a shared card is not an nvidia.com/gpu request, remove it", r.Count)}
-		}
-	}
-	if milli > 0 || gpuMem > 0 {
-		r.Count, r.Milli, r.GPUMemMiB = 1, milli, gpuMem
 	}
 
 	mem, memKey, err := memoryMiB(a)
@@ -181,19 +187,34 @@ func ParseRequest(pod *corev1.Pod) (Request, error) {
 	if err != nil {
 		return Request{}, err
 	}
-	var modelsKey string
-	if v, ok := a[ModelsAnnotation]; ok {
-		modelsKey = ModelsAnnotation
-		for _, m := range strings.Split(v, ",") {
-			if m = NormalizeModel(m); m == "" {
-				return Request{}, &RequestError{Key: ModelsAnnotation, Value: v, Reason: "want comma-separated model names, none empty"}
-			}
-			r.Models = append(r.Models, m)
-		}
-	}
 	r.MemoryMiB, r.Cores = mem, cores
+	lists := []struct {
+		key  string
+		read func(key, v string) ([]string, error)
+		to   *[]string
+	}{
+		{ModelsAnnotation, modelList, &r.Models},
+		{HAMiUseTypeAnnotation, modelList, &r.Models},
+		{HAMiNoUseTypeAnnotation, modelList, &r.ExcludeModels},
+		{HAMiUseUUIDAnnotation, uuidList, &r.UUIDs},
+		{HAMiNoUseUUIDAnnotation, uuidList, &r.ExcludeUUIDs},
+	}
+	perCard := []string{memKey, coresKey}
+	for _, l := range lists {
+		v, ok := a[l.key]
+		if !ok {
+			continue
+		}
+		if len(*l.to) > 0 {
+			return Request{}, &RequestError{Key: l.key, Value: v, Reason: "the pod names its cards with another key too; keep one"}
+		}
+		if *l.to, err = l.read(l.key, v); err != nil {
+			return Request{}, err
+		}
+		perCard = append(perCard, l.key)
+	}
 	if r.Count == 0 {
-		for _, key := range []string{memKey, coresKey, modelsKey} {
+		for _, key := range perCard {
 			if key != "" {
 				return Request{}, &RequestError{Key: key, Value: a[key], Reason: "the pod requests no nvidia.com/gpu; per-card constraints need a card count in resources.limits[nvidia.com/gpu] or a share in " + MilliAnnotation}
 			}
@@ -202,56 +223,101 @@ func ParseRequest(pod *corev1.Pod) (Request, error) {
 	return r, nil
 }
 
-// shareMilli reads the share of a card's compute, in thousandths, from
-// MilliAnnotation or HAMi's percent; when both are given they must agree.
-func shareMilli(a map[string]string) (int64, string, error) {
-	var milli int64
-	var key string
-	if v, ok := a[MilliAnnotation]; ok {
-		m, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-		switch {
-		case err != nil || m < 1 || m > WholeCardMilli:
-			return 0, "", &RequestError{Key: MilliAnnotation, Value: v, Reason: "want thousandths of one card, 1 to 999"}
-		case m == WholeCardMilli:
-			return 0, "", &RequestError{Key: MilliAnnotation, Value: v, Reason: "1000 is a whole card: request nvidia.com/gpu: 1 instead"}
-		}
-		milli, key = m, MilliAnnotation
-	}
-	if v, ok := a[HAMiGPUCoresAnnotation]; ok {
-		pct, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-		switch {
-		case err != nil || pct < 1 || pct > 100:
-			return 0, "", &RequestError{Key: HAMiGPUCoresAnnotation, Value: v, Reason: "want a percent of one card's cores, 1 to 99"}
-		case pct == 100:
-			return 0, "", &RequestError{Key: HAMiGPUCoresAnnotation, Value: v, Reason: "100 percent is a whole card: request nvidia.com/gpu: 1 instead"}
-		case key != "" && pct*10 != milli:
-			return 0, "", &RequestError{Key: HAMiGPUCoresAnnotation, Value: v, Reason: fmt.Sprintf("disagrees with %s=%q (%d percent is %d thousandths)", key, a[key], pct, pct*10)}
-		}
-		milli, key = pct*10, HAMiGPUCoresAnnotation
-	}
-	return milli, key, nil
-}
-
-// shareMemory reads the share of a card's memory, in MiB, from
-// GPUMemAnnotation or HAMi's alias; when both are given they must agree.
-func shareMemory(a map[string]string) (int64, string, error) {
-	var mib int64
-	var key string
-	for _, k := range []string{GPUMemAnnotation, HAMiGPUMemAnnotation} {
-		v, ok := a[k]
+// readShare reads a share of one card from every form that can name one
+// (aisched's and HAMi's annotations, HAMi's resources, KAI's annotations),
+// which must agree. A share in annotations comes without nvidia.com/gpu; a
+// share in HAMi's resources comes with nvidia.com/gpu: 1, its card.
+func (r *Request) readShare(a map[string]string, requests corev1.ResourceList) error {
+	var compute, memory []shareValue
+	inLimits := false // a share named in HAMi's resources
+	annotationInt := func(key string, lo, hi int64, reason string, scale int64, to *[]shareValue) error {
+		v, ok := a[key]
 		if !ok {
-			continue
+			return nil
 		}
 		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-		switch {
-		case err != nil || n < 1 || n > maxMemoryMiB:
-			return 0, "", &RequestError{Key: k, Value: v, Reason: fmt.Sprintf("want a whole number of MiB of one card's memory, 1 to %d", maxMemoryMiB)}
-		case key != "" && n != mib:
-			return 0, "", &RequestError{Key: k, Value: v, Reason: fmt.Sprintf("disagrees with %s=%q", key, a[key])}
+		if err != nil || n < lo || n > hi {
+			return &RequestError{Key: key, Value: v, Reason: reason}
 		}
-		mib, key = n, k
+		*to = append(*to, shareValue{key: key, raw: v, n: n * scale})
+		return nil
 	}
-	return mib, key, nil
+	limitInt := func(name corev1.ResourceName, lo, hi int64, reason string, scale int64, to *[]shareValue) error {
+		q, ok := requests[name]
+		if !ok {
+			return nil
+		}
+		inLimits = true
+		// Compare before Value(), which is 0 for a quantity beyond int64.
+		if q.CmpInt64(hi) > 0 || q.CmpInt64(lo) < 0 || q.MilliValue()%1000 != 0 {
+			return &RequestError{Key: limitKey(name), Value: q.String(), Reason: reason}
+		}
+		*to = append(*to, shareValue{key: limitKey(name), raw: q.String(), n: q.Value() * scale})
+		return nil
+	}
+	memReason := fmt.Sprintf("want a whole number of MiB of one card's memory, 1 to %d", maxMemoryMiB)
+	for _, err := range []error{
+		annotationInt(MilliAnnotation, 1, WholeCardMilli, "want thousandths of one card, 1 to 999", 1, &compute),
+		annotationInt(HAMiGPUCoresAnnotation, 1, 100, "want a percent of one card's cores, 1 to 99", 10, &compute),
+		limitInt(HAMiGPUCoresResource, 1, 100, "want a percent of one card's cores, 1 to 100", 10, &compute),
+		annotationInt(GPUMemAnnotation, 1, maxMemoryMiB, memReason, 1, &memory),
+		annotationInt(HAMiGPUMemAnnotation, 1, maxMemoryMiB, memReason, 1, &memory),
+		limitInt(HAMiGPUMemResource, 1, maxMemoryMiB, memReason, 1, &memory),
+		annotationInt(KAIMemoryAnnotation, 1, maxMemoryMiB, memReason, 1, &memory),
+	} {
+		if err != nil {
+			return err
+		}
+	}
+	if v, ok := a[KAIFractionAnnotation]; ok {
+		m, err := kaiFraction(v)
+		if err != nil {
+			return err
+		}
+		compute = append(compute, shareValue{key: KAIFractionAnnotation, raw: v, n: m})
+	}
+	milli, err := agreed(compute)
+	if err != nil {
+		return err
+	}
+	mib, err := agreed(memory)
+	if err != nil {
+		return err
+	}
+	if len(compute) == 0 && len(memory) == 0 {
+		return nil
+	}
+	first := slices.Concat(compute, memory)[0]
+	switch {
+	case inLimits && r.Count == 0:
+		return &RequestError{Key: first.key, Value: first.raw, Reason: "HAMi's form needs the card count beside it: resources.limits[nvidia.com/gpu]: 1"}
+	case inLimits && r.Count > 1:
+		return &RequestError{Key: first.key, Value: first.raw, Reason: fmt.Sprintf("with nvidia.com/gpu: %d, %s", r.Count, multiCardShare)}
+	case !inLimits && r.Count > 0:
+		return &RequestError{Key: first.key, Value: first.raw, Reason: fmt.Sprintf("the pod also requests %d whole nvidia.com/gpu; a shared card is not an nvidia.com/gpu request, remove it", r.Count)}
+	case milli == WholeCardMilli && inLimits:
+		// HAMi's gpucores: 100 is all of the card's compute: a whole card,
+		// whatever memory it names.
+		r.Count = 1
+		return nil
+	case milli == WholeCardMilli:
+		return &RequestError{Key: compute[0].key, Value: compute[0].raw, Reason: "a share of 1000 thousandths is a whole card: request nvidia.com/gpu: 1 instead"}
+	}
+	r.Count, r.Milli, r.GPUMemMiB = 1, milli, mib
+	return nil
+}
+
+// agreed is the value every reading gives; 0 for none.
+func agreed(values []shareValue) (int64, error) {
+	for _, v := range values[min(1, len(values)):] {
+		if v.n != values[0].n {
+			return 0, &RequestError{Key: v.key, Value: v.raw, Reason: fmt.Sprintf("disagrees with %s=%q", values[0].key, values[0].raw)}
+		}
+	}
+	if len(values) == 0 {
+		return 0, nil
+	}
+	return values[0].n, nil
 }
 
 // memoryMiB reads the per-card memory from the aisched key or the seed

@@ -180,3 +180,88 @@ func TestRequestShares(t *testing.T) {
 		}
 	}
 }
+
+// limitsPod is a pod of one container with the limits given as
+// "name=quantity" pairs; extended resources' requests default to them.
+func limitsPod(annotations map[string]string, limits ...string) *corev1.Pod {
+	pod := gpuPod(0, annotations)
+	l := corev1.ResourceList{}
+	for _, kv := range limits {
+		name, q, _ := strings.Cut(kv, "=")
+		l[corev1.ResourceName(name)] = resource.MustParse(q)
+	}
+	pod.Spec.Containers[0].Resources = corev1.ResourceRequirements{Limits: l, Requests: l}
+	return pod
+}
+
+// The peers' forms, as their documentation writes them: HAMi
+// (project-hami.io, "Allocate device memory/core", "Assign to certain
+// device type/UUID"), KAI ("GPU Sharing": gpu-fraction, gpu-memory).
+func TestParsePeerForms(t *testing.T) {
+	tests := []struct {
+		name        string
+		limits      []string
+		annotations map[string]string
+		want        Request
+		wantKey     string
+	}{
+		{name: "HAMi one card with memory and cores", limits: []string{"nvidia.com/gpu=1", "nvidia.com/gpumem=3000", "nvidia.com/gpucores=30"},
+			want: Request{Count: 1, Milli: 300, GPUMemMiB: 3000}},
+		{name: "HAMi memory alone", limits: []string{"nvidia.com/gpu=1", "nvidia.com/gpumem=3000"},
+			want: Request{Count: 1, GPUMemMiB: 3000}},
+		{name: "HAMi all of the cores is a whole card", limits: []string{"nvidia.com/gpu=1", "nvidia.com/gpucores=100", "nvidia.com/gpumem=3000"},
+			want: Request{Count: 1}},
+		{name: "HAMi two cards with a share of each", limits: []string{"nvidia.com/gpu=2", "nvidia.com/gpumem=3000"}, wantKey: "resources.limits[nvidia.com/gpumem]"},
+		{name: "HAMi share without its card", limits: []string{"nvidia.com/gpumem=3000"}, wantKey: "resources.limits[nvidia.com/gpumem]"},
+		{name: "HAMi cores above 100", limits: []string{"nvidia.com/gpu=1", "nvidia.com/gpucores=130"}, wantKey: "resources.limits[nvidia.com/gpucores]"},
+		{name: "HAMi memory beyond int64", limits: []string{"nvidia.com/gpu=1", "nvidia.com/gpumem=1e100"}, wantKey: "resources.limits[nvidia.com/gpumem]"},
+		{name: "HAMi memory fractional", limits: []string{"nvidia.com/gpu=1", "nvidia.com/gpumem=1500m"}, wantKey: "resources.limits[nvidia.com/gpumem]"},
+		{name: "HAMi memory percentage", limits: []string{"nvidia.com/gpu=1", "nvidia.com/gpumem-percentage=50"}, wantKey: "resources.limits[nvidia.com/gpumem-percentage]"},
+		{name: "HAMi resource and annotation disagree", limits: []string{"nvidia.com/gpu=1", "nvidia.com/gpumem=3000"},
+			annotations: map[string]string{GPUMemAnnotation: "2000"}, wantKey: "resources.limits[nvidia.com/gpumem]"},
+		{name: "HAMi card type", limits: []string{"nvidia.com/gpu=1"}, annotations: map[string]string{HAMiUseTypeAnnotation: "V100,A10"},
+			want: Request{Count: 1, Models: []string{"v100", "a10"}}},
+		{name: "HAMi card type refused", limits: []string{"nvidia.com/gpu=1"}, annotations: map[string]string{HAMiNoUseTypeAnnotation: "T4"},
+			want: Request{Count: 1, ExcludeModels: []string{"t4"}}},
+		{name: "HAMi card UUIDs", limits: []string{"nvidia.com/gpu=2"},
+			annotations: map[string]string{HAMiUseUUIDAnnotation: "GPU-a, GPU-b", HAMiNoUseUUIDAnnotation: "GPU-c"},
+			want:        Request{Count: 2, UUIDs: []string{"GPU-a", "GPU-b"}, ExcludeUUIDs: []string{"GPU-c"}}},
+		{name: "HAMi card type and ours", limits: []string{"nvidia.com/gpu=1"},
+			annotations: map[string]string{HAMiUseTypeAnnotation: "V100", ModelsAnnotation: "A100"}, wantKey: HAMiUseTypeAnnotation},
+		{name: "HAMi card UUIDs without cards", annotations: map[string]string{HAMiUseUUIDAnnotation: "GPU-a"}, wantKey: HAMiUseUUIDAnnotation},
+		{name: "HAMi empty UUID", limits: []string{"nvidia.com/gpu=1"}, annotations: map[string]string{HAMiNoUseUUIDAnnotation: "GPU-a,,"}, wantKey: HAMiNoUseUUIDAnnotation},
+		{name: "KAI fraction", annotations: map[string]string{KAIFractionAnnotation: "0.5"}, want: Request{Count: 1, Milli: 500}},
+		{name: "KAI memory", annotations: map[string]string{KAIMemoryAnnotation: "2000"}, want: Request{Count: 1, GPUMemMiB: 2000}},
+		{name: "KAI fraction of 1", annotations: map[string]string{KAIFractionAnnotation: "1"}, wantKey: KAIFractionAnnotation},
+		{name: "KAI fraction too small", annotations: map[string]string{KAIFractionAnnotation: "0.0001"}, wantKey: KAIFractionAnnotation},
+		{name: "KAI fraction not a number", annotations: map[string]string{KAIFractionAnnotation: "half"}, wantKey: KAIFractionAnnotation},
+		{name: "KAI fraction NaN", annotations: map[string]string{KAIFractionAnnotation: "NaN"}, wantKey: KAIFractionAnnotation},
+		{name: "KAI fraction with whole cards", limits: []string{"nvidia.com/gpu=1"}, annotations: map[string]string{KAIFractionAnnotation: "0.5"}, wantKey: KAIFractionAnnotation},
+		{name: "KAI fraction on two cards", annotations: map[string]string{KAIFractionAnnotation: "0.5", KAINumDevicesAnnotation: "2"}, wantKey: KAINumDevicesAnnotation},
+		{name: "KAI fraction on one card", annotations: map[string]string{KAIFractionAnnotation: "0.25", KAINumDevicesAnnotation: "1"}, want: Request{Count: 1, Milli: 250}},
+		{name: "KAI and aisched disagree", annotations: map[string]string{KAIFractionAnnotation: "0.5", MilliAnnotation: "300"}, wantKey: KAIFractionAnnotation},
+		{name: "Volcano vGPU", limits: []string{"volcano.sh/vgpu-number=1", "volcano.sh/vgpu-memory=3000"}, wantKey: "resources.limits[volcano.sh/vgpu-memory]"},
+		{name: "cGPU", limits: []string{"aliyun.com/gpu-mem=4"}, wantKey: "resources.limits[aliyun.com/gpu-mem]"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParseRequest(limitsPod(tc.annotations, tc.limits...))
+			if tc.wantKey == "" {
+				if err != nil {
+					t.Fatalf("ParseRequest: %v", err)
+				}
+				if diff := cmp.Diff(tc.want, got); diff != "" {
+					t.Errorf("request (-want,+got):\n%s", diff)
+				}
+				return
+			}
+			var re *RequestError
+			if !errors.As(err, &re) {
+				t.Fatalf("ParseRequest = %+v, %v; want a *RequestError naming %s", got, err, tc.wantKey)
+			}
+			if re.Key != tc.wantKey || !strings.Contains(err.Error(), tc.wantKey) {
+				t.Errorf("error %q names %s, want %s", err, re.Key, tc.wantKey)
+			}
+		})
+	}
+}

@@ -102,6 +102,16 @@ func TestCompute(t *testing.T) {
 		want:    map[string]Reason{"ns/a": ReasonQuotaExceeded},
 		message: map[string]string{"ns/a": "needs 8 of requests.nvidia.com/gpu, 4 is left of 4"},
 	}, {
+		// Kueue admitted the workload against its ClusterQueue: the
+		// ResourceQuota is not checked a second time.
+		name: "quota: Kueue's workloads are admitted by Kueue",
+		in: Input{Groups: []Group{func() Group {
+			g := group("a", 4, 1, 2, 0, 0)
+			g.Pending[0].Labels = map[string]string{KueueManagedLabel: "true"}
+			return g
+		}()}, Rooms: fourNodes, Quotas: map[string][]Quota{"ns": {gpuQuota("8", "10")}}},
+		want: map[string]Reason{"ns/a": ReasonAdmitted},
+	}, {
 		name: "minResources is a floor",
 		in: Input{Groups: []Group{func() Group {
 			g := group("a", 2, 1, 1, 0, 0)

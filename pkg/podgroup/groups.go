@@ -25,9 +25,9 @@ const syncTimeout = 30 * time.Second
 const groupIndex = "aisched.io/pod-group"
 
 // Groups is the scheduler-wide pod group service: it resolves the group of
-// a pod from the seed labels or from a scheduler-plugins PodGroup
-// (scheduling.x-k8s.io/v1alpha1) named by the pod's
-// scheduling.x-k8s.io/pod-group label, lists a group's members, keeps each
+// a pod from the labels or annotations that name and size it, or from a
+// scheduler-plugins PodGroup (scheduling.x-k8s.io/v1alpha1) named by the
+// pod's label, lists a group's members, keeps each
 // group's creation time for the queue order, and sends a gang's pending
 // members back to the active queue when the gang becomes complete (its
 // last member or its PodGroup arrives). One Groups serves every profile of
@@ -123,10 +123,11 @@ func (g *Groups) OnPodGroup(f func(key string)) error {
 	return err
 }
 
-// Of returns the group of a pod: from the seed labels (FromPod), else from
-// the PodGroup its scheduling.x-k8s.io/pod-group label names. ok is false
-// for a pod in no group. An error names what is wrong, including a PodGroup
-// that does not exist (yet).
+// Of returns the group of a pod: one the pod names and sizes itself
+// (FromPod), else the scheduler-plugins PodGroup its label (or old label)
+// names. ok is false for a pod in no group. An error names what is wrong,
+// including a PodGroup that does not exist (yet) and a Volcano PodGroup,
+// which aisched does not read.
 func (g *Groups) Of(pod *corev1.Pod) (ref Ref, ok bool, err error) {
 	if Native(pod) {
 		return Ref{}, false, nil
@@ -134,17 +135,21 @@ func (g *Groups) Of(pod *corev1.Pod) (ref Ref, ok bool, err error) {
 	if ref, ok, err := FromPod(pod); ok {
 		return ref, ok, err
 	}
-	name, ok := pod.Labels[schedulingv1alpha1.PodGroupLabel]
+	name, key, ok := objectName(pod)
 	if !ok {
 		return Ref{}, false, nil
 	}
 	ref = Ref{Namespace: pod.Namespace, Name: name}
+	if key == "annotation "+VolcanoGroupAnnotation {
+		return ref, true, fmt.Errorf("%s=%q: not supported: aisched does not read Volcano's PodGroups (scheduling.volcano.sh); create a scheduling.x-k8s.io/v1alpha1 PodGroup %q with the same minMember and label the pods %s=%s",
+			key, name, name, schedulingv1alpha1.PodGroupLabel, name)
+	}
 	if g.lister == nil {
-		return ref, true, fmt.Errorf("label %s=%q: the PodGroup CRD (scheduling.x-k8s.io) is not installed", schedulingv1alpha1.PodGroupLabel, name)
+		return ref, true, fmt.Errorf("%s=%q: the PodGroup CRD (scheduling.x-k8s.io) is not installed", key, name)
 	}
 	pg, err := g.lister.PodGroups(pod.Namespace).Get(name)
 	if err != nil {
-		return ref, true, fmt.Errorf("label %s=%q: waiting for PodGroup %s: %w", schedulingv1alpha1.PodGroupLabel, name, ref.Key(), err)
+		return ref, true, fmt.Errorf("%s=%q: waiting for PodGroup %s: %w", key, name, ref.Key(), err)
 	}
 	if pg.Spec.MinMember < 1 || pg.Spec.MinMember > MaxMinAvailable {
 		return ref, true, fmt.Errorf("PodGroup %s: spec.minMember %d: must be between 1 and %d", ref.Key(), pg.Spec.MinMember, MaxMinAvailable)

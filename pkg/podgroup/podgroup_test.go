@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -88,5 +89,70 @@ func TestNativeWorkloadPodsAreNotOurs(t *testing.T) {
 	}
 	if _, ok, err := (&Groups{}).Of(p); ok || err != nil {
 		t.Errorf("Groups.Of: ok %v, err %v; want not in a group", ok, err)
+	}
+}
+
+// The peers' gang forms, as their documentation writes them: Koordinator
+// ("Gang Scheduling": gang.scheduling.koordinator.sh annotations), Kueue
+// ("Plain Pods", pod groups), scheduler-plugins' label before v0.24 and
+// Volcano's annotation.
+func TestPeerGangForms(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		labels      map[string]string
+		annotations map[string]string
+		want        Ref
+		wantKey     string // KeyOf; "" when the pod is in no group
+		wantErr     string
+	}{
+		{name: "Koordinator", annotations: map[string]string{KoordinatorNameAnnotation: "gang-a", KoordinatorMinAvailableAnnotation: "3", KoordinatorWaitingTimeAnnotation: "7200s"},
+			want: Ref{Namespace: "ns", Name: "gang-a", MinAvailable: 3, Timeout: 2 * time.Hour}, wantKey: "ns/gang-a"},
+		{name: "Koordinator Strict", annotations: map[string]string{KoordinatorNameAnnotation: "gang-a", KoordinatorMinAvailableAnnotation: "2", KoordinatorModeAnnotation: "Strict"},
+			want: Ref{Namespace: "ns", Name: "gang-a", MinAvailable: 2}, wantKey: "ns/gang-a"},
+		{name: "Koordinator NonStrict", annotations: map[string]string{KoordinatorNameAnnotation: "gang-a", KoordinatorModeAnnotation: "NonStrict"},
+			wantKey: "ns/gang-a", wantErr: `annotation gang.scheduling.koordinator.sh/mode="NonStrict": not supported`},
+		{name: "Koordinator gang groups", annotations: map[string]string{KoordinatorNameAnnotation: "gang-a", KoordinatorGroupsAnnotation: `["ns/gang-a","ns/gang-b"]`},
+			wantKey: "ns/gang-a", wantErr: `annotation gang.scheduling.koordinator.sh/groups`},
+		{name: "Koordinator bad waiting time", annotations: map[string]string{KoordinatorNameAnnotation: "gang-a", KoordinatorWaitingTimeAnnotation: "soon"},
+			wantKey: "ns/gang-a", wantErr: `annotation gang.scheduling.koordinator.sh/waiting-time="soon"`},
+		{name: "Koordinator size without name", annotations: map[string]string{KoordinatorMinAvailableAnnotation: "2"},
+			wantErr: `needs annotation gang.scheduling.koordinator.sh/name`},
+		{name: "Kueue pod group", labels: map[string]string{KueueGroupNameLabel: "sample"}, annotations: map[string]string{KueueTotalCountAnnotation: "4"},
+			want: Ref{Namespace: "ns", Name: "sample", MinAvailable: 4}, wantKey: "ns/sample"},
+		{name: "Kueue pod group without its count", labels: map[string]string{KueueGroupNameLabel: "sample"},
+			wantKey: "ns/sample", wantErr: `needs annotation kueue.x-k8s.io/pod-group-total-count`},
+		{name: "two forms", labels: map[string]string{NameLabel: "a"}, annotations: map[string]string{KoordinatorNameAnnotation: "b"},
+			wantKey: "ns/a", wantErr: `label pod-group.scheduling.sigs.k8s.io/name and annotation gang.scheduling.koordinator.sh/name both name a group`},
+		{name: "pod form and a PodGroup", labels: map[string]string{NameLabel: "a", "scheduling.x-k8s.io/pod-group": "a"},
+			wantKey: "ns/a", wantErr: `both name a group`},
+		{name: "old scheduler-plugins label", labels: map[string]string{"pod-group.scheduling.sigs.k8s.io": "pg1"},
+			wantKey: "ns/pg1", wantErr: `label pod-group.scheduling.sigs.k8s.io="pg1": the PodGroup CRD (scheduling.x-k8s.io) is not installed`},
+		{name: "Volcano", annotations: map[string]string{VolcanoGroupAnnotation: "vc-pg"},
+			wantKey: "ns/vc-pg", wantErr: `annotation scheduling.k8s.io/group-name="vc-pg": not supported`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := pod(tc.labels)
+			p.Annotations = tc.annotations
+			key, ok := KeyOf(p)
+			if tc.wantKey != "" && (key != tc.wantKey || !ok) || tc.wantKey == "" && ok {
+				t.Errorf("KeyOf = %q, %v; want %q", key, ok, tc.wantKey)
+			}
+			got, ok, err := (&Groups{}).Of(p)
+			if !ok {
+				t.Fatal("Of: not in a group")
+			}
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error = %v, want it to contain %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("got %+v, want %+v", got, tc.want)
+			}
+		})
 	}
 }

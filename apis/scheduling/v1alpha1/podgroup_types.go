@@ -8,6 +8,10 @@ import (
 // PodGroupLabel names the PodGroup of a pod (scheduler-plugins' label).
 const PodGroupLabel = "scheduling.x-k8s.io/pod-group"
 
+// OldPodGroupLabel is scheduler-plugins' label before v0.24, read like
+// PodGroupLabel.
+const OldPodGroupLabel = "pod-group.scheduling.sigs.k8s.io"
+
 // PodGroupPhase is the phase of a pod group.
 type PodGroupPhase string
 
@@ -59,9 +63,9 @@ type PodGroupSpec struct {
 	MinResources corev1.ResourceList `json:"minResources,omitempty"`
 
 	// scheduleTimeoutSeconds is how long placed members wait in Permit for
-	// the rest; default the plugin's permitWaitingTimeSeconds.
+	// the rest; default the plugin's permitWaitingTimeSeconds. Any
+	// positive int32, as scheduler-plugins' own CRD allows.
 	// +kubebuilder:validation:Minimum=1
-	// +kubebuilder:validation:Maximum=3600
 	// +optional
 	ScheduleTimeoutSeconds *int32 `json:"scheduleTimeoutSeconds,omitempty"`
 }

@@ -2,6 +2,7 @@ package nodesim
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	resourcehelper "k8s.io/component-helpers/resource"
+	v1helper "k8s.io/kubernetes/pkg/apis/core/v1/helper"
 
 	"github.com/aisched/aisched/pkg/gpu"
 )
@@ -176,6 +178,18 @@ func (l *ledger) admit(key string, c claim, force bool) (string, *rejection) {
 		return "", &rejection{Reason: "NodeNotSimulated", Message: fmt.Sprintf("node %s is not simulated here", c.node)}
 	}
 	requests := c.requests
+	// Like the kubelet (lifecycle.removeMissingExtendedResources), admit
+	// extended resources the node does not have: a scheduler that
+	// understands them (HAMi's nvidia.com/gpumem, for one) has placed the
+	// pod. The simulated device plugin's nvidia.com/gpu is always checked.
+	missing := func(name corev1.ResourceName) bool {
+		_, ok := n.allocatable[name]
+		return !ok && name != gpu.ResourceName && v1helper.IsExtendedResourceName(name)
+	}
+	if slices.ContainsFunc(slices.Collect(maps.Keys(requests)), missing) {
+		requests = requests.DeepCopy()
+		maps.DeleteFunc(requests, func(name corev1.ResourceName, _ resource.Quantity) bool { return missing(name) })
+	}
 	if !force {
 		if n.pods+1 > n.maxPods {
 			return "", &rejection{Reason: "OutOfpods", Message: fmt.Sprintf("Node didn't have enough resource: pods, requested: 1, used: %d, capacity: %d", n.pods, n.maxPods)}

@@ -32,9 +32,6 @@ func (s Share) IsZero() bool { return s == Share{} }
 // ShareOf is the share a request holds; zero for whole cards.
 func ShareOf(r gpu.Request) Share { return Share{Milli: r.Milli, MemMiB: r.GPUMemMiB} }
 
-// shareKeys are the annotations that make a pod's request a share.
-var shareKeys = [...]string{gpu.MilliAnnotation, gpu.GPUMemAnnotation, gpu.HAMiGPUCoresAnnotation, gpu.HAMiGPUMemAnnotation}
-
 // ObservePod records the cards of a bound, running pod from its assigned
 // annotation (and, for a pod that shares a card, its share from its
 // request), and forgets the pod once it has ended. It is the pod
@@ -68,17 +65,18 @@ func HoldingOf(pod *corev1.Pod) (cards []int, share Share, ok bool) {
 	if !ok {
 		return nil, Share{}, false
 	}
-	for _, k := range shareKeys {
-		if _, ok := pod.Annotations[k]; !ok {
-			continue
-		}
-		req, err := gpu.ParseRequest(pod)
-		if err != nil || len(cards) != 1 {
-			return nil, Share{}, false
-		}
-		return cards, ShareOf(req), true
+	req, err := gpu.ParseRequest(pod)
+	switch {
+	case err != nil:
+		// A request edited into nonsense after binding: whole cards still
+		// hold what the kubelet gave them; a share cannot be read.
+		return cards, Share{}, gpu.RequestedCards(pod) > 0
+	case req.Shared() && len(cards) != 1:
+		return nil, Share{}, false
+	case !req.Shared():
+		return cards, Share{}, true
 	}
-	return cards, Share{}, true
+	return cards, ShareOf(req), true
 }
 
 // ForgetPod forgets a deleted pod's cards; the pod informer's delete handler.

@@ -87,7 +87,7 @@ func (pl *GPUFit) Filter(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, 
 	if set == nil {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reasonNoGPUs)
 	}
-	if set.Interchangeable(allocatable) && !pl.state.HasShared(nodeInfo.Node().Name) {
+	if set.Interchangeable(allocatable, s.req) && !pl.state.HasShared(nodeInfo.Node().Name) {
 		// All cards alike and none shared: no scan of the node's pods.
 		if !set.First.Satisfies(s.req) {
 			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reasonNoCardFits)

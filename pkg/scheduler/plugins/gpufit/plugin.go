@@ -11,7 +11,6 @@ package gpufit
 
 import (
 	"context"
-	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -118,12 +117,8 @@ func (pl *GPUFit) afterOwnUpdate(_ klog.Logger, pod *corev1.Pod, oldObj, newObj 
 	}
 	oldReq, oldErr := gpu.ParseRequest(oldPod)
 	newReq, newErr := gpu.ParseRequest(newPod)
-	if (oldErr == nil) != (newErr == nil) || !sameRequest(oldReq, newReq) {
+	if (oldErr == nil) != (newErr == nil) || !oldReq.Equal(newReq) {
 		return fwk.Queue, nil
 	}
 	return fwk.QueueSkip, nil
-}
-
-func sameRequest(a, b gpu.Request) bool {
-	return a.Count == b.Count && a.Milli == b.Milli && a.GPUMemMiB == b.GPUMemMiB && a.MemoryMiB == b.MemoryMiB && a.Cores == b.Cores && slices.Equal(a.Models, b.Models)
 }

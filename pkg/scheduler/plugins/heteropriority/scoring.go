@@ -56,7 +56,7 @@ func (pl *HeteroPriority) gpuPodScore(s *preScoreState, pod *corev1.Pod, ni fwk.
 	}
 	var chosen summary
 	var freeCards int64
-	if allocatable := ni.GetAllocatable().GetScalarResources()[gpu.ResourceName]; set.Interchangeable(allocatable) && !pl.state.HasShared(ni.Node().Name) {
+	if allocatable := ni.GetAllocatable().GetScalarResources()[gpu.ResourceName]; set.Interchangeable(allocatable, s.req.GPU) && !pl.state.HasShared(ni.Node().Name) {
 		// Any card stands for the pick; no scan of the node's pods.
 		if !set.First.Satisfies(s.req.GPU) {
 			return 0
