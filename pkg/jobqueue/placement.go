@@ -101,6 +101,9 @@ type Room struct {
 	Free        Resources
 	Allocatable Resources
 	GPUs        gpustate.NodeGPUs
+	// Pods are the pods bound to the node, which a group of higher
+	// priority may preempt.
+	Pods []*corev1.Pod
 }
 
 // fits reports whether d fits the room's free resources and cards.

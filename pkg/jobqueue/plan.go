@@ -70,6 +70,9 @@ const (
 	// ReasonWaitingForCapacity: the group would fit if pods finished; the
 	// first such group holds a reservation.
 	ReasonWaitingForCapacity Reason = "WaitingForCapacity"
+	// ReasonPreempting: the group fits once pods of lower priority leave;
+	// the queue deletes them (whole groups) and holds their room for it.
+	ReasonPreempting Reason = "Preempting"
 	// ReasonBehindReservation: backfill is off and a group ahead waits.
 	ReasonBehindReservation Reason = "BehindReservation"
 	// ReasonAdmitted: the members may be scheduled.
@@ -110,6 +113,19 @@ type Held struct {
 type Plan struct {
 	Decisions   map[string]Decision
 	Reservation *Reservation
+	// Preemptions are the pods to delete so that a group fits.
+	Preemptions []Preemption
+}
+
+// Preemption is a group's victims: whole groups and single pods, all of
+// lower priority.
+type Preemption struct {
+	Group    string
+	Priority int32
+	Victims  []*corev1.Pod
+	// brokenGroup: the victims are the rest of group Group, a member of
+	// which was preempted.
+	brokenGroup bool
 }
 
 // Compute decides which groups are admitted. Groups are taken in queue
@@ -177,6 +193,18 @@ func Compute(in Input) Plan {
 			queue(g, ReasonWaitingForCapacity, fmt.Sprintf("%s; capacity is reserved for %s", msg, plan.Reservation.Holder))
 			continue
 		}
+		if mayPreempt(g) {
+			if victims, _, at, ok := preemption(g, demands, need, rooms); ok {
+				plan.Reservation = reservationAt(g, demands, at, rooms)
+				if len(victims) > 0 {
+					plan.Preemptions = append(plan.Preemptions, Preemption{Group: g.Key, Priority: g.Priority, Victims: victims})
+					queue(g, ReasonPreempting, fmt.Sprintf("%s; preempting pods of lower priority: %s", msg, describeVictims(victims)))
+				} else {
+					queue(g, ReasonPreempting, msg+"; waiting for the pods being deleted to end")
+				}
+				continue
+			}
+		}
 		taken, ok := reserve(demands, need, rooms)
 		if !ok {
 			queue(g, ReasonUnplaceable, msg+"; it does not fit even with every node empty")
@@ -192,6 +220,30 @@ func Compute(in Input) Plan {
 		queue(g, ReasonWaitingForCapacity, fmt.Sprintf("%s; %d nodes are reserved for it until the pods on them finish", msg, len(taken)))
 	}
 	return plan
+}
+
+// reservationAt reserves for g what its demands take where at placed
+// them, and withholds it from the rooms.
+func reservationAt(g Group, demands []Demand, at placement, rooms []Room) *Reservation {
+	res := &Reservation{Holder: g.Key, Priority: g.Priority, Nodes: map[string]Held{}}
+	taken := map[int]Held{}
+	for i, r := range at.at {
+		if r < 0 {
+			continue
+		}
+		held := taken[r]
+		held.Resources = held.Resources.Add(demands[i].Request)
+		if demands[i].GPU.Count > 0 {
+			held.GPUs = append(held.GPUs, demands[i].GPU)
+		}
+		taken[r] = held
+	}
+	for r, held := range taken {
+		res.Nodes[rooms[r].Node.Name] = held
+		rooms[r].Free = rooms[r].Free.Sub(held.Resources).floor()
+		rooms[r].GPUs = withheld(rooms[r].GPUs, held.GPUs)
+	}
+	return res
 }
 
 func demandsOf(pods []*corev1.Pod) []Demand {

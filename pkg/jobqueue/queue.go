@@ -21,8 +21,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -61,6 +63,11 @@ type Queue struct {
 	nodes  corelisters.NodeLister
 	quotas corelisters.ResourceQuotaLister
 	status *statusWriter
+	held   *podWriter
+	evict  *evictor
+	// broken are the last pass's groups that lost a member to preemption
+	// and can no longer run as a group: the rest of each is preempted.
+	broken []Preemption
 
 	kick chan struct{}
 	// refreshing is true while a delayed pass is pending.
@@ -78,8 +85,11 @@ type Queue struct {
 	admitted map[string]bool
 	failures map[string]int
 	backoff  map[string]time.Time
-	// terminal counts the members that succeeded or failed, by group.
-	terminal map[string]*terminalCounts
+	// ended counts the members that succeeded or failed, by group.
+	ended *endedPods
+	// preempted are the groups a member of which a scheduler preempted
+	// since the last pass.
+	preempted map[string]bool
 }
 
 type terminalCounts struct{ succeeded, failed int32 }
@@ -99,18 +109,28 @@ func New(groups *podgroup.Groups, gpus *gpustate.State, opts Options) *Queue {
 		admitted: map[string]bool{},
 		failures: map[string]int{},
 		backoff:  map[string]time.Time{},
-		terminal: map[string]*terminalCounts{},
+
+		preempted: map[string]bool{},
 	}
 }
 
 // Start follows pods, nodes, ResourceQuotas and PodGroups through the
 // scheduler's informers and runs the admission loop until ctx ends.
-// activate moves pods of newly admitted groups to the active queue. It is
-// called once, by the scheduler's services.
-func (q *Queue) Start(ctx context.Context, factory informers.SharedInformerFactory, activate func(map[string]*corev1.Pod)) error {
+// activate moves pods of newly admitted groups to the active queue; client
+// and recorder tell the pods held back why they wait. It is called once,
+// by the scheduler's services.
+func (q *Queue) Start(ctx context.Context, factory informers.SharedInformerFactory, client kubernetes.Interface, recorder events.EventRecorder, activate func(map[string]*corev1.Pod)) error {
 	q.activate = activate
 	podInformer := factory.Core().V1().Pods().Informer()
 	q.pods = podInformer.GetIndexer()
+	q.held = newPodWriter(client, recorder, q.pods, q.opts.Clock)
+	q.evict = newEvictor(client, recorder, q.opts.Clock)
+	go q.held.run(ctx)
+	ended, err := startEndedPods(ctx, client, q.refresh)
+	if err != nil {
+		return err
+	}
+	q.ended = ended
 	q.nodes = factory.Core().V1().Nodes().Lister()
 	quotaInformer := factory.Core().V1().ResourceQuotas().Informer()
 	q.quotas = factory.Core().V1().ResourceQuotas().Lister()
@@ -196,13 +216,15 @@ func (q *Queue) podUpdate(old, obj interface{}) {
 	if n.DeletionTimestamp != nil && n.Spec.NodeName != "" {
 		q.kickIfWaiting()
 	}
+	q.notePreempted(n)
 	if _, inGroup := podgroup.KeyOf(n); inGroup || n.Spec.NodeName != "" {
 		q.refresh()
 	}
 }
 
-// podDeleted counts members that ended (the scheduler's informer drops
-// terminal pods: their last state arrives as a deletion).
+// podDeleted: a bound pod gone frees capacity; a member gone changes its
+// group (members that ended are counted by q.ended: the scheduler's
+// informer sees them leave as they were before they ended).
 func (q *Queue) podDeleted(obj interface{}) {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
@@ -211,25 +233,27 @@ func (q *Queue) podDeleted(obj interface{}) {
 	if !ok {
 		return
 	}
-	if key, ok := podgroup.KeyOf(pod); ok && (pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed) {
-		q.mu.Lock()
-		c := q.terminal[key]
-		if c == nil {
-			c = &terminalCounts{}
-			q.terminal[key] = c
-		}
-		if pod.Status.Phase == corev1.PodSucceeded {
-			c.succeeded++
-		} else {
-			c.failed++
-		}
-		q.mu.Unlock()
-	}
 	if pod.Spec.NodeName != "" {
 		q.kickIfWaiting()
 	}
+	q.notePreempted(pod)
 	if _, inGroup := podgroup.KeyOf(pod); inGroup {
 		q.refresh()
+	}
+}
+
+// notePreempted notes the group of a bound member a scheduler preempts,
+// for the next pass, which preempts the rest of the group if it can no
+// longer run as one.
+func (q *Queue) notePreempted(pod *corev1.Pod) {
+	if pod.Spec.NodeName == "" || !preemptedByScheduler(pod) {
+		return
+	}
+	if key, ok := podgroup.KeyOf(pod); ok {
+		q.mu.Lock()
+		q.preempted[key] = true
+		q.mu.Unlock()
+		q.Kick()
 	}
 }
 
@@ -366,20 +390,17 @@ func (q *Queue) pass(ctx context.Context) {
 			delete(q.backoff, key)
 		}
 	}
-	terminal := make(map[string]terminalCounts, len(q.terminal))
-	for key, c := range q.terminal {
-		terminal[key] = *c
-		if _, ok := members[key]; !ok {
-			delete(q.terminal, key) // published as Finished or Failed below
-		}
-	}
 	q.mu.Unlock()
 	q.waiting.Store(waiting)
 	if len(activate) > 0 {
 		q.activate(activate)
 	}
 	if q.status != nil {
-		q.status.publish(plan, members, terminal)
+		q.status.publish(plan, members, q.ended.counts)
+	}
+	q.held.publish(plan, members)
+	for _, p := range slices.Concat(plan.Preemptions, q.broken) {
+		q.evict.evict(ctx, p)
 	}
 	logger.V(4).Info("Job queue pass", "groups", len(in.Groups), "admitted", len(activate), "reservation", plan.Reservation != nil, "took", q.opts.Clock.Since(start))
 }
@@ -396,6 +417,10 @@ func (q *Queue) input(now time.Time) (Input, map[string]*Group) {
 	used := map[string]Resources{}
 	bound := map[string][]*corev1.Pod{}
 	groups := map[string]*Group{}
+	q.mu.Lock()
+	broken := q.preempted
+	q.preempted = map[string]bool{}
+	q.mu.Unlock()
 	for _, obj := range q.pods.List() {
 		pod, ok := obj.(*corev1.Pod)
 		if !ok {
@@ -438,13 +463,11 @@ func (q *Queue) input(now time.Time) (Input, map[string]*Group) {
 	slices.SortFunc(nodes, func(a, b *corev1.Node) int { return strings.Compare(a.Name, b.Name) })
 	for _, n := range nodes {
 		alloc := allocatable(n)
-		in.Rooms = append(in.Rooms, Room{Node: n, Allocatable: alloc, Free: alloc.Sub(used[n.Name]), GPUs: q.gpus.NodeGPUs(n, bound[n.Name])})
+		in.Rooms = append(in.Rooms, Room{Node: n, Allocatable: alloc, Free: alloc.Sub(used[n.Name]), GPUs: q.gpus.NodeGPUs(n, bound[n.Name]), Pods: bound[n.Name]})
 	}
 	q.mu.Lock()
 	for key, g := range groups {
-		if t := q.terminal[key]; t != nil {
-			g.Succeeded = int(t.succeeded)
-		}
+		g.Succeeded = int(q.ended.counts(key).succeeded)
 		g.Admitted = q.admitted[key]
 		g.BackoffUntil = q.backoff[key]
 		in.Groups = append(in.Groups, *g)
@@ -453,7 +476,27 @@ func (q *Queue) input(now time.Time) (Input, map[string]*Group) {
 		}
 	}
 	q.mu.Unlock()
+	q.broken = q.broken[:0]
+	for key := range broken {
+		// The rest of a group that can no longer run as one goes too: a
+		// gang is preempted whole (upstream's preemption takes pods one
+		// by one).
+		if g := groups[key]; g != nil && len(g.Bound) > 0 && len(g.Bound)+g.Succeeded < g.MinAvailable {
+			q.broken = append(q.broken, Preemption{Group: key, Priority: g.Priority, Victims: g.Bound, brokenGroup: true})
+		}
+	}
 	return in, groups
+}
+
+// preemptedByScheduler reports whether the pod is being deleted by a
+// scheduler's preemption (the DisruptionTarget condition it sets).
+func preemptedByScheduler(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue && c.Reason == corev1.PodReasonPreemptionByScheduler {
+			return true
+		}
+	}
+	return false
 }
 
 func (q *Queue) quotasIn(namespace string) []Quota {

@@ -50,7 +50,9 @@ type desired struct {
 	minMember       int32
 	owners          []metav1.OwnerReference
 	fromLabels      bool
-	status          schedulingv1alpha1.PodGroupStatus
+	// gone: the group has no members left.
+	gone   bool
+	status schedulingv1alpha1.PodGroupStatus
 }
 
 func newStatusWriter(lister listers.PodGroupLister, client versioned.Interface) *statusWriter {
@@ -64,7 +66,7 @@ func newStatusWriter(lister listers.PodGroupLister, client versioned.Interface) 
 
 // publish records the status each group should have and queues the
 // changed ones for writing.
-func (w *statusWriter) publish(plan Plan, groups map[string]*Group, terminal map[string]terminalCounts) {
+func (w *statusWriter) publish(plan Plan, groups map[string]*Group, ended func(key string) terminalCounts) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for key, d := range plan.Decisions {
@@ -72,7 +74,7 @@ func (w *statusWriter) publish(plan Plan, groups map[string]*Group, terminal map
 		if g == nil || len(g.Pending)+len(g.Bound) == 0 {
 			continue
 		}
-		t := terminal[key]
+		t := ended(key)
 		next := desired{namespace: g.Namespace, name: key[len(g.Namespace)+1:], minMember: int32(g.MinAvailable), status: statusOf(d, g, t)}
 		first := g.Pending
 		if len(first) == 0 {
@@ -84,13 +86,16 @@ func (w *statusWriter) publish(plan Plan, groups map[string]*Group, terminal map
 		}
 		w.set(key, next)
 	}
-	// Groups with no members left end Finished or Failed.
+	// Groups with no members left end Finished or Failed, or, when their
+	// members were deleted, Pending with nothing counted; their PodGroup
+	// is written once more if it exists, never created again.
 	for key, prev := range w.want {
 		if _, ok := groups[key]; ok {
 			continue
 		}
-		t := terminal[key]
+		t := ended(key)
 		next := prev
+		next.gone = true
 		next.status.Running, next.status.Scheduled, next.status.QueuePosition = 0, 0, 0
 		next.status.Succeeded, next.status.Failed = t.succeeded, t.failed
 		switch {
@@ -106,7 +111,7 @@ func (w *statusWriter) publish(plan Plan, groups map[string]*Group, terminal map
 }
 
 func (w *statusWriter) set(key string, next desired) {
-	if prev, ok := w.want[key]; ok && equality.Semantic.DeepEqual(prev.status, next.status) {
+	if prev, ok := w.want[key]; ok && prev.gone == next.gone && equality.Semantic.DeepEqual(prev.status, next.status) {
 		return
 	}
 	w.want[key] = next
@@ -190,7 +195,7 @@ func (w *statusWriter) work(ctx context.Context) {
 func (w *statusWriter) write(ctx context.Context, key string) error {
 	w.mu.Lock()
 	want, ok := w.want[key]
-	final := ok && (want.status.Phase == schedulingv1alpha1.PodGroupFinished || want.status.Phase == schedulingv1alpha1.PodGroupFailed) && want.status.Scheduled == 0 && want.status.Running == 0
+	final := ok && want.gone
 	w.mu.Unlock()
 	if !ok {
 		return nil

@@ -104,7 +104,7 @@ func (s *Services) startOnce(ctx context.Context, h fwk.Handle) error {
 	if err := s.Groups.Start(ctx, client, factory, activate); err != nil {
 		return fmt.Errorf("pod groups: %w", err)
 	}
-	if err := s.Queue.Start(ctx, factory, activate); err != nil {
+	if err := s.Queue.Start(ctx, factory, h.ClientSet(), h.EventRecorder(), activate); err != nil {
 		return fmt.Errorf("job queue: %w", err)
 	}
 	if err := s.Workload.Start(factory); err != nil {

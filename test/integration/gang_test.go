@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -137,7 +138,7 @@ func TestSeed003Gang(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, p := range pods.Items {
-			if p.Spec.NodeName != "" || unschedulableCondition(&p) != nil {
+			if p.Spec.NodeName != "" || triedByScheduler(&p) {
 				t.Errorf("pod %s bound to %q or tried; want every member held in the queue", p.Name, p.Spec.NodeName)
 			}
 		}
@@ -425,5 +426,161 @@ func TestNativeWorkload(t *testing.T) {
 	localtest.Eventually(t, time.Minute, "the native group bound once minCount pods exist", func(ctx context.Context) (bool, error) {
 		b, err := bound(ctx)
 		return b["native-0"] && b["native-1"] && b["native-2"], err
+	})
+}
+
+// TestPodGroupLifecycle follows groups of a Job, a Deployment and bare pods
+// to their end: a Job's group reads Finished with its members counted once
+// they complete; a deleted Deployment's group keeps no stale count and is
+// not written back after the garbage collector takes it.
+func TestPodGroupLifecycle(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, `  - {name: n, count: 1, cpu: "16", memory: 64Gi}
+`)
+	ctx := context.Background()
+	ns := createNamespace(t, c.Client)
+	member := func(group string, size int) *utiltesting.PodWrapper {
+		return utiltesting.MakePod("", ns).SchedulerName(scheduler.AischedProfile).Req(corev1.ResourceCPU, "1").
+			Label(podgroup.NameLabel, group).Label(podgroup.MinAvailableLabel, fmt.Sprint(size))
+	}
+	// A Job of 3 pods that run 2 s: Finished, 3 succeeded.
+	job := utiltesting.MakeJob("train", ns, 3, member("train", 3).Annotation(nodesim.RunDurationAnnotation, "2s").RestartPolicy(corev1.RestartPolicyNever).Obj())
+	job.Spec.Template.Labels = map[string]string{podgroup.NameLabel: "train", podgroup.MinAvailableLabel: "3"}
+	if _, err := c.Client.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitPodGroup(t, c, ns, "train", "Finished with 3 succeeded", func(pg *schedulingv1alpha1.PodGroup) bool {
+		return pg.Status.Phase == schedulingv1alpha1.PodGroupFinished && pg.Status.Succeeded == 3 && pg.Status.Running == 0 && pg.Status.Scheduled == 0
+	})
+
+	// A Deployment of 2: Running, then deleted with its pods.
+	deploy := utiltesting.MakeDeployment("web", ns, 2, member("web", 2).Obj())
+	deploy.Spec.Template.Labels[podgroup.NameLabel] = "web"
+	deploy.Spec.Template.Labels[podgroup.MinAvailableLabel] = "2"
+	if _, err := c.Client.AppsV1().Deployments(ns).Create(ctx, deploy, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitPodGroup(t, c, ns, "web", "Running with 2", func(pg *schedulingv1alpha1.PodGroup) bool {
+		return pg.Status.Phase == schedulingv1alpha1.PodGroupRunning && pg.Status.Running == 2
+	})
+	if err := c.Client.AppsV1().Deployments(ns).Delete(ctx, "web", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil {
+		t.Fatal(err)
+	}
+	client, err := versioned.NewForConfig(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := func(ctx context.Context) (bool, error) {
+		pg, err := client.SchedulingV1alpha1().PodGroups(ns).Get(ctx, "web", metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return false, nil
+		case err != nil:
+			return false, err
+		}
+		if pg.Status.Running > 0 || pg.Status.Scheduled > 0 {
+			return true, fmt.Errorf("PodGroup web: %d running, %d scheduled", pg.Status.Running, pg.Status.Scheduled)
+		}
+		return false, nil
+	}
+	localtest.Eventually(t, time.Minute, "the deleted Deployment's group without a stale count", func(ctx context.Context) (bool, error) {
+		s, err := stale(ctx)
+		return !s, err
+	})
+	// And it stays so: the queue does not write it back.
+	time.Sleep(3 * time.Second)
+	if s, err := stale(ctx); s {
+		t.Errorf("after the Deployment was deleted: %v", err)
+	}
+}
+
+// TestGangPreemption is scheduler-plugins' integration case "different
+// priority, sequentially, pg1 meets min and pg2 meets min": a gang of low
+// priority runs on both nodes; a gang of high priority that fits only
+// where it runs preempts it, whole (its members on both nodes), and runs.
+func TestGangPreemption(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, `  - {name: n, count: 2, cpu: "4", memory: 16Gi}
+`)
+	ctx := context.Background()
+	ns := createNamespace(t, c.Client)
+	for name, value := range map[string]int32{ns + "-low": 100, ns + "-high": 1000} {
+		if _, err := c.Client.SchedulingV1().PriorityClasses().Create(ctx, &schedulingv1.PriorityClass{
+			ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value,
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gang := func(name, class string, size int, cpu string) {
+		for i := range size {
+			p := utiltesting.MakePod(fmt.Sprintf("%s-%d", name, i), ns).SchedulerName(scheduler.AischedProfile).Req(corev1.ResourceCPU, cpu).
+				Label(podgroup.NameLabel, name).Label(podgroup.MinAvailableLabel, fmt.Sprint(size)).Obj()
+			p.Spec.PriorityClassName = ns + "-" + class
+			createPods(t, c, p)
+		}
+	}
+	gang("pg1", "low", 4, "2")
+	waitPodsRunning(t, c, ns, 4)
+	gang("pg2", "high", 2, "4")
+	localtest.Eventually(t, time.Minute, "pg2 running, pg1 preempted whole", func(ctx context.Context) (bool, error) {
+		pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		pg1, pg2 := 0, 0
+		for _, p := range pods.Items {
+			switch {
+			case strings.HasPrefix(p.Name, "pg1-"):
+				pg1++
+			case strings.HasPrefix(p.Name, "pg2-") && p.Status.Phase == corev1.PodRunning:
+				pg2++
+			}
+		}
+		return pg1 == 0 && pg2 == 2, fmt.Errorf("%d pg1 pods left, %d of pg2 running", pg1, pg2)
+	})
+	// The victims were told why.
+	evs, err := c.Client.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	preempted := map[string]bool{}
+	for _, e := range evs.Items {
+		if e.Reason == "Preempted" && strings.Contains(e.Note, "pod group "+ns+"/pg2") {
+			preempted[e.Regarding.Name] = true
+		}
+	}
+	if len(preempted) != 4 {
+		t.Errorf("Preempted events for %v, want all 4 members of pg1", preempted)
+	}
+
+	// A pod in no group is preempted for by upstream's DefaultPreemption,
+	// which takes one member of a gang; the queue takes the rest, so that
+	// the gang goes whole.
+	for i := range 2 {
+		if err := c.Client.CoreV1().Pods(ns).Delete(ctx, fmt.Sprintf("pg2-%d", i), metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitPodsRunning(t, c, ns, 0)
+	gang("pg3", "low", 2, "4")
+	waitPodsRunning(t, c, ns, 2)
+	vip := utiltesting.MakePod("vip", ns).SchedulerName(scheduler.AischedProfile).Req(corev1.ResourceCPU, "4").Obj()
+	vip.Spec.PriorityClassName = ns + "-high"
+	createPods(t, c, vip)
+	localtest.Eventually(t, time.Minute, "vip running, pg3 preempted whole", func(ctx context.Context) (bool, error) {
+		pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		pg3, vipRunning := 0, false
+		for _, p := range pods.Items {
+			switch {
+			case strings.HasPrefix(p.Name, "pg3-") && p.DeletionTimestamp == nil:
+				pg3++
+			case p.Name == "vip":
+				vipRunning = p.Status.Phase == corev1.PodRunning
+			}
+		}
+		return pg3 == 0 && vipRunning, fmt.Errorf("%d pg3 pods left, vip running %v", pg3, vipRunning)
 	})
 }

@@ -85,6 +85,13 @@ func settle(t *testing.T, c *local.Cluster, ns string, want int) (running, unsch
 	return running, unschedulable
 }
 
+// triedByScheduler reports whether the scheduler attempted the pod and
+// failed (reason Unschedulable); the job queue's holds have its own reasons.
+func triedByScheduler(p *corev1.Pod) bool {
+	c := unschedulableCondition(p)
+	return c != nil && c.Reason == corev1.PodReasonUnschedulable
+}
+
 func unschedulableCondition(p *corev1.Pod) *corev1.PodCondition {
 	for i, cond := range p.Status.Conditions {
 		if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse {

@@ -83,6 +83,29 @@ func TestJobQueueQuota(t *testing.T) {
 	if held := gpusHeld(pods.Items); held != 0 {
 		t.Fatalf("%d pods hold %d GPUs; want none held while the group waits for the quota", len(pods.Items), held)
 	}
+	// Each held pod says why, on itself: a condition and an event in the
+	// PodGroup's words (kubectl describe pod).
+	heldPod := pods.Items[0].Name
+	localtest.Eventually(t, 30*time.Second, "the held pod says why it waits", func(ctx context.Context) (bool, error) {
+		p, err := c.Client.CoreV1().Pods(ns).Get(ctx, heldPod, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		cond := unschedulableCondition(p)
+		if cond == nil || cond.Reason != string(jobqueue.ReasonQuotaExceeded) || !strings.Contains(cond.Message, "ResourceQuota gpus: the group needs 8") {
+			return false, fmt.Errorf("condition %+v", cond)
+		}
+		evs, err := c.Client.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, e := range evs.Items {
+			if e.Regarding.Name == heldPod && e.Reason == string(jobqueue.ReasonQuotaExceeded) && strings.Contains(e.Note, "ResourceQuota gpus") {
+				return true, nil
+			}
+		}
+		return false, fmt.Errorf("%d events, none QuotaExceeded", len(evs.Items))
+	})
 	// The apiserver's quota admission lets 2 pods through. Once, on a
 	// loaded machine, a third was listed; that is the apiserver's and the
 	// Job controller's doing, not the queue's, so it is logged, not failed.
@@ -213,7 +236,7 @@ func TestJobQueueFragmentation(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p.Spec.NodeName != "" || unschedulableCondition(p) != nil {
+		if p.Spec.NodeName != "" || triedByScheduler(p) {
 			t.Errorf("member %s bound to %q or tried by the scheduler; want it held in the queue", p.Name, p.Spec.NodeName)
 		}
 	}

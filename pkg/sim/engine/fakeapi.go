@@ -101,10 +101,10 @@ func newFakeAPI(clk clock.PassiveClock) *fakeAPI {
 		if err != nil {
 			return true, nil, err
 		}
-		matching := map[string]bool{}
-		for _, p := range listed.(*corev1.PodList).Items {
+		matching := map[string]*corev1.Pod{}
+		for i, p := range listed.(*corev1.PodList).Items {
 			if sel.Matches(podFields(&p)) {
-				matching[p.Namespace+"/"+p.Name] = true
+				matching[p.Namespace+"/"+p.Name] = &listed.(*corev1.PodList).Items[i]
 			}
 		}
 		in, err := tracker.Watch(podsResource, action.GetNamespace(), w.ListOptions)
@@ -258,8 +258,10 @@ func podFields(p *corev1.Pod) fields.Set {
 }
 
 // selectingWatch passes on the events of the pods a field selector
-// selects, as the apiserver's watch does: a pod that stops matching is
-// deleted from the watcher's view, one that starts matching is added.
+// selects, as the apiserver's watch cache does: a pod that starts matching
+// is added; one that stops matching is deleted from the watcher's view,
+// with its content before the change (a pod that ended arrives at a
+// scheduler, whose informer leaves ended pods out, as it was while running).
 type selectingWatch struct {
 	in   watch.Interface
 	out  chan watch.Event
@@ -268,14 +270,14 @@ type selectingWatch struct {
 }
 
 // newSelectingWatch passes on in's events of the pods sel selects;
-// matching are the keys of the pods that match when it starts.
-func newSelectingWatch(in watch.Interface, sel fields.Selector, matching map[string]bool) *selectingWatch {
+// matching are the pods that match when it starts, by namespace/name.
+func newSelectingWatch(in watch.Interface, sel fields.Selector, matching map[string]*corev1.Pod) *selectingWatch {
 	w := &selectingWatch{in: in, out: make(chan watch.Event, watchBuffer), stop: make(chan struct{})}
 	go w.run(sel, matching)
 	return w
 }
 
-func (w *selectingWatch) run(sel fields.Selector, matching map[string]bool) {
+func (w *selectingWatch) run(sel fields.Selector, matching map[string]*corev1.Pod) {
 	defer close(w.out)
 	for ev := range w.in.ResultChan() {
 		pod, ok := ev.Object.(*corev1.Pod)
@@ -284,7 +286,8 @@ func (w *selectingWatch) run(sel fields.Selector, matching map[string]bool) {
 			continue
 		}
 		key := pod.Namespace + "/" + pod.Name
-		was, is := matching[key], sel.Matches(podFields(pod))
+		prev, was := matching[key]
+		is := sel.Matches(podFields(pod))
 		switch {
 		case ev.Type == watch.Deleted:
 			delete(matching, key)
@@ -292,13 +295,16 @@ func (w *selectingWatch) run(sel fields.Selector, matching map[string]bool) {
 				w.send(ev)
 			}
 		case is && was:
+			matching[key] = pod
 			w.send(watch.Event{Type: watch.Modified, Object: pod})
 		case is:
-			matching[key] = true
+			matching[key] = pod
 			w.send(watch.Event{Type: watch.Added, Object: pod})
 		case was:
 			delete(matching, key)
-			w.send(watch.Event{Type: watch.Deleted, Object: pod})
+			prev = prev.DeepCopy()
+			prev.ResourceVersion = pod.ResourceVersion
+			w.send(watch.Event{Type: watch.Deleted, Object: prev})
 		}
 	}
 }

@@ -1,0 +1,95 @@
+package jobqueue
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+)
+
+// evictAgain is how long the queue waits before it deletes a victim again
+// (a deletion that failed, or one the informers have not shown yet).
+const evictAgain = 30 * time.Second
+
+// evictor deletes the pods a plan preempts, as the scheduler's own
+// preemption does: it marks each with the DisruptionTarget condition
+// (reason PreemptionByScheduler), records an event, and deletes it with
+// its own grace period.
+type evictor struct {
+	client   kubernetes.Interface
+	recorder events.EventRecorder
+	clock    clock.PassiveClock
+
+	mu    sync.Mutex
+	asked map[types.UID]time.Time
+}
+
+func newEvictor(client kubernetes.Interface, recorder events.EventRecorder, clk clock.PassiveClock) *evictor {
+	return &evictor{client: client, recorder: recorder, clock: clk, asked: map[types.UID]time.Time{}}
+}
+
+// evict deletes the victims of p not being deleted already.
+func (e *evictor) evict(ctx context.Context, p Preemption) {
+	now := e.clock.Now()
+	for _, v := range p.Victims {
+		if v.DeletionTimestamp != nil {
+			continue
+		}
+		e.mu.Lock()
+		at, asked := e.asked[v.UID]
+		if !asked || now.Sub(at) >= evictAgain {
+			e.asked[v.UID] = now
+		}
+		e.mu.Unlock()
+		if asked && now.Sub(at) < evictAgain {
+			continue
+		}
+		if err := e.evictOne(ctx, v, p); err != nil {
+			klog.FromContext(ctx).Info("Preempting a pod", "pod", klog.KObj(v), "podGroup", p.Group, "err", err)
+		}
+	}
+	e.mu.Lock()
+	for uid, at := range e.asked {
+		if now.Sub(at) >= 10*evictAgain {
+			delete(e.asked, uid)
+		}
+	}
+	e.mu.Unlock()
+}
+
+func (e *evictor) evictOne(ctx context.Context, v *corev1.Pod, p Preemption) error {
+	msg := fmt.Sprintf("preempted by aisched's job queue for pod group %s of priority %d", p.Group, p.Priority)
+	if p.brokenGroup {
+		msg = fmt.Sprintf("preempted by aisched's job queue: a member of its pod group %s was preempted, and a group is preempted whole", p.Group)
+	}
+	cond := corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: corev1.PodReasonPreemptionByScheduler,
+		Message: msg, LastTransitionTime: metav1.NewTime(e.clock.Now())}
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.PodCondition{cond}}})
+	if err != nil {
+		return err
+	}
+	if _, err := e.client.CoreV1().Pods(v.Namespace).Patch(ctx, v.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	}
+	if e.recorder != nil {
+		e.recorder.Eventf(v, nil, corev1.EventTypeNormal, "Preempted", "Preempting", "%s", msg)
+	}
+	err = e.client.CoreV1().Pods(v.Namespace).Delete(ctx, v.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &v.UID}})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	return err
+}
