@@ -89,24 +89,31 @@ func TestParseRequest(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := ParseRequest(gpuPod(tc.count, tc.annotations))
-			if tc.wantKey == "" {
-				if err != nil {
-					t.Fatalf("ParseRequest: %v", err)
-				}
-				if diff := cmp.Diff(tc.want, got); diff != "" {
-					t.Errorf("request (-want,+got):\n%s", diff)
-				}
-				return
-			}
-			var re *RequestError
-			if !errors.As(err, &re) {
-				t.Fatalf("ParseRequest = %+v, %v; want a *RequestError naming %s", got, err, tc.wantKey)
-			}
-			if re.Key != tc.wantKey || !strings.Contains(err.Error(), tc.wantKey) {
-				t.Errorf("error %q names %s, want %s", err, re.Key, tc.wantKey)
-			}
+			checkParse(t, gpuPod(tc.count, tc.annotations), tc.want, tc.wantKey)
 		})
+	}
+}
+
+// checkParse checks that ParseRequest reads pod as want, or, when wantKey
+// is set, fails with a *RequestError naming it.
+func checkParse(t *testing.T, pod *corev1.Pod, want Request, wantKey string) {
+	t.Helper()
+	got, err := ParseRequest(pod)
+	if wantKey == "" {
+		if err != nil {
+			t.Fatalf("ParseRequest: %v", err)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("request (-want,+got):\n%s", diff)
+		}
+		return
+	}
+	var re *RequestError
+	if !errors.As(err, &re) {
+		t.Fatalf("ParseRequest = %+v, %v; want a *RequestError naming %s", got, err, wantKey)
+	}
+	if re.Key != wantKey || !strings.Contains(err.Error(), wantKey) {
+		t.Errorf("error %q names %s, want %s", err, re.Key, wantKey)
 	}
 }
 
@@ -245,23 +252,7 @@ func TestParsePeerForms(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := ParseRequest(limitsPod(tc.annotations, tc.limits...))
-			if tc.wantKey == "" {
-				if err != nil {
-					t.Fatalf("ParseRequest: %v", err)
-				}
-				if diff := cmp.Diff(tc.want, got); diff != "" {
-					t.Errorf("request (-want,+got):\n%s", diff)
-				}
-				return
-			}
-			var re *RequestError
-			if !errors.As(err, &re) {
-				t.Fatalf("ParseRequest = %+v, %v; want a *RequestError naming %s", got, err, tc.wantKey)
-			}
-			if re.Key != tc.wantKey || !strings.Contains(err.Error(), tc.wantKey) {
-				t.Errorf("error %q names %s, want %s", err, re.Key, tc.wantKey)
-			}
+			checkParse(t, limitsPod(tc.annotations, tc.limits...), tc.want, tc.wantKey)
 		})
 	}
 }

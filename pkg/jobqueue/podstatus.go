@@ -11,12 +11,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
-	"k8s.io/klog/v2"
 	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 	"k8s.io/utils/clock"
 )
@@ -121,27 +119,7 @@ func (w *podWriter) publish(plan Plan, groups map[string]*Group) {
 }
 
 func (w *podWriter) run(ctx context.Context) {
-	defer w.queue.ShutDown()
-	for range statusWriters {
-		go wait.UntilWithContext(ctx, w.work, time.Second)
-	}
-	<-ctx.Done()
-}
-
-func (w *podWriter) work(ctx context.Context) {
-	for {
-		key, quit := w.queue.Get()
-		if quit {
-			return
-		}
-		if err := w.write(ctx, key); err != nil {
-			klog.FromContext(ctx).V(2).Info("Telling a held pod why it waits", "pod", key, "err", err)
-			w.queue.AddRateLimited(key)
-		} else {
-			w.queue.Forget(key)
-		}
-		w.queue.Done(key)
-	}
+	runWriters(ctx, w.queue, "Telling a held pod why it waits", w.write)
 }
 
 // write brings one held pod's condition to what was published last and

@@ -168,27 +168,33 @@ func ownersOf(pods []*corev1.Pod) []metav1.OwnerReference {
 }
 
 func (w *statusWriter) run(ctx context.Context) {
-	defer w.queue.ShutDown()
-	for range statusWriters {
-		go wait.UntilWithContext(ctx, w.work, time.Second)
-	}
-	<-ctx.Done()
+	runWriters(ctx, w.queue, "Writing PodGroup status", w.write)
 }
 
-func (w *statusWriter) work(ctx context.Context) {
-	for {
-		key, quit := w.queue.Get()
-		if quit {
-			return
+// runWriters runs statusWriters workers that write the keys of queue,
+// retrying a failed write with backoff, until ctx ends; what names the
+// work in logs.
+func runWriters(ctx context.Context, queue workqueue.TypedRateLimitingInterface[string], what string, write func(context.Context, string) error) {
+	defer queue.ShutDown()
+	work := func(ctx context.Context) {
+		for {
+			key, quit := queue.Get()
+			if quit {
+				return
+			}
+			if err := write(ctx, key); err != nil {
+				klog.FromContext(ctx).V(2).Info(what, "key", key, "err", err)
+				queue.AddRateLimited(key)
+			} else {
+				queue.Forget(key)
+			}
+			queue.Done(key)
 		}
-		if err := w.write(ctx, key); err != nil {
-			klog.FromContext(ctx).V(2).Info("Writing PodGroup status", "podGroup", key, "err", err)
-			w.queue.AddRateLimited(key)
-		} else {
-			w.queue.Forget(key)
-		}
-		w.queue.Done(key)
 	}
+	for range statusWriters {
+		go wait.UntilWithContext(ctx, work, time.Second)
+	}
+	<-ctx.Done()
 }
 
 // write brings one PodGroup's status to what was published last.

@@ -45,18 +45,7 @@ func TestFromPod(t *testing.T) {
 			if ok != tc.wantOK {
 				t.Errorf("ok = %v, want %v", ok, tc.wantOK)
 			}
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("error = %v, want it to contain %q", err, tc.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !reflect.DeepEqual(got, tc.want) {
-				t.Errorf("got %+v, want %+v", got, tc.want)
-			}
+			checkRef(t, got, err, tc.want, tc.wantErr)
 		})
 	}
 }
@@ -141,18 +130,25 @@ func TestPeerGangForms(t *testing.T) {
 			if !ok {
 				t.Fatal("Of: not in a group")
 			}
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("error = %v, want it to contain %q", err, tc.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !reflect.DeepEqual(got, tc.want) {
-				t.Errorf("got %+v, want %+v", got, tc.want)
-			}
+			checkRef(t, got, err, tc.want, tc.wantErr)
 		})
+	}
+}
+
+// checkRef checks a group read as want, or, when wantErr is set, an error
+// that contains it.
+func checkRef(t *testing.T, got Ref, err error, want Ref, wantErr string) {
+	t.Helper()
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("error = %v, want it to contain %q", err, wantErr)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %+v, want %+v", got, want)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -17,7 +16,6 @@ import (
 	"github.com/aisched/aisched/pkg/generated/clientset/versioned"
 	"github.com/aisched/aisched/pkg/gpu"
 	"github.com/aisched/aisched/pkg/jobqueue"
-	"github.com/aisched/aisched/pkg/local/localtest"
 	"github.com/aisched/aisched/pkg/podgroup"
 	"github.com/aisched/aisched/pkg/scheduler"
 	utiltesting "github.com/aisched/aisched/pkg/util/testing"
@@ -146,19 +144,9 @@ func TestPeerForms(t *testing.T) {
 		}
 	}
 	gang("fits", 2, 1)
-	localtest.Eventually(t, time.Minute, "the gang that fits running", func(ctx context.Context) (bool, error) {
-		n := 0
-		for i := range 2 {
-			p, err := c.Client.CoreV1().Pods(ns).Get(ctx, fmt.Sprintf("fits-%d", i), metav1.GetOptions{})
-			if err != nil {
-				return false, err
-			}
-			if p.Status.Phase == corev1.PodRunning {
-				n++
-			}
-		}
-		return n == 2, fmt.Errorf("%d of 2 running", n)
-	})
+	for i := range 2 {
+		waitRunning(t, c, ns, fmt.Sprintf("fits-%d", i))
+	}
 
 	// scheduler-plugins' CRD allows any positive timeout; so does ours.
 	client, err := versioned.NewForConfig(c.Config)

@@ -245,17 +245,7 @@ func TestJobQueueFragmentation(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	localtest.Eventually(t, time.Minute, "the pair running", func(ctx context.Context) (bool, error) {
-		running := 0
-		for i := range 2 {
-			p, err := c.Client.CoreV1().Pods(ns).Get(ctx, fmt.Sprintf("w-%d", i), metav1.GetOptions{})
-			if err != nil {
-				return false, err
-			}
-			if p.Status.Phase == corev1.PodRunning {
-				running++
-			}
-		}
-		return running == 2, nil
-	})
+	for i := range 2 {
+		waitRunning(t, c, ns, fmt.Sprintf("w-%d", i))
+	}
 }
