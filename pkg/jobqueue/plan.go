@@ -232,7 +232,7 @@ func reservationAt(g Group, demands []Demand, at placement, rooms []Room) *Reser
 			continue
 		}
 		held := taken[r]
-		held.Resources = held.Resources.Add(demands[i].Request)
+		held.Resources = held.Add(demands[i].Request)
 		if demands[i].GPU.Count > 0 {
 			held.GPUs = append(held.GPUs, demands[i].GPU)
 		}
@@ -332,7 +332,7 @@ func reserve(demands []Demand, need int, rooms []Room) (map[int]Held, bool) {
 		}
 		emptyOf(best).Take(d.GPU)
 		t := taken[best]
-		t.Resources = t.Resources.Add(d.Request)
+		t.Resources = t.Add(d.Request)
 		if d.GPU.Count > 0 {
 			t.GPUs = append(t.GPUs, d.GPU)
 		}

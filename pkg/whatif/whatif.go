@@ -11,6 +11,7 @@ package whatif
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -98,7 +99,7 @@ type Placement struct {
 }
 
 // Run places the job on a simulation of the snapshot.
-func Run(ctx context.Context, snap *Snapshot, job *Job, opts Options) (*Answer, error) {
+func Run(ctx context.Context, snap *Snapshot, job *Job, opts Options) (_ *Answer, err error) {
 	if opts.Horizon <= 0 {
 		opts.Horizon = DefaultHorizon
 	}
@@ -106,7 +107,7 @@ func Run(ctx context.Context, snap *Snapshot, job *Job, opts Options) (*Answer, 
 	if err != nil {
 		return nil, err
 	}
-	defer c.Stop()
+	defer func() { err = errors.Join(err, c.Stop()) }()
 	// The cluster's own pending pods come first, as they would.
 	if err := c.RunUntil(ctx, c.Now().Add(settleStep)); err != nil {
 		return nil, err
@@ -210,7 +211,7 @@ func lookAhead(ctx context.Context, c engine.SnapshotCluster, snap *Snapshot, jo
 
 // tryEmpty places the job on the snapshot's nodes with no pod running and
 // returns why it does not fit there, nil when it does.
-func tryEmpty(ctx context.Context, snap *Snapshot, job *Job, opts Options) ([]string, error) {
+func tryEmpty(ctx context.Context, snap *Snapshot, job *Job, opts Options) (_ []string, err error) {
 	var core []runtime.Object
 	for _, o := range snap.Core {
 		if _, isPod := o.(*corev1.Pod); !isPod {
@@ -221,7 +222,7 @@ func tryEmpty(ctx context.Context, snap *Snapshot, job *Job, opts Options) ([]st
 	if err != nil {
 		return nil, err
 	}
-	defer c.Stop()
+	defer func() { err = errors.Join(err, c.Stop()) }()
 	if err := submit(ctx, c, job); err != nil {
 		return nil, err
 	}

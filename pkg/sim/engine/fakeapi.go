@@ -65,8 +65,9 @@ var setWatchBuffer sync.Once
 func newFakeAPI(clk clock.PassiveClock) *fakeAPI {
 	setWatchBuffer.Do(func() { watch.DefaultChanSize = watchBuffer })
 	// The plain object tracker: NewClientset's field-managed one builds a
-	// REST mapper on every write, a third of a trace replay's CPU.
-	core := fake.NewSimpleClientset() //nolint:staticcheck // SA1019: see above; nothing here applies or reads managed fields.
+	// REST mapper on every write, a third of a trace replay's CPU; nothing
+	// here applies or reads managed fields.
+	core := fake.NewSimpleClientset()
 	a := &fakeAPI{core: core, aisched: aischedfake.NewSimpleClientset(), clock: clk}
 	tracker := a.core.Tracker()
 	a.core.PrependReactor("create", "pods", a.createPod)
