@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -37,6 +38,8 @@ type Groups struct {
 	podGroups cache.SharedIndexInformer
 	lister    listers.PodGroupLister
 	client    versioned.Interface
+	// volcano lists Volcano's PodGroups; nil when they are not served.
+	volcano cache.GenericLister
 	// pods is the scheduler's pod informer store, indexed by group.
 	pods     cache.Indexer
 	activate func(map[string]*corev1.Pod)
@@ -53,10 +56,11 @@ func New() *Groups {
 	return &Groups{times: map[string]time.Time{}}
 }
 
-// Start follows PodGroups when the CRD is served (through client), indexes
-// the scheduler's pods by group, and activates pending gang members
-// through activate when their gang becomes complete.
-func (g *Groups) Start(ctx context.Context, client versioned.Interface, factory informers.SharedInformerFactory, activate func(map[string]*corev1.Pod)) error {
+// Start follows PodGroups when the CRD is served (through client), and
+// Volcano's when they are (through dyn, which may be nil), indexes the
+// scheduler's pods by group, and activates pending gang members through
+// activate when their gang becomes complete.
+func (g *Groups) Start(ctx context.Context, client versioned.Interface, dyn dynamic.Interface, factory informers.SharedInformerFactory, activate func(map[string]*corev1.Pod)) error {
 	informer := factory.Core().V1().Pods().Informer()
 	if err := informer.AddIndexers(cache.Indexers{groupIndex: indexByGroup}); err != nil {
 		return fmt.Errorf("indexing pods by group: %w", err)
@@ -64,6 +68,9 @@ func (g *Groups) Start(ctx context.Context, client versioned.Interface, factory 
 	g.pods, g.activate = informer.GetIndexer(), activate
 	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: g.podAdded, DeleteFunc: g.podDeleted}); err != nil {
 		return fmt.Errorf("watching pods: %w", err)
+	}
+	if err := g.startVolcano(ctx, client.Discovery(), dyn); err != nil {
+		return err
 	}
 	pgInformer, err := crdwatch.Start(ctx, client, schedulingv1alpha1.SchemeGroupVersion, syncTimeout,
 		func(f externalversions.SharedInformerFactory) cache.SharedIndexInformer {
@@ -125,9 +132,9 @@ func (g *Groups) OnPodGroup(f func(key string)) error {
 
 // Of returns the group of a pod: one the pod names and sizes itself
 // (FromPod), else the scheduler-plugins PodGroup its label (or old label)
-// names. ok is false for a pod in no group. An error names what is wrong,
-// including a PodGroup that does not exist (yet) and a Volcano PodGroup,
-// which aisched does not read.
+// names, or the Volcano PodGroup its annotation names. ok is false for a
+// pod in no group. An error names what is wrong, including a PodGroup that
+// does not exist (yet).
 func (g *Groups) Of(pod *corev1.Pod) (ref Ref, ok bool, err error) {
 	if Native(pod) {
 		return Ref{}, false, nil
@@ -141,8 +148,8 @@ func (g *Groups) Of(pod *corev1.Pod) (ref Ref, ok bool, err error) {
 	}
 	ref = Ref{Namespace: pod.Namespace, Name: name}
 	if key == "annotation "+VolcanoGroupAnnotation {
-		return ref, true, fmt.Errorf("%s=%q: not supported: aisched does not read Volcano's PodGroups (scheduling.volcano.sh); create a scheduling.x-k8s.io/v1alpha1 PodGroup %q with the same minMember and label the pods %s=%s",
-			key, name, name, schedulingv1alpha1.PodGroupLabel, name)
+		ref, err := g.volcanoRef(ref, key)
+		return ref, true, err
 	}
 	if g.lister == nil {
 		return ref, true, fmt.Errorf("%s=%q: the PodGroup CRD (scheduling.x-k8s.io) is not installed", key, name)

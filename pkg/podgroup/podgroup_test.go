@@ -8,6 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/cache"
 )
 
 func pod(labels map[string]string) *corev1.Pod {
@@ -117,7 +119,7 @@ func TestPeerGangForms(t *testing.T) {
 		{name: "old scheduler-plugins label", labels: map[string]string{"pod-group.scheduling.sigs.k8s.io": "pg1"},
 			wantKey: "ns/pg1", wantErr: `label pod-group.scheduling.sigs.k8s.io="pg1": the PodGroup CRD (scheduling.x-k8s.io) is not installed`},
 		{name: "Volcano", annotations: map[string]string{VolcanoGroupAnnotation: "vc-pg"},
-			wantKey: "ns/vc-pg", wantErr: `annotation scheduling.k8s.io/group-name="vc-pg": not supported`},
+			wantKey: "ns/vc-pg", wantErr: `annotation scheduling.k8s.io/group-name="vc-pg": Volcano's PodGroup CRD (scheduling.volcano.sh/v1beta1) is not installed`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := pod(tc.labels)
@@ -150,5 +152,40 @@ func checkRef(t *testing.T, got Ref, err error, want Ref, wantErr string) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v, want %+v", got, want)
+	}
+}
+
+// Volcano's PodGroups are read like scheduler-plugins' ones.
+func TestVolcanoPodGroup(t *testing.T) {
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	created := metav1.NewTime(time.Date(2026, 11, 25, 0, 0, 0, 0, time.UTC))
+	for name, minMember := range map[string]int64{"vc-pg": 3, "zero": 0} {
+		u := &unstructured.Unstructured{Object: map[string]interface{}{
+			"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+			"metadata": map[string]interface{}{"name": name, "namespace": "ns"},
+			"spec":     map[string]interface{}{"minMember": minMember},
+		}}
+		u.SetCreationTimestamp(created)
+		if err := indexer.Add(u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g := &Groups{volcano: cache.NewGenericLister(indexer, VolcanoPodGroups.GroupResource())}
+	for _, tc := range []struct {
+		group   string
+		want    Ref
+		wantErr string
+	}{
+		{group: "vc-pg", want: Ref{Namespace: "ns", Name: "vc-pg", MinAvailable: 3, Created: created.Time}},
+		{group: "zero", wantErr: "Volcano PodGroup ns/zero: spec.minMember 0: must be between 1 and 10000"},
+		{group: "missing", wantErr: `annotation scheduling.k8s.io/group-name="missing": waiting for Volcano PodGroup ns/missing`},
+	} {
+		p := pod(nil)
+		p.Annotations = map[string]string{VolcanoGroupAnnotation: tc.group}
+		got, ok, err := g.Of(p)
+		if !ok {
+			t.Fatalf("%s: not in a group", tc.group)
+		}
+		checkRef(t, got, err, tc.want, tc.wantErr)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -101,7 +102,16 @@ func (s *Services) startOnce(ctx context.Context, h fwk.Handle) error {
 	if err := s.GPUs.Start(ctx, client, factory); err != nil {
 		return fmt.Errorf("GPU ledger: %w", err)
 	}
-	if err := s.Groups.Start(ctx, client, factory, activate); err != nil {
+	// Volcano's PodGroups are read through the dynamic client; the
+	// simulator, which brings its own client, has none.
+	var dyn dynamic.Interface
+	if s.client == nil && h.KubeConfig() != nil {
+		var err error
+		if dyn, err = dynamic.NewForConfig(h.KubeConfig()); err != nil {
+			return err
+		}
+	}
+	if err := s.Groups.Start(ctx, client, dyn, factory, activate); err != nil {
 		return fmt.Errorf("pod groups: %w", err)
 	}
 	if err := s.Queue.Start(ctx, factory, h.ClientSet(), h.EventRecorder(), activate); err != nil {

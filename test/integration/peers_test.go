@@ -5,17 +5,25 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
 
 	schedulingv1alpha1 "github.com/aisched/aisched/apis/scheduling/v1alpha1"
+	"github.com/aisched/aisched/pkg/clusterfile"
 	"github.com/aisched/aisched/pkg/generated/clientset/versioned"
 	"github.com/aisched/aisched/pkg/gpu"
 	"github.com/aisched/aisched/pkg/jobqueue"
+	"github.com/aisched/aisched/pkg/local"
+	"github.com/aisched/aisched/pkg/local/localtest"
 	"github.com/aisched/aisched/pkg/podgroup"
 	"github.com/aisched/aisched/pkg/scheduler"
 	utiltesting "github.com/aisched/aisched/pkg/util/testing"
@@ -159,4 +167,80 @@ func TestPeerForms(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Errorf("PodGroup with scheduleTimeoutSeconds 7200: %v", err)
 	}
+}
+
+// TestVolcanoPodGroup: with Volcano's PodGroup CRD served, pods that name
+// a Volcano PodGroup by its annotation gang as its minMember says: a
+// group with all its members runs, one short of members is held and says
+// so on its pods.
+func TestVolcanoPodGroup(t *testing.T) {
+	t.Parallel()
+	cluster, err := clusterfile.Parse(t.Name(), []byte(`apiVersion: aisched.io/v1alpha1
+kind: Cluster
+nodePools:
+  - {name: n, count: 2, cpu: "8", memory: 32Gi}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := localtest.Start(t, local.Options{Cluster: cluster, DeferScheduler: true})
+	ctx := context.Background()
+	// Volcano's CRD, as its chart installs it (the schema cut to what aisched reads).
+	ext, err := apiextensionsclient.NewForConfig(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "podgroups.scheduling.volcano.sh"},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: "scheduling.volcano.sh", Scope: apiextensionsv1.NamespaceScoped,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "podgroups", Singular: "podgroup", Kind: "PodGroup", ListKind: "PodGroupList"},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1beta1", Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+					Type: "object", XPreserveUnknownFields: ptr.To(true),
+				}}}},
+		},
+	}
+	if _, err := ext.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := createNamespace(t, c.Client)
+	localtest.Eventually(t, 30*time.Second, "Volcano's PodGroups served", func(ctx context.Context) (bool, error) {
+		_, err := dyn.Resource(podgroup.VolcanoPodGroups).Namespace(ns).List(ctx, metav1.ListOptions{})
+		return err == nil, err
+	})
+	if err := c.StartScheduler(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for name, size := range map[string]int{"whole": 3, "short": 3} {
+		if _, err := dyn.Resource(podgroup.VolcanoPodGroups).Namespace(ns).Create(ctx, &unstructured.Unstructured{Object: map[string]interface{}{
+			"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+			"metadata": map[string]interface{}{"name": name},
+			"spec":     map[string]interface{}{"minMember": int64(size)},
+		}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	member := func(name, group string) *corev1.Pod {
+		return utiltesting.MakePod(name, ns).SchedulerName(scheduler.AischedProfile).Req(corev1.ResourceCPU, "1").
+			Annotation(podgroup.VolcanoGroupAnnotation, group).Obj()
+	}
+	createPods(t, c, member("whole-0", "whole"), member("whole-1", "whole"), member("whole-2", "whole"),
+		member("short-0", "short"), member("short-1", "short"))
+	for i := range 3 {
+		waitRunning(t, c, ns, fmt.Sprintf("whole-%d", i))
+	}
+	localtest.Eventually(t, 30*time.Second, "the short group's pods say they wait for members", func(ctx context.Context) (bool, error) {
+		p, err := c.Client.CoreV1().Pods(ns).Get(ctx, "short-0", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		cond := unschedulableCondition(p)
+		return p.Spec.NodeName == "" && cond != nil && cond.Reason == string(jobqueue.ReasonWaitingForMembers) &&
+			strings.Contains(cond.Message, "2 of its 3 members"), fmt.Errorf("node %q, condition %+v", p.Spec.NodeName, cond)
+	})
 }

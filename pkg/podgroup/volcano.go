@@ -1,0 +1,88 @@
+package podgroup
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+)
+
+// VolcanoPodGroups are Volcano's PodGroups, which pods name with the
+// annotation VolcanoGroupAnnotation; aisched reads their spec.minMember
+// like a scheduler-plugins PodGroup's, through the dynamic client (the
+// rest of Volcano's API is not needed). Their status is Volcano's: the job
+// queue does not write it.
+var VolcanoPodGroups = schema.GroupVersionResource{Group: "scheduling.volcano.sh", Version: "v1beta1", Resource: "podgroups"}
+
+// startVolcano follows Volcano's PodGroups when the apiserver serves them;
+// dyn nil (the simulator) reads none.
+func (g *Groups) startVolcano(ctx context.Context, disc discovery.DiscoveryInterface, dyn dynamic.Interface) error {
+	if dyn == nil {
+		return nil
+	}
+	gv := VolcanoPodGroups.GroupVersion().String()
+	if _, err := disc.ServerResourcesForGroupVersion(gv); apierrors.IsNotFound(err) {
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("discover %s: %w", gv, err)
+	}
+	factory := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
+	informer := factory.ForResource(VolcanoPodGroups).Informer()
+	changed := func(obj interface{}) {
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			g.podGroupChanged(u.GetNamespace() + "/" + u.GetName())
+		}
+	}
+	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: changed,
+		UpdateFunc: func(old, obj interface{}) {
+			if o, ok := old.(*unstructured.Unstructured); ok && o.GetGeneration() != obj.(*unstructured.Unstructured).GetGeneration() {
+				changed(obj)
+			}
+		},
+	}); err != nil {
+		return err
+	}
+	factory.Start(ctx.Done())
+	syncCtx, cancel := context.WithTimeout(ctx, syncTimeout)
+	defer cancel()
+	if !cache.WaitForCacheSync(syncCtx.Done(), informer.HasSynced) {
+		return fmt.Errorf("%s cache not synced after %s", gv, syncTimeout)
+	}
+	g.volcano = cache.NewGenericLister(informer.GetIndexer(), VolcanoPodGroups.GroupResource())
+	klog.FromContext(ctx).Info("Reading Volcano's PodGroups", "groupVersion", gv)
+	return nil
+}
+
+// volcanoRef completes ref, named by key, from its Volcano PodGroup.
+func (g *Groups) volcanoRef(ref Ref, key string) (Ref, error) {
+	if g.volcano == nil {
+		return ref, fmt.Errorf("%s=%q: Volcano's PodGroup CRD (%s) is not installed; create a scheduling.x-k8s.io/v1alpha1 PodGroup %q with the same minMember and label the pods %s=%s instead",
+			key, ref.Name, VolcanoPodGroups.GroupVersion(), ref.Name, "scheduling.x-k8s.io/pod-group", ref.Name)
+	}
+	obj, err := g.volcano.ByNamespace(ref.Namespace).Get(ref.Name)
+	if err != nil {
+		return ref, fmt.Errorf("%s=%q: waiting for Volcano PodGroup %s: %w", key, ref.Name, ref.Key(), err)
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return ref, fmt.Errorf("Volcano PodGroup %s: unexpected %T", ref.Key(), obj)
+	}
+	minMember, found, err := unstructured.NestedInt64(u.Object, "spec", "minMember")
+	switch {
+	case err != nil:
+		return ref, fmt.Errorf("Volcano PodGroup %s: spec.minMember: %w", ref.Key(), err)
+	case !found || minMember < 1 || minMember > MaxMinAvailable:
+		return ref, fmt.Errorf("Volcano PodGroup %s: spec.minMember %d: must be between 1 and %d", ref.Key(), minMember, MaxMinAvailable)
+	}
+	ref.MinAvailable = int(minMember)
+	ref.Created = u.GetCreationTimestamp().UTC()
+	return ref, nil
+}
