@@ -170,6 +170,9 @@ func Throughput(ctx context.Context, opts ThroughputOptions) (*ThroughputResult,
 			return nil, err
 		}
 	}
+	if err := checkFill(opts); err != nil {
+		return nil, err
+	}
 	if opts.Timeout == 0 {
 		opts.Timeout = 30 * time.Minute
 	}
@@ -353,7 +356,7 @@ func Measure(ctx context.Context, opts ThroughputOptions, name string) (_ Profil
 	seen := map[string]bool{}
 	record := func(obj interface{}) {
 		pod, ok := obj.(*corev1.Pod)
-		if !ok || pod.Spec.NodeName == "" {
+		if !ok || pod.Spec.NodeName == "" || pod.Labels[fillLabel] != "" {
 			return
 		}
 		now := time.Now()
@@ -427,6 +430,30 @@ func createGroups(ctx context.Context, c *local.Cluster, ns string, bc benchCase
 // fillCards is how many of a node's 8 cards fill holds.
 func fillCards(fill float64) int { return int(math.Round(fill * 8)) }
 
+// fillLabel marks the pods that fill holds cards with, which the
+// measurement does not count.
+const fillLabel = "bench.aisched.io/fill"
+
+// checkFill bounds --fill and checks that the pods fit the cards it
+// leaves: a bench whose pods cannot all be placed would only time out.
+func checkFill(opts ThroughputOptions) error {
+	switch {
+	case math.IsNaN(opts.Fill) || opts.Fill < 0 || opts.Fill > 0.9:
+		return fmt.Errorf("--fill %g: want a share of every node's cards from 0 to 0.9", opts.Fill)
+	case opts.Fill > 0 && !opts.GPU && !opts.Shared:
+		return fmt.Errorf("--fill %g holds cards: give --gpu or --shared", opts.Fill)
+	}
+	free := int64(opts.Nodes) * int64(8-fillCards(opts.Fill))
+	need := int64(opts.Pods) // one card each
+	if opts.Shared {
+		need = (int64(opts.Pods) + 3) / 4 // a quarter of a card each
+	}
+	if (opts.GPU || opts.Shared) && need > free {
+		return fmt.Errorf("--pods %d need %d cards, and --nodes %d with --fill %g leave %d free: lower --pods or --fill", opts.Pods, need, opts.Nodes, opts.Fill, free)
+	}
+	return nil
+}
+
 // fill binds, past the scheduler, a pod to every node that holds the
 // first cards of it (their assignment in gpu.aisched.io/assigned, as
 // GPUFit would write it), so that opts.Fill of every node's cards is held
@@ -445,7 +472,8 @@ func fill(ctx context.Context, c *local.Cluster, ns string, opts ThroughputOptio
 		for i := range pool.Count {
 			node := pool.NodeName(i)
 			pod := &corev1.Pod{
-				ObjectMeta: metav1.ObjectMeta{Name: "fill-" + node, Namespace: ns, Annotations: map[string]string{gpu.AssignedAnnotation: gpu.FormatIndices(cards)}},
+				ObjectMeta: metav1.ObjectMeta{Name: "fill-" + node, Namespace: ns, Labels: map[string]string{fillLabel: "true"},
+					Annotations: map[string]string{gpu.AssignedAnnotation: gpu.FormatIndices(cards)}},
 				Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "bench",
 					Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{gpu.ResourceName: q}, Limits: corev1.ResourceList{gpu.ResourceName: q}}}}},
 			}
