@@ -452,6 +452,16 @@ func TestPodGroupLifecycle(t *testing.T) {
 	waitPodGroup(t, c, ns, "train", "Finished with 3 succeeded", func(pg *schedulingv1alpha1.PodGroup) bool {
 		return pg.Status.Phase == schedulingv1alpha1.PodGroupFinished && pg.Status.Succeeded == 3 && pg.Status.Running == 0 && pg.Status.Scheduled == 0
 	})
+	// Bare pods of a group, one of which fails: Failed, with both counts.
+	for i, exit := range []string{"0", "1"} {
+		p := member("bare", 2).Annotation(nodesim.RunDurationAnnotation, "2s").Annotation(nodesim.ExitCodeAnnotation, exit).
+			RestartPolicy(corev1.RestartPolicyNever).Obj()
+		p.Name = fmt.Sprintf("bare-%d", i)
+		createPods(t, c, p)
+	}
+	waitPodGroup(t, c, ns, "bare", "Failed with 1 succeeded and 1 failed", func(pg *schedulingv1alpha1.PodGroup) bool {
+		return pg.Status.Phase == schedulingv1alpha1.PodGroupFailed && pg.Status.Succeeded == 1 && pg.Status.Failed == 1 && pg.Status.Running == 0
+	})
 
 	// A Deployment of 2: Running, then deleted with its pods.
 	deploy := utiltesting.MakeDeployment("web", ns, 2, member("web", 2).Obj())
