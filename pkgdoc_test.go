@@ -11,7 +11,7 @@ import (
 )
 
 // TestPackageDocs checks that every package has a doc comment, so that
-// `go doc` and the tree explain the architecture (STYLE.md, after
+// `go doc` and the tree explain the architecture (after
 // tailscale's pkgdoc_test.go). Generated clients under pkg/generated are exempt.
 func TestPackageDocs(t *testing.T) {
 	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {

@@ -11,6 +11,11 @@ import (
 // equal to go.mod.
 const Kubernetes = "v1.37.0"
 
+// Release is the aisched release the manifests in deploy/ install: they
+// run the image ghcr.io/aisched/aisched:<Release>, never a moving tag such
+// as latest (a test checks). A release changes it and the manifests together.
+const Release = "v0.1.0"
+
 // gitVersion is set at link time: -ldflags "-X github.com/aisched/aisched/pkg/version.gitVersion=v0.1.0".
 var gitVersion = "v0.0.0-dev"
 

@@ -1,8 +1,10 @@
 package version
 
 import (
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"golang.org/x/mod/modfile"
@@ -27,4 +29,36 @@ func TestKubernetesMatchesGoMod(t *testing.T) {
 		}
 	}
 	t.Error("go.mod does not require k8s.io/kubernetes")
+}
+
+// Every manifest in deploy/ runs the image of Release, by its tag.
+func TestManifestsPinRelease(t *testing.T) {
+	const image = "ghcr.io/aisched/aisched"
+	var found int
+	err := filepath.WalkDir(filepath.Join("..", "..", "deploy"), func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || filepath.Ext(path) != ".yaml" {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for i, line := range strings.Split(string(data), "\n") {
+			_, ref, ok := strings.Cut(line, "image: ")
+			if !ok || !strings.HasPrefix(strings.TrimSpace(ref), image) {
+				continue
+			}
+			found++
+			if got := strings.TrimSpace(ref); got != image+":"+Release {
+				t.Errorf("%s:%d: image %s, want %s:%s", path, i+1, got, image, Release)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if found < 4 {
+		t.Errorf("%d aisched images in deploy/, want one per component (scheduler, agent, controller, gateway)", found)
+	}
 }

@@ -1,8 +1,8 @@
 // Package metrics computes the placement-quality metrics that
 // `aisched sim run` reports for each policy: pending pods, the mean node
-// variance of seed 000 (SEEDS.md §1.4), the balance efficiency H of seed 004
-// (SEEDS.md §4), GPU allocation and the unallocated GPU percentage of the
-// FGD evaluation protocol (traces/alibaba-gpu-v2023/README.md), gangs that
+// variance of seed 000, the balance efficiency H of seed 004, GPU
+// allocation and the unallocated GPU percentage of the FGD evaluation
+// protocol (docs/scenarios.md, "Trace replay"), gangs that
 // were partially bound and how long gangs waited, GPU pods bound to cards
 // that are too small, and throughput.
 //
