@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -82,34 +83,33 @@ func Take(ctx context.Context, client kubernetes.Interface, aisched versioned.In
 
 // takeAisched reads aisched's objects; a CRD that is not served has none.
 func (s *Snapshot) takeAisched(ctx context.Context, aisched versioned.Interface) error {
-	inventories, err := aisched.AischedV1alpha1().GPUInventories().List(ctx, metav1.ListOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-	case err != nil:
-		return fmt.Errorf("list gpuinventories: %w", err)
-	default:
-		for i := range inventories.Items {
-			s.Aisched = append(s.Aisched, clean(&inventories.Items[i]))
+	all := metav1.ListOptions{}
+	for _, l := range []struct {
+		what string
+		list func() (runtime.Object, error)
+	}{
+		{"gpuinventories", func() (runtime.Object, error) { return aisched.AischedV1alpha1().GPUInventories().List(ctx, all) }},
+		{"nodemetrics", func() (runtime.Object, error) { return aisched.AischedV1alpha1().NodeMetrics().List(ctx, all) }},
+		{"podgroups", func() (runtime.Object, error) {
+			return aisched.SchedulingV1alpha1().PodGroups(metav1.NamespaceAll).List(ctx, all)
+		}},
+	} {
+		list, err := l.list()
+		switch {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			return fmt.Errorf("list %s: %w", l.what, err)
 		}
-	}
-	samples, err := aisched.AischedV1alpha1().NodeMetrics().List(ctx, metav1.ListOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-	case err != nil:
-		return fmt.Errorf("list nodemetrics: %w", err)
-	default:
-		for i := range samples.Items {
-			s.Aisched = append(s.Aisched, clean(&samples.Items[i]))
+		items, err := meta.ExtractList(list)
+		if err != nil {
+			return fmt.Errorf("list %s: %w", l.what, err)
 		}
-	}
-	groups, err := aisched.SchedulingV1alpha1().PodGroups(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-	case err != nil:
-		return fmt.Errorf("list podgroups: %w", err)
-	default:
-		for i := range groups.Items {
-			s.Aisched = append(s.Aisched, clean(&groups.Items[i]))
+		for _, obj := range items {
+			if m, ok := obj.(metav1.Object); ok {
+				m.SetManagedFields(nil)
+			}
+			s.Aisched = append(s.Aisched, obj)
 		}
 	}
 	return nil
