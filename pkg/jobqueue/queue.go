@@ -65,9 +65,6 @@ type Queue struct {
 	status *statusWriter
 	held   *podWriter
 	evict  *evictor
-	// broken are the last pass's groups that lost a member to preemption
-	// and can no longer run as a group: the rest of each is preempted.
-	broken []Preemption
 
 	kick chan struct{}
 	// refreshing is true while a delayed pass is pending.
@@ -360,7 +357,7 @@ func (q *Queue) Idle() bool {
 func (q *Queue) pass(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	start := q.opts.Clock.Now()
-	in, members := q.input(start)
+	in, members, broken := q.input(start)
 	plan := Compute(in)
 	q.plan.Store(&plan)
 
@@ -399,14 +396,16 @@ func (q *Queue) pass(ctx context.Context) {
 		q.status.publish(plan, members, q.ended.counts)
 	}
 	q.held.publish(plan, members)
-	for _, p := range slices.Concat(plan.Preemptions, q.broken) {
+	for _, p := range slices.Concat(plan.Preemptions, broken) {
 		q.evict.evict(ctx, p)
 	}
 	logger.V(4).Info("Job queue pass", "groups", len(in.Groups), "admitted", len(activate), "reservation", plan.Reservation != nil, "took", q.opts.Clock.Since(start))
 }
 
 // input gathers the state a plan depends on from the informers.
-func (q *Queue) input(now time.Time) (Input, map[string]*Group) {
+// Its third result preempts the rest of each group that lost a member to a
+// scheduler's preemption and can no longer run as a group.
+func (q *Queue) input(now time.Time) (Input, map[string]*Group, []Preemption) {
 	q.mu.Lock()
 	profiles := make(map[string]bool, len(q.profiles))
 	for p := range q.profiles {
@@ -418,7 +417,7 @@ func (q *Queue) input(now time.Time) (Input, map[string]*Group) {
 	bound := map[string][]*corev1.Pod{}
 	groups := map[string]*Group{}
 	q.mu.Lock()
-	broken := q.preempted
+	preempted := q.preempted
 	q.preempted = map[string]bool{}
 	q.mu.Unlock()
 	for _, obj := range q.pods.List() {
@@ -476,16 +475,16 @@ func (q *Queue) input(now time.Time) (Input, map[string]*Group) {
 		}
 	}
 	q.mu.Unlock()
-	q.broken = q.broken[:0]
-	for key := range broken {
+	var broken []Preemption
+	for key := range preempted {
 		// The rest of a group that can no longer run as one goes too: a
 		// gang is preempted whole (upstream's preemption takes pods one
 		// by one).
 		if g := groups[key]; g != nil && len(g.Bound) > 0 && len(g.Bound)+g.Succeeded < g.MinAvailable {
-			q.broken = append(q.broken, Preemption{Group: key, Priority: g.Priority, Victims: g.Bound, brokenGroup: true})
+			broken = append(broken, Preemption{Group: key, Priority: g.Priority, Victims: g.Bound, brokenGroup: true})
 		}
 	}
-	return in, groups
+	return in, groups, broken
 }
 
 // preemptedByScheduler reports whether the pod is being deleted by a
