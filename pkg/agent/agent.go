@@ -21,6 +21,7 @@ import (
 	"github.com/aisched/aisched/pkg/agent/collect"
 	"github.com/aisched/aisched/pkg/agent/nvidiasmi"
 	"github.com/aisched/aisched/pkg/generated/clientset/versioned"
+	"github.com/aisched/aisched/pkg/gpu"
 )
 
 const (
@@ -126,8 +127,10 @@ type Agent struct {
 	// lastLogged is the last message of each logChange key.
 	lastLogged map[string]string
 
-	// mu guards what Handler reads.
-	mu          sync.Mutex
+	// mu guards what Handler and Cards read.
+	mu sync.Mutex
+	// cards are the GPUs of the last complete nvidia-smi reading.
+	cards       []gpu.Card
 	started     time.Time
 	lastSuccess time.Time
 	lastErr     error
@@ -299,10 +302,41 @@ func (a *Agent) sample(ctx context.Context) (sample, error) {
 		for _, c := range cards {
 			s.inventory = append(s.inventory, c.Inventory())
 		}
+		a.setCards(s.inventory)
 	}
 	s.cards = cards
 	a.metrics.observe(s)
 	return s, nil
+}
+
+// setCards keeps the cards of a complete reading for Cards.
+func (a *Agent) setCards(gpus []aischedv1alpha1.GPU) {
+	cards := gpu.FromInventory(&aischedv1alpha1.GPUInventory{Spec: aischedv1alpha1.GPUInventorySpec{GPUs: gpus}})
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.cards = cards
+}
+
+// Cards returns the node's GPUs as of the last sample that read them all,
+// or reads them now when no sample has: the cards the delivery hook gives
+// to containers.
+func (a *Agent) Cards(ctx context.Context) ([]gpu.Card, error) {
+	a.mu.Lock()
+	cards := a.cards
+	a.mu.Unlock()
+	if cards != nil {
+		return cards, nil
+	}
+	read, err := a.opts.GPUs.Cards(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the node's GPUs: %w", err)
+	}
+	gpus := make([]aischedv1alpha1.GPU, 0, len(read))
+	for _, c := range read {
+		gpus = append(gpus, c.Inventory())
+	}
+	a.setCards(gpus)
+	return a.Cards(ctx)
 }
 
 // Sources of collector errors, the values of the source label of

@@ -34,6 +34,12 @@ func (a *Agent) Handler() http.Handler {
 	return mux
 }
 
+// MustRegister adds metrics of the agent's other parts (the delivery
+// checker's) to what Handler serves.
+func (a *Agent) MustRegister(metrics ...k8smetrics.Registerable) {
+	a.metrics.registry.MustRegister(metrics...)
+}
+
 // healthy returns why the agent is unhealthy, or nil.
 func (a *Agent) healthy() error {
 	a.mu.Lock()

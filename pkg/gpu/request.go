@@ -62,6 +62,12 @@ const (
 	AssignedAnnotation = "gpu.aisched.io/assigned"
 	// AssignedUUIDsAnnotation lists the UUIDs of the same cards, when known.
 	AssignedUUIDsAnnotation = "gpu.aisched.io/assigned-uuids"
+	// LocatedAnnotation is written by the node agent on a running GPU pod
+	// that no aisched profile placed: the indices of the cards its
+	// containers hold ("0,3"), as the kubelet's PodResources API reports
+	// them, so that the scheduler counts those cards as held instead of
+	// "some cards" of the node.
+	LocatedAnnotation = "gpu.aisched.io/located"
 )
 
 // Bounds of the per-card constraints; larger values are certainly mistakes.

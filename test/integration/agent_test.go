@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -179,6 +180,21 @@ func TestAgentFlags(t *testing.T) {
 			wantLine: "aisched agent: --window 20s: longer than --interval 10s",
 		},
 		{
+			name:     "unknown delivery",
+			args:     []string{"--once", "--node-name", "n1", "--gpu-delivery", "plugin"},
+			wantLine: `aisched agent: --gpu-delivery "plugin": want "nri" or "none"`,
+		},
+		{
+			name:     "delivery with --once",
+			args:     []string{"--once", "--node-name", "n1", "--gpu-delivery", "nri"},
+			wantLine: "aisched agent: --gpu-delivery=nri serves the runtime: it cannot go with --once",
+		},
+		{
+			name:     "relative HAMi-core library",
+			args:     []string{"--node-name", "n1", "--gpu-delivery", "nri", "--gpu-isolation", "hami-core", "--hami-core-library", "libvgpu.so"},
+			wantLine: `aisched agent: --gpu-device-naming, --gpu-isolation: HAMi-core library "libvgpu.so": want the absolute host path of libvgpu.so`,
+		},
+		{
 			name:     "no kubeconfig outside a pod",
 			args:     []string{"--once", "--node-name", "n1", "--disk-mbps", "100"},
 			wantLine: "aisched agent: --kubeconfig not set and not in a pod: unable to load in-cluster configuration",
@@ -319,6 +335,31 @@ func TestAgentManifests(t *testing.T) {
 		t.Fatal(err)
 	}
 	denied := fmt.Sprintf("aisched-agent on node %s may write only the %%s named %s, not %s", node, node, other)
+	// Pods to annotate: one on the agent's node, one elsewhere.
+	podOn := func(name, nodeName string) *corev1.Pod {
+		p, err := c.Client.CoreV1().Pods("default").Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": name}},
+			Spec:       corev1.PodSpec{NodeName: nodeName, Containers: []corev1.Container{{Name: "main", Image: "busybox"}}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	var otherNode string
+	for _, n := range nodes.Items {
+		if n.Name != node {
+			otherNode = n.Name
+		}
+	}
+	ownPod, otherPod := podOn("agent-own-node-pod", node), podOn("agent-other-node-pod", otherNode)
+	patchPod := func(p *corev1.Pod, patch string) func(context.Context) error {
+		return func(ctx context.Context) error {
+			_, err := agentKube.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+			return err
+		}
+	}
+	locateOnly := "aisched-agent may change only the annotation gpu.aisched.io/located of a pod"
 	tests := []struct {
 		name  string
 		write func(context.Context) error
@@ -340,6 +381,12 @@ func TestAgentManifests(t *testing.T) {
 			return err
 		}, wantErr: fmt.Sprintf(denied, "nodemetrics")},
 		{name: "token not bound to a pod", write: createMetrics(unbound, node), wantErr: "aisched-agent may write nodemetrics only with a token bound to a pod on a node"},
+		{name: "locate a pod of its node", write: patchPod(ownPod, `{"metadata":{"annotations":{"gpu.aisched.io/located":"0"}}}`)},
+		{name: "locate a pod of another node", write: patchPod(otherPod, `{"metadata":{"annotations":{"gpu.aisched.io/located":"0"}}}`),
+			wantErr: fmt.Sprintf("aisched-agent on node %s may annotate only pods of its node, not a pod of %s", node, otherNode)},
+		{name: "another annotation", write: patchPod(ownPod, `{"metadata":{"annotations":{"gpu.aisched.io/assigned":"0"}}}`), wantErr: locateOnly},
+		{name: "a label", write: patchPod(ownPod, `{"metadata":{"labels":{"app":"other"}}}`), wantErr: locateOnly},
+		{name: "an image", write: patchPod(ownPod, `{"spec":{"containers":[{"name":"main","image":"evil"}]}}`), wantErr: locateOnly},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

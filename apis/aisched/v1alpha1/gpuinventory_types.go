@@ -18,13 +18,16 @@ const (
 // GPUInventory lists the GPUs of one node; its name is the node's name. The
 // node agent publishes it (simulated nodes of `aisched up` too), and the
 // scheduler's GPU plugins read it. Like a DRA ResourceSlice, the published
-// inventory is the spec: its publisher is its only author.
+// inventory is the spec: its publisher is its only author. The status is
+// the agent's comparison of what containers hold with what the scheduler
+// assigned.
 //
 // +genclient
 // +genclient:nonNamespaced
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:scope=Cluster,shortName=gpuinv
+// +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Model",type=string,JSONPath=`.spec.gpus[0].model`
 // +kubebuilder:printcolumn:name="Memory MiB",type=integer,JSONPath=`.spec.gpus[0].memoryMiB`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
@@ -34,6 +37,49 @@ type GPUInventory struct {
 
 	// spec lists the cards.
 	Spec GPUInventorySpec `json:"spec"`
+	// status is what the node agent found of the cards' use.
+	// +optional
+	Status GPUInventoryStatus `json:"status,omitempty"`
+}
+
+// GPUInventoryStatus is the node agent's last comparison of the cards the
+// node's containers hold (as the agent's delivery hook gave them, or as
+// the kubelet's PodResources API reports them) with the cards the
+// scheduler assigned to their pods.
+type GPUInventoryStatus struct {
+	// checkTime is when the comparison was made.
+	// +optional
+	CheckTime *metav1.Time `json:"checkTime,omitempty"`
+	// drift lists the pods whose containers hold other cards than the
+	// scheduler assigned, or none while running; the first 64 by name.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +optional
+	Drift []GPUDrift `json:"drift,omitempty"`
+	// driftCount is the number of such pods, drift's and the others.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	DriftCount int32 `json:"driftCount,omitempty"`
+}
+
+// GPUDrift is a pod whose containers hold other cards than assigned.
+type GPUDrift struct {
+	// pod is the pod's namespace/name.
+	// +kubebuilder:validation:MinLength=3
+	// +kubebuilder:validation:MaxLength=317
+	Pod string `json:"pod"`
+	// assigned are the UUIDs of the cards the scheduler assigned.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=128
+	// +optional
+	Assigned []string `json:"assigned,omitempty"`
+	// held are the UUIDs of the cards the pod's containers hold.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=128
+	// +optional
+	Held []string `json:"held,omitempty"`
 }
 
 // GPUInventorySpec lists the cards of a node.

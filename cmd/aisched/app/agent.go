@@ -4,22 +4,33 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
 	"github.com/aisched/aisched/pkg/agent"
 	"github.com/aisched/aisched/pkg/agent/collect"
+	"github.com/aisched/aisched/pkg/agent/deliver"
 	"github.com/aisched/aisched/pkg/agent/nvidiasmi"
 	"github.com/aisched/aisched/pkg/generated/clientset/versioned"
 )
@@ -43,10 +54,30 @@ type agentOptions struct {
 	nvidiaSMI    string
 	metricsAddr  string
 	verbosity    int
+	delivery     deliveryOptions
 }
 
+// deliveryOptions configure the delivery of the scheduler's cards to
+// containers (pkg/agent/deliver).
+type deliveryOptions struct {
+	mode             string
+	nriSocket        string
+	naming           string
+	isolation        string
+	hamiCoreLibrary  string
+	mpsPipeDirectory string
+	podResources     string
+}
+
+// Values of --gpu-delivery.
+const (
+	deliveryNone = "none"
+	deliveryNRI  = "nri"
+)
+
 func newAgentCommand() *cobra.Command {
-	o := agentOptions{interval: agent.DefaultInterval, root: "/", diskProbeDir: os.TempDir(), metricsAddr: ":9102"}
+	o := agentOptions{interval: agent.DefaultInterval, root: "/", diskProbeDir: os.TempDir(), metricsAddr: ":9102",
+		delivery: deliveryOptions{mode: deliveryNone, nriSocket: "/var/run/nri/nri.sock", naming: string(deliver.NamingEnv), isolation: string(deliver.IsolationNone)}}
 	cmd := &cobra.Command{
 		Use:   "agent",
 		Short: "Measure this node and publish its load for the scheduler (the node agent)",
@@ -58,6 +89,11 @@ utilisation over that window; a failed publish is retried with a fresh sample
 after a backoff of 1s doubling up to a minute. It runs as a DaemonSet
 (deploy/agent) with the host's /proc and /sys mounted under /host, and serves
 /metrics and /healthz on --metrics-bind-address.
+
+With --gpu-delivery=nri it also gives each container of a pod that aisched
+placed on cards exactly those cards, by UUID, as an NRI plugin of the node's
+container runtime (containerd 1.7 and later, CRI-O 1.26 and later), with the
+limits of a share for the node's --gpu-isolation layer (docs/device-path.md).
 
   aisched agent --kubeconfig KUBECONFIG --node-name NODE --once`,
 		Args: cobra.NoArgs,
@@ -81,6 +117,13 @@ after a backoff of 1s doubling up to a minute. It runs as a DaemonSet
 	fs.StringVar(&o.diskProbeDir, "disk-probe-dir", o.diskProbeDir, "directory, on the disk that pods use, where the disk measurement writes")
 	fs.StringVar(&o.nvidiaSMI, "nvidia-smi", "", "nvidia-smi binary (default: nvidia-smi on PATH; a node without it publishes no GPUs)")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", o.metricsAddr, `address that serves /metrics and /healthz over HTTP ("0" disables; never served with --once)`)
+	fs.StringVar(&o.delivery.mode, "gpu-delivery", o.delivery.mode, `how the scheduler's cards reach containers: "nri" (this agent's NRI plugin) or "none" (the node's device plugin chooses)`)
+	fs.StringVar(&o.delivery.nriSocket, "nri-socket", o.delivery.nriSocket, "the container runtime's NRI socket (--gpu-delivery=nri)")
+	fs.StringVar(&o.delivery.naming, "gpu-device-naming", o.delivery.naming, `how a container's cards are named to the runtime: "env" (NVIDIA_VISIBLE_DEVICES, NVIDIA's container toolkit) or "cdi" (CDI devices nvidia.com/gpu=UUID)`)
+	fs.StringVar(&o.delivery.isolation, "gpu-isolation", o.delivery.isolation, `what enforces a share of a card: "none", "hami-core" (HAMi-core's libvgpu.so, --hami-core-library) or "mps" (an NVIDIA MPS daemon, --mps-pipe-dir)`)
+	fs.StringVar(&o.delivery.hamiCoreLibrary, "hami-core-library", "/usr/local/vgpu/libvgpu.so", "host path of HAMi-core's libvgpu.so (--gpu-isolation=hami-core)")
+	fs.StringVar(&o.delivery.mpsPipeDirectory, "mps-pipe-dir", "/tmp/nvidia-mps", "host directory of the MPS control daemon's pipes (--gpu-isolation=mps)")
+	fs.StringVar(&o.delivery.podResources, "pod-resources-socket", "/var/lib/kubelet/pod-resources/kubelet.sock", `the kubelet's PodResources socket, read to find drift and to locate the cards of other schedulers' pods (--gpu-delivery=nri; "" leaves it out)`)
 	fs.IntVarP(&o.verbosity, "v", "v", 0, "log verbosity (klog level)")
 	return cmd
 }
@@ -120,7 +163,28 @@ func (o agentOptions) validate() error {
 			return fmt.Errorf("--metrics-bind-address: %w", err)
 		}
 	}
+	switch o.delivery.mode {
+	case deliveryNone:
+	case deliveryNRI:
+		if o.once {
+			return errors.New("--gpu-delivery=nri serves the runtime: it cannot go with --once")
+		}
+		if err := o.delivery.layer().Validate(); err != nil {
+			return fmt.Errorf("--gpu-device-naming, --gpu-isolation: %w", err)
+		}
+	default:
+		return fmt.Errorf("--gpu-delivery %q: want %q or %q", o.delivery.mode, deliveryNRI, deliveryNone)
+	}
 	return nil
+}
+
+func (d deliveryOptions) layer() deliver.Layer {
+	return deliver.Layer{
+		Naming:           deliver.DeviceNaming(d.naming),
+		Isolation:        deliver.Isolation(d.isolation),
+		HAMiCoreLibrary:  d.hamiCoreLibrary,
+		MPSPipeDirectory: d.mpsPipeDirectory,
+	}
 }
 
 // restConfig is the agent's client configuration, with a timeout on
@@ -194,8 +258,84 @@ func runAgent(o agentOptions) error {
 			_ = srv.Shutdown(shutdownCtx)
 		}()
 	}
-	klog.InfoS("Starting the node agent", "node", o.nodeName, "interval", o.interval, "window", o.window, "root", o.root, "metrics", o.metricsAddr)
+	klog.InfoS("Starting the node agent", "node", o.nodeName, "interval", o.interval, "window", o.window, "root", o.root, "metrics", o.metricsAddr, "gpuDelivery", o.delivery.mode)
+	if o.delivery.mode == deliveryNRI {
+		stopHook, err := startDelivery(ctx, o, cfg, a, kubeClient, client)
+		if err != nil {
+			return err
+		}
+		defer stopHook()
+	}
 	a.Run(ctx)
 	klog.InfoS("Stopped the node agent")
 	return nil
+}
+
+// startDelivery runs the NRI hook with an informer of the node's pods and
+// an event recorder; the returned function stops them.
+func startDelivery(ctx context.Context, o agentOptions, cfg *rest.Config, a *agent.Agent, kubeClient kubernetes.Interface, aischedClient versioned.Interface) (stop func(), err error) {
+	// Watches outlive agentRequestTimeout: their client has none.
+	watchCfg := rest.CopyConfig(cfg)
+	watchCfg.Timeout = 0
+	client, err := kubernetes.NewForConfig(watchCfg)
+	if err != nil {
+		return nil, fmt.Errorf("--kubeconfig: %w", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
+		lo.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", o.nodeName).String()
+	}))
+	pods := factory.Core().V1().Pods().Lister()
+	factory.Start(ctx.Done())
+
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "aisched-agent", Host: o.nodeName})
+
+	hookOpts := deliver.HookOptions{
+		Pods:       deliver.ListerPods{Lister: pods},
+		Cards:      a.Cards,
+		Layer:      o.delivery.layer(),
+		SocketPath: o.delivery.nriSocket,
+		Recorder: func(pod *corev1.Pod, eventType, reason, message string) {
+			recorder.Event(pod, eventType, reason, message)
+		},
+	}
+	hook, err := deliver.NewHook(hookOpts)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	checkerOpts := deliver.CheckerOptions{
+		NodeName: o.nodeName, Pods: pods, Ledger: hook.Ledger(), Cards: a.Cards,
+		Client: kubeClient, Inventories: aischedClient, Recorder: hookOpts.Recorder,
+	}
+	var closer io.Closer = io.NopCloser(nil)
+	if o.delivery.podResources != "" {
+		if checkerOpts.PodResources, closer, err = deliver.DialPodResources(o.delivery.podResources); err != nil {
+			cancel()
+			return nil, fmt.Errorf("--pod-resources-socket: %w", err)
+		}
+	}
+	checker, err := deliver.NewChecker(checkerOpts)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	a.MustRegister(checker.Metrics()...)
+
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = hook.Run(ctx) })
+	wg.Go(func() {
+		if cache.WaitForCacheSync(ctx.Done(), factory.Core().V1().Pods().Informer().HasSynced) {
+			checker.Run(ctx, o.interval)
+		}
+	})
+	return func() {
+		cancel()
+		wg.Wait()
+		_ = closer.Close()
+		factory.Shutdown()
+		broadcaster.Shutdown()
+	}, nil
 }

@@ -27,9 +27,9 @@ const DefaultPluginIndex = "90"
 
 // Event reasons the hook gives on pods.
 const (
-	ReasonDeliveryFailed     = "GPUDeliveryFailed"
-	ReasonShareNotEnforced   = "GPUShareNotEnforced"
-	ReasonDeliveredElsewhere = "GPUDrift"
+	ReasonDeliveryFailed   = "GPUDeliveryFailed"
+	ReasonShareNotEnforced = "GPUShareNotEnforced"
+	ReasonDrift            = "GPUDrift"
 )
 
 // PodSource returns a pod of this node by namespace and name, with the

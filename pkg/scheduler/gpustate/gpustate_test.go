@@ -115,6 +115,34 @@ func TestObservePod(t *testing.T) {
 	}
 }
 
+// TestObserveLocated: another scheduler's pod whose cards the node agent
+// located holds those cards, no longer "some cards" of its node.
+func TestObserveLocated(t *testing.T) {
+	s := NewStandalone(Options{})
+	other := st.MakePod().Name("other").UID("other").Node("n").Req(map[corev1.ResourceName]string{gpu.ResourceName: "2"}).Obj()
+	ni := framework.NewNodeInfo(other)
+	ni.SetNode(gpuNode("n", "8", nil))
+	s.ObservePod(other)
+	if u := s.Usage(ni, "", 0); u.Unknown != 2 || u.Count() != 0 {
+		t.Errorf("before it is located: %d unknown, %d known cards; want 2 and 0", u.Unknown, u.Count())
+	}
+	located := other.DeepCopy()
+	located.Annotations = map[string]string{gpu.LocatedAnnotation: "3,6"}
+	s.ObservePod(located)
+	ni = framework.NewNodeInfo(located)
+	ni.SetNode(gpuNode("n", "8", nil))
+	if u := s.Usage(ni, "", 0); u.Unknown != 0 || !u.Whole(3) || !u.Whole(6) || u.Count() != 2 {
+		t.Errorf("located on 3 and 6: %d unknown, cards 3:%v 6:%v, count %d", u.Unknown, u.Whole(3), u.Whole(6), u.Count())
+	}
+	short := other.DeepCopy()
+	short.UID = "short"
+	short.Annotations = map[string]string{gpu.LocatedAnnotation: "1"}
+	s.ObservePod(short)
+	if _, _, ok := s.Held("short"); ok {
+		t.Error("a located annotation that names fewer cards than the pod requests was believed")
+	}
+}
+
 func TestFacts(t *testing.T) {
 	s := NewStandalone(Options{})
 	s.ObserveNode(gpuNode("cpu", "0", nil))

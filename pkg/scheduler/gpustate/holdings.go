@@ -52,16 +52,22 @@ func (s *State) ObservePod(obj interface{}) {
 }
 
 // HoldingOf reads what a running pod holds from its own record: the cards
-// of its assigned annotation and, for a pod that shares a card, its share.
-// ok is false for a pod not bound, without the annotation, or with a
-// record no aisched profile writes (a share of several cards).
+// of its assigned annotation and, for a pod that shares a card, its share;
+// for a pod another scheduler placed, the whole cards the node agent
+// located. ok is false for a pod not bound, without either annotation, or
+// with a record no aisched profile writes (a share of several cards).
 func HoldingOf(pod *corev1.Pod) (cards []int, share Share, ok bool) {
 	if pod.Spec.NodeName == "" {
 		// An unbound pod may carry the annotation of an attempt that failed
 		// to bind; only binding makes it true.
 		return nil, Share{}, false
 	}
-	cards, ok = gpu.ParseIndices(pod.Annotations[gpu.AssignedAnnotation])
+	v, assigned := pod.Annotations[gpu.AssignedAnnotation]
+	if !assigned {
+		cards, ok = gpu.ParseIndices(pod.Annotations[gpu.LocatedAnnotation])
+		return cards, Share{}, ok && int64(len(cards)) == gpu.RequestedCards(pod)
+	}
+	cards, ok = gpu.ParseIndices(v)
 	if !ok {
 		return nil, Share{}, false
 	}

@@ -39,6 +39,8 @@ type GPUInventoriesGetter interface {
 type GPUInventoryInterface interface {
 	Create(ctx context.Context, gPUInventory *aischedv1alpha1.GPUInventory, opts v1.CreateOptions) (*aischedv1alpha1.GPUInventory, error)
 	Update(ctx context.Context, gPUInventory *aischedv1alpha1.GPUInventory, opts v1.UpdateOptions) (*aischedv1alpha1.GPUInventory, error)
+	// Add a +genclient:noStatus comment above the type to avoid generating UpdateStatus().
+	UpdateStatus(ctx context.Context, gPUInventory *aischedv1alpha1.GPUInventory, opts v1.UpdateOptions) (*aischedv1alpha1.GPUInventory, error)
 	Delete(ctx context.Context, name string, opts v1.DeleteOptions) error
 	DeleteCollection(ctx context.Context, opts v1.DeleteOptions, listOpts v1.ListOptions) error
 	Get(ctx context.Context, name string, opts v1.GetOptions) (*aischedv1alpha1.GPUInventory, error)
