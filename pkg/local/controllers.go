@@ -32,7 +32,7 @@ import (
 
 // controllerNames are the kube-controller-manager controllers that run in
 // `aisched up`: those that users of Deployments, StatefulSets, DaemonSets,
-// Jobs, Services, quotas and RBAC rely on. The node lifecycle controller is
+// Jobs, Services, quotas, RBAC and DRA's ResourceClaimTemplates rely on. The node lifecycle controller is
 // left out on purpose: simulated nodes never fail, and after a long stop it
 // would evict every pod before the simulated kubelets renew their leases.
 var controllerNames = []string{
@@ -52,6 +52,9 @@ var controllerNames = []string{
 	names.PodGarbageCollectorController,
 	names.DisruptionController,
 	names.ClusterRoleAggregationController,
+	// Creates the ResourceClaims of pods' claim templates, without which a
+	// pod asking for DRA devices waits with no claim and no event.
+	names.ResourceClaimController,
 }
 
 // controllerShutdownTimeout bounds the wait for controllers to return after
