@@ -6,6 +6,10 @@ import (
 	"fmt"
 	"os"
 
+	nrilog "github.com/containerd/nri/pkg/log"
+
+	"github.com/aisched/aisched/pkg/agent/deliver"
+
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
@@ -49,6 +53,9 @@ func Main(args []string) int {
 	// through its own process-wide logger: send it to klog, which each
 	// command sets up.
 	ctrllog.SetLogger(klog.NewKlogr())
+	// So do NRI's runtime side (the simulated nodes' device path) and its
+	// plugin stub (the agent's delivery hook).
+	nrilog.Set(deliver.NRILogger{})
 	root := NewCommand()
 	root.SetArgs(args)
 	cmd, err := root.ExecuteC()

@@ -363,6 +363,16 @@ func (l *ledger) hostIP(node string) string {
 	return ""
 }
 
+// cardsOf returns the indices of the cards the pod with this key holds.
+func (l *ledger) cardsOf(key string) []int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if r, ok := l.pods[key]; ok {
+		return slices.Clone(r.cards)
+	}
+	return nil
+}
+
 // release frees what key holds; releasing an unknown key does nothing.
 func (l *ledger) release(key string) {
 	l.mu.Lock()

@@ -3,7 +3,9 @@ package nodesim
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,6 +14,9 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
+
+	"github.com/aisched/aisched/pkg/agent/deliver"
+	"github.com/aisched/aisched/pkg/gpu"
 )
 
 // syncPod moves one pod bound to a simulated node along its life: admit and
@@ -59,6 +64,9 @@ func (s *Simulator) restorePods(ctx context.Context) {
 		if _, rej := s.ledger.admit(key, claimOf(pod), true); rej != nil {
 			klog.FromContext(ctx).Info("Could not restore pod", "pod", key, "reason", rej.Reason, "message", rej.Message)
 		}
+		if n, ok := s.node(pod.Spec.NodeName); ok && n.Inventory != nil {
+			s.devices.restore(n, key, pod)
+		}
 	}
 }
 
@@ -74,6 +82,15 @@ func (s *Simulator) startPod(ctx context.Context, key string, pod *corev1.Pod) (
 		status.Phase = corev1.PodFailed
 		status.Reason = rej.Reason
 		status.Message = "Pod was rejected: " + rej.Message
+		return 0, s.updateStatus(ctx, pod, status)
+	}
+	if err := s.createContainers(ctx, key, pod); err != nil {
+		s.release(key)
+		s.recorder.Eventf(pod, corev1.EventTypeWarning, "Failed", "Error: %v", err)
+		status := pod.Status.DeepCopy()
+		status.Phase = corev1.PodFailed
+		status.Reason = "CreateContainerError"
+		status.Message = err.Error()
 		return 0, s.updateStatus(ctx, pod, status)
 	}
 	if err := s.run(ctx, pod, ip); err != nil {
@@ -190,10 +207,49 @@ func (s *Simulator) run(ctx context.Context, pod *corev1.Pod, ip string) error {
 	return s.opts.Runtime.Run(ctx, pod, ip)
 }
 
+// createContainers creates a GPU pod's containers through the node's
+// delivery hook (devices) and checks that the hook gave an aisched-placed
+// pod the cards the simulated device layer holds for it. Pods without
+// GPUs, and nodes without cards, need no container runtime.
+func (s *Simulator) createContainers(ctx context.Context, key string, pod *corev1.Pod) error {
+	n, ok := s.node(pod.Spec.NodeName)
+	_, assigned := pod.Annotations[gpu.AssignedAnnotation]
+	if !ok || n.Inventory == nil || s.devices == nil || !assigned && gpu.RequestedCards(pod) == 0 {
+		return nil
+	}
+	var held []string
+	for _, i := range s.ledger.cardsOf(key) {
+		if c := gpu.CardByIndex(gpu.FromInventory(n.Inventory), i); c != nil {
+			held = append(held, c.UUID)
+		}
+	}
+	slices.Sort(held)
+	delivered, err := s.devices.start(n, key, pod, held)
+	if err != nil {
+		return err
+	}
+	if assigned && !slices.Equal(delivered, held) {
+		klog.FromContext(ctx).Error(nil, "The delivery hook gave a pod other cards than the simulated device layer holds for it", "pod", key, "delivered", delivered, "held", held)
+		s.recorder.Eventf(pod, corev1.EventTypeWarning, deliver.ReasonDrift, "the delivery hook gave cards [%s]; the simulated device layer holds [%s]", strings.Join(delivered, ", "), strings.Join(held, ", "))
+	}
+	return nil
+}
+
+// node returns the simulated node of this name.
+func (s *Simulator) node(name string) (Node, bool) {
+	s.nodesMu.RLock()
+	defer s.nodesMu.RUnlock()
+	n, ok := s.nodes[name]
+	return n, ok
+}
+
 // release frees what the pod held: its resources, IP and cards, and its
 // containers when the Runtime runs them.
 func (s *Simulator) release(key string) {
 	s.ledger.release(key)
+	if s.devices != nil {
+		s.devices.stop(key)
+	}
 	if s.opts.Runtime != nil {
 		s.opts.Runtime.Stop(key)
 	}

@@ -9,7 +9,10 @@
 // their run duration and honours their deletion.
 //
 // Pods are never started for real; a pod's behaviour is driven by its
-// annotations (RunDurationAnnotation, ExitCodeAnnotation).
+// annotations (RunDurationAnnotation, ExitCodeAnnotation). The containers
+// of GPU pods are created through the node agent's delivery hook, on NRI's
+// runtime side (devices.go), so that every GPU pod exercises the device
+// path.
 package nodesim
 
 import (
@@ -28,6 +31,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -123,6 +127,9 @@ type Simulator struct {
 	warned sync.Map
 	// busy counts the pods being handled by a worker.
 	busy atomic.Int32
+	// devices creates GPU pods' containers through the delivery hook;
+	// nil with NodesOnly.
+	devices *devices
 }
 
 // New returns a Simulator for opts.Nodes.
@@ -215,6 +222,12 @@ func (s *Simulator) Run(ctx context.Context, ready chan<- struct{}) error {
 	if !cache.WaitForCacheSync(ctx.Done(), s.pods.HasSynced) {
 		return ctx.Err()
 	}
+	devices, err := newDevices(ctx, corelisters.NewPodLister(s.pods.GetIndexer()))
+	if err != nil {
+		return err
+	}
+	s.devices = devices
+	defer devices.close()
 	s.restorePods(ctx)
 
 	var wg sync.WaitGroup
