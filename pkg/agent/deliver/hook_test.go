@@ -151,6 +151,7 @@ func mapsValues[K comparable, V any](m map[K]V) func(func(V) bool) {
 // runPod creates the pod's sandbox; like the kubelet, it passes the pod's
 // annotations in the sandbox configuration.
 func (r *runtime) runPod(pod *corev1.Pod) *api.PodSandbox {
+	defer r.nri.BlockPluginSync().Unblock()
 	sb := &api.PodSandbox{Id: "sb-" + string(pod.UID), Name: pod.Name, Namespace: pod.Namespace, Uid: string(pod.UID), Annotations: pod.Annotations}
 	if err := r.nri.RunPodSandbox(context.Background(), &api.RunPodSandboxRequest{Pod: sb}); err != nil {
 		r.t.Fatal(err)
@@ -169,6 +170,9 @@ func (r *runtime) createContainer(sb *api.PodSandbox, name string, env ...string
 	r.next++
 	id := fmt.Sprintf("ctr-%d", r.next)
 	r.mu.Unlock()
+	// As containerd does: a plugin being synchronised is fully registered
+	// before the runtime relays requests.
+	defer r.nri.BlockPluginSync().Unblock()
 	spec := &rspec.Spec{Process: &rspec.Process{Env: env}, Linux: &rspec.Linux{}}
 	ctr := &api.Container{Id: id, PodSandboxId: sb.Id, Name: name, State: api.ContainerState_CONTAINER_CREATED, Env: env}
 	resp, err := r.nri.CreateContainer(context.Background(), &api.CreateContainerRequest{Pod: sb, Container: ctr})
@@ -200,6 +204,7 @@ func (r *runtime) stopContainer(ctr *api.Container) {
 	sb := r.pods[ctr.PodSandboxId]
 	delete(r.ctrs, ctr.Id)
 	r.mu.Unlock()
+	defer r.nri.BlockPluginSync().Unblock()
 	if _, err := r.nri.StopContainer(context.Background(), &api.StopContainerRequest{Pod: sb, Container: ctr}); err != nil {
 		r.t.Fatal(err)
 	}

@@ -175,6 +175,10 @@ func (d *devices) start(n Node, key string, pod *corev1.Pod, held []string) ([]s
 		return nil, err
 	}
 	ctx := d.ctx
+	// As containerd does: a plugin being synchronised is fully registered
+	// before the runtime relays requests.
+	block := rt.nri.BlockPluginSync()
+	defer block.Unblock()
 	sb := sandboxOf(pod)
 	if err := rt.nri.RunPodSandbox(ctx, &api.RunPodSandboxRequest{Pod: sb}); err != nil {
 		return nil, err
@@ -191,6 +195,7 @@ func (d *devices) start(n Node, key string, pod *corev1.Pod, held []string) ([]s
 		ctr := &api.Container{Id: key + "/" + c.Name, PodSandboxId: sb.Id, Name: c.Name, State: api.ContainerState_CONTAINER_CREATED, Env: env}
 		resp, err := rt.nri.CreateContainer(ctx, &api.CreateContainerRequest{Pod: sb, Container: ctr})
 		if err != nil {
+			block.Unblock()
 			d.stop(key)
 			return nil, err
 		}
@@ -263,6 +268,7 @@ func (d *devices) stop(key string) {
 		delete(rt.sandbox, key)
 		delete(rt.ctrs, key)
 		rt.mu.Unlock()
+		block := rt.nri.BlockPluginSync()
 		var errs []error
 		for _, c := range ctrs {
 			_, err := rt.nri.StopContainer(d.ctx, &api.StopContainerRequest{Pod: sb, Container: c})
@@ -272,6 +278,7 @@ func (d *devices) stop(key string) {
 		if sb != nil {
 			errs = append(errs, rt.nri.StopPodSandbox(d.ctx, &api.StopPodSandboxRequest{Pod: sb}), rt.nri.RemovePodSandbox(d.ctx, &api.RemovePodSandboxRequest{Pod: sb}))
 		}
+		block.Unblock()
 		if err := errors.Join(errs...); err != nil {
 			klog.FromContext(d.ctx).Error(err, "Stopping a pod's containers in the simulated runtime", "pod", key)
 		}
