@@ -47,6 +47,10 @@ test-unit: ## Unit tests, with the race detector.
 test-integration: ## Tests against the embedded control plane (real apiserver and scheduler).
 	$(GO) test -timeout 30m ./test/integration/...
 
+.PHONY: test-node
+test-node: ## The device path on a real node (root, runc): containerd with NRI, a kubelet, aisched up, the agent's hook; a few minutes, not part of test.
+	hack/node-e2e/run.sh
+
 .PHONY: bench-sim
 bench-sim: ## Time the simulator: a seed scenario run (Go benchmark), every seed scenario, and, with TRACE=DIR, one policy x one seed of the Alibaba default trace.
 	$(GO) test -run '^$$' -bench ScenarioRun -benchtime 5x ./pkg/sim/

@@ -1,0 +1,54 @@
+// Command probe is the one binary of the node end-to-end test's images:
+// "probe pause" is the pod sandbox's pause process; "probe env FILE"
+// writes the container's environment to FILE (a host directory mounted by
+// the test), with whether each file named by LD_PRELOAD is present, and
+// waits to be stopped.
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: probe pause | probe env FILE")
+		os.Exit(2)
+	}
+	switch os.Args[1] {
+	case "pause":
+	case "env":
+		if len(os.Args) != 3 {
+			fmt.Fprintln(os.Stderr, "usage: probe env FILE")
+			os.Exit(2)
+		}
+		env := os.Environ()
+		for _, lib := range strings.Split(os.Getenv("LD_PRELOAD"), ":") {
+			if lib == "" {
+				continue
+			}
+			_, err := os.Stat(lib)
+			env = append(env, fmt.Sprintf("PROBE_PRELOAD_PRESENT=%s:%v", lib, err == nil))
+		}
+		slices.Sort(env)
+		tmp := os.Args[2] + ".tmp"
+		if err := os.WriteFile(tmp, []byte(strings.Join(env, "\n")+"\n"), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		if err := os.Rename(tmp, os.Args[2]); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	default:
+		fmt.Fprintf(os.Stderr, "probe: unknown command %q\n", os.Args[1])
+		os.Exit(2)
+	}
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+	<-stop
+}
