@@ -177,7 +177,7 @@ func TestVolcanoPodGroup(t *testing.T) {
 		wantErr string
 	}{
 		{group: "vc-pg", want: Ref{Namespace: "ns", Name: "vc-pg", MinAvailable: 3, Created: created.Time}},
-		{group: "zero", wantErr: "Volcano PodGroup ns/zero: spec.minMember 0: must be between 1 and 10000"},
+		{group: "zero", wantErr: "PodGroup ns/zero (scheduling.volcano.sh): spec.minMember 0: must be between 1 and 10000"},
 		{group: "missing", wantErr: `annotation scheduling.k8s.io/group-name="missing": waiting for Volcano PodGroup ns/missing`},
 	} {
 		p := pod(nil)

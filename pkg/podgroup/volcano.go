@@ -73,14 +73,14 @@ func (g *Groups) volcanoRef(ref Ref, key string) (Ref, error) {
 	}
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
-		return ref, fmt.Errorf("Volcano PodGroup %s: unexpected %T", ref.Key(), obj)
+		return ref, fmt.Errorf("PodGroup %s (scheduling.volcano.sh): unexpected %T", ref.Key(), obj)
 	}
 	minMember, found, err := unstructured.NestedInt64(u.Object, "spec", "minMember")
 	switch {
 	case err != nil:
-		return ref, fmt.Errorf("Volcano PodGroup %s: spec.minMember: %w", ref.Key(), err)
+		return ref, fmt.Errorf("PodGroup %s (scheduling.volcano.sh): spec.minMember: %w", ref.Key(), err)
 	case !found || minMember < 1 || minMember > MaxMinAvailable:
-		return ref, fmt.Errorf("Volcano PodGroup %s: spec.minMember %d: must be between 1 and %d", ref.Key(), minMember, MaxMinAvailable)
+		return ref, fmt.Errorf("PodGroup %s (scheduling.volcano.sh): spec.minMember %d: must be between 1 and %d", ref.Key(), minMember, MaxMinAvailable)
 	}
 	ref.MinAvailable = int(minMember)
 	ref.Created = u.GetCreationTimestamp().UTC()

@@ -77,30 +77,19 @@ func (s *Simulator) startPod(ctx context.Context, key string, pod *corev1.Pod) (
 	c.ip = ""
 	ip, rej := s.ledger.admit(key, c, false)
 	if rej != nil {
-		s.recorder.Eventf(pod, corev1.EventTypeWarning, rej.Reason, "Pod was rejected: %s", rej.Message)
-		status := pod.Status.DeepCopy()
-		status.Phase = corev1.PodFailed
-		status.Reason = rej.Reason
-		status.Message = "Pod was rejected: " + rej.Message
-		return 0, s.updateStatus(ctx, pod, status)
+		return 0, s.failPod(ctx, pod, rej.Reason, rej.Reason, "Pod was rejected: "+rej.Message)
 	}
-	if err := s.createContainers(ctx, key, pod); err != nil {
-		s.release(key)
-		s.recorder.Eventf(pod, corev1.EventTypeWarning, "Failed", "Error: %v", err)
-		status := pod.Status.DeepCopy()
-		status.Phase = corev1.PodFailed
-		status.Reason = "CreateContainerError"
-		status.Message = err.Error()
-		return 0, s.updateStatus(ctx, pod, status)
-	}
-	if err := s.run(ctx, pod, ip); err != nil {
-		s.release(key)
-		s.recorder.Eventf(pod, corev1.EventTypeWarning, "Failed", "Error: %v", err)
-		status := pod.Status.DeepCopy()
-		status.Phase = corev1.PodFailed
-		status.Reason = "RunContainerError"
-		status.Message = err.Error()
-		return 0, s.updateStatus(ctx, pod, status)
+	for _, start := range []struct {
+		reason string
+		do     func() error
+	}{
+		{"CreateContainerError", func() error { return s.createContainers(ctx, key, pod) }},
+		{"RunContainerError", func() error { return s.run(ctx, pod, ip) }},
+	} {
+		if err := start.do(); err != nil {
+			s.release(key)
+			return 0, s.failPod(ctx, pod, "Failed", start.reason, err.Error())
+		}
 	}
 	now := metav1.NewTime(s.clock.Now())
 	status := pod.Status.DeepCopy()
@@ -130,6 +119,17 @@ func (s *Simulator) startPod(ctx context.Context, key string, pod *corev1.Pod) (
 	}
 	s.recorder.Event(pod, corev1.EventTypeNormal, "Started", "Started simulated containers")
 	return s.remaining(pod, status.StartTime.Time), nil
+}
+
+// failPod reports that the pod could not start: an event of eventReason,
+// and the pod Failed with reason and message.
+func (s *Simulator) failPod(ctx context.Context, pod *corev1.Pod, eventReason, reason, message string) error {
+	s.recorder.Event(pod, corev1.EventTypeWarning, eventReason, message)
+	status := pod.Status.DeepCopy()
+	status.Phase = corev1.PodFailed
+	status.Reason = reason
+	status.Message = message
+	return s.updateStatus(ctx, pod, status)
 }
 
 // runPod ends a running pod once its run duration has passed: the
