@@ -104,6 +104,12 @@ type Options struct {
 	// Backoff gives the delays between failed publishes; default
 	// DefaultBackoff().
 	Backoff wait.Backoff
+	// DRADriver is the DRA driver that publishes this node's GPUs as
+	// ResourceSlices when DRA allocates them (NVIDIA's: gpu.nvidia.com).
+	// While such a slice of the node exists, the agent publishes no
+	// GPUInventory and withdraws its own, so that aisched's GPU ledger and
+	// DRA never both hand out a card. Empty: not checked. Needs KubeClient.
+	DRADriver string
 }
 
 // Agent samples a node and publishes the samples. Once and Run must not be

@@ -11,6 +11,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/klog/v2"
 
 	aischedv1alpha1 "github.com/aisched/aisched/apis/aisched/v1alpha1"
 )
@@ -25,10 +27,58 @@ const inventoryResync = 5 * time.Minute
 // other from being written; the error joins both.
 func (a *Agent) publish(ctx context.Context, s sample) error {
 	err := a.nodeMetrics.Write(ctx, s.status())
-	if s.inventory != nil {
+	if s.inventory == nil {
+		return err
+	}
+	switch dra, draErr := a.draManaged(ctx); {
+	case draErr != nil:
+		// Not knowing, publish nothing: a card in both would be given twice.
+		err = errors.Join(err, draErr)
+	case dra:
+		a.logChange(ctx, "dra", "The node's GPUs are published as DRA ResourceSlices; its GPUInventory is withdrawn", "driver", a.opts.DRADriver)
+		err = errors.Join(err, a.withdrawInventory(ctx))
+	default:
+		if _, was := a.lastLogged["dra"]; was {
+			delete(a.lastLogged, "dra")
+			klog.FromContext(ctx).Info("The node's GPUs are no longer published as DRA ResourceSlices; publishing its GPUInventory", "driver", a.opts.DRADriver)
+		}
 		err = errors.Join(err, a.publishInventory(ctx, s.inventory))
 	}
 	return err
+}
+
+// draManaged reports whether Options.DRADriver publishes ResourceSlices of
+// this node. A cluster that does not serve ResourceSlices, or does not let
+// the agent list them, has none.
+func (a *Agent) draManaged(ctx context.Context) (bool, error) {
+	if a.opts.DRADriver == "" || a.opts.KubeClient == nil {
+		return false, nil
+	}
+	selector := fields.Set{"spec.nodeName": a.opts.NodeName, "spec.driver": a.opts.DRADriver}.AsSelector().String()
+	slices, err := a.opts.KubeClient.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: selector})
+	switch {
+	case apierrors.IsNotFound(err) || apierrors.IsForbidden(err):
+		a.logChange(ctx, "dra-list", "Cannot list ResourceSlices; GPUs are taken as not managed by DRA", "err", err)
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("listing the node's ResourceSlices of %s: %w", a.opts.DRADriver, err)
+	}
+	for _, rs := range slices.Items {
+		if rs.Spec.Driver == a.opts.DRADriver && rs.Spec.NodeName != nil && *rs.Spec.NodeName == a.opts.NodeName {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// withdrawInventory deletes the node's GPUInventory, if any.
+func (a *Agent) withdrawInventory(ctx context.Context) error {
+	a.inventory = nil
+	err := a.opts.Client.AischedV1alpha1().GPUInventories().Delete(ctx, a.opts.NodeName, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("withdrawing GPUInventory %s: %w", a.opts.NodeName, err)
+	}
+	return nil
 }
 
 // status is the NodeMetrics status of the sample.

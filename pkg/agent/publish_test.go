@@ -7,9 +7,11 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	kubefake "k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/utils/ptr"
@@ -199,6 +201,52 @@ func TestGPUInventory(t *testing.T) {
 				t.Errorf("collector_errors_total{source=nvidia_smi} = %v (%v), want %v", got, err, tc.wantErrors)
 			}
 		})
+	}
+}
+
+// TestGPUInventoryUnderDRA: while the node's GPUs are published as
+// ResourceSlices of the DRA driver, the agent withdraws its GPUInventory and
+// publishes none; once they are gone, it publishes again.
+func TestGPUInventoryUnderDRA(t *testing.T) {
+	fakeNvidiaSMI(t, "printf '%s' '"+t4x2+"'")
+	client := fake.NewSimpleClientset(inventoryOf(t, t4x2))
+	slice := &resourcev1.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: "n1-gpus"},
+		Spec:       resourcev1.ResourceSliceSpec{Driver: "gpu.nvidia.com", NodeName: ptr.To("n1"), Pool: resourcev1.ResourcePool{Name: "n1", ResourceSliceCount: 1}},
+	}
+	// Another node's slice and another driver's do not count.
+	other := slice.DeepCopy()
+	other.Name, other.Spec.NodeName = "n2-gpus", ptr.To("n2")
+	nics := slice.DeepCopy()
+	nics.Name, nics.Spec.Driver = "n1-nics", "nic.example.com"
+	kube := kubefake.NewClientset(other, nics)
+	a, clk := newTestAgent(t, func(o *Options) {
+		o.Client = client
+		o.KubeClient = kube
+		o.GPUs = nil
+		o.DRADriver = "gpu.nvidia.com"
+	})
+	published := func() bool {
+		_, err := client.AischedV1alpha1().GPUInventories().Get(context.Background(), "n1", metav1.GetOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+		return err == nil
+	}
+	if err := once(t, a, clk); err != nil || !published() {
+		t.Fatalf("without DRA slices of the node: %v, inventory published %v", err, published())
+	}
+	if _, err := kube.ResourceV1().ResourceSlices().Create(context.Background(), slice, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := once(t, a, clk); err != nil || published() {
+		t.Fatalf("with the driver's slice of the node: %v, inventory published %v", err, published())
+	}
+	if err := kube.ResourceV1().ResourceSlices().Delete(context.Background(), slice.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := once(t, a, clk); err != nil || !published() {
+		t.Fatalf("once the slice is gone: %v, inventory published %v", err, published())
 	}
 }
 

@@ -360,6 +360,11 @@ func TestAgentManifests(t *testing.T) {
 		}
 	}
 	locateOnly := "aisched-agent may change only the annotation gpu.aisched.io/located of a pod"
+	// The pod policy is loaded apart from the first one.
+	localtest.Eventually(t, time.Minute, "the policy denies the agent another annotation of a pod", func(ctx context.Context) (bool, error) {
+		err := patchPod(ownPod, `{"metadata":{"annotations":{"gpu.aisched.io/assigned":"0"}}}`)(ctx)
+		return apierrors.IsForbidden(err), err
+	})
 	tests := []struct {
 		name  string
 		write func(context.Context) error

@@ -54,6 +54,7 @@ type agentOptions struct {
 	nvidiaSMI    string
 	metricsAddr  string
 	verbosity    int
+	draDriver    string
 	delivery     deliveryOptions
 }
 
@@ -76,7 +77,7 @@ const (
 )
 
 func newAgentCommand() *cobra.Command {
-	o := agentOptions{interval: agent.DefaultInterval, root: "/", diskProbeDir: os.TempDir(), metricsAddr: ":9102",
+	o := agentOptions{interval: agent.DefaultInterval, root: "/", diskProbeDir: os.TempDir(), metricsAddr: ":9102", draDriver: "gpu.nvidia.com",
 		delivery: deliveryOptions{mode: deliveryNone, nriSocket: "/var/run/nri/nri.sock", naming: string(deliver.NamingEnv), isolation: string(deliver.IsolationNone)}}
 	cmd := &cobra.Command{
 		Use:   "agent",
@@ -117,6 +118,7 @@ limits of a share for the node's --gpu-isolation layer (docs/device-path.md).
 	fs.StringVar(&o.diskProbeDir, "disk-probe-dir", o.diskProbeDir, "directory, on the disk that pods use, where the disk measurement writes")
 	fs.StringVar(&o.nvidiaSMI, "nvidia-smi", "", "nvidia-smi binary (default: nvidia-smi on PATH; a node without it publishes no GPUs)")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", o.metricsAddr, `address that serves /metrics and /healthz over HTTP ("0" disables; never served with --once)`)
+	fs.StringVar(&o.draDriver, "dra-gpu-driver", o.draDriver, `DRA driver that publishes GPUs as ResourceSlices: while it publishes this node's, the agent publishes no GPUInventory (and withdraws its own), so that aisched and DRA never both hand out a card ("" never checks)`)
 	fs.StringVar(&o.delivery.mode, "gpu-delivery", o.delivery.mode, `how the scheduler's cards reach containers: "nri" (this agent's NRI plugin) or "none" (the node's device plugin chooses)`)
 	fs.StringVar(&o.delivery.nriSocket, "nri-socket", o.delivery.nriSocket, "the container runtime's NRI socket (--gpu-delivery=nri)")
 	fs.StringVar(&o.delivery.naming, "gpu-device-naming", o.delivery.naming, `how a container's cards are named to the runtime: "env" (NVIDIA_VISIBLE_DEVICES, NVIDIA's container toolkit) or "cdi" (CDI devices nvidia.com/gpu=UUID)`)
@@ -231,6 +233,7 @@ func runAgent(o agentOptions) error {
 		Window:       o.window,
 		DiskMBps:     o.diskMBps,
 		DiskProbeDir: o.diskProbeDir,
+		DRADriver:    o.draDriver,
 	})
 	if err != nil {
 		return err
