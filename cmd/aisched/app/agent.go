@@ -326,6 +326,7 @@ func startDelivery(ctx context.Context, o agentOptions, cfg *rest.Config, a *age
 		return nil, err
 	}
 	a.MustRegister(checker.Metrics()...)
+	a.MustRegister(hook.Metrics()...)
 
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = hook.Run(ctx) })

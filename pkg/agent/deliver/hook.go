@@ -12,6 +12,7 @@ import (
 	"github.com/containerd/nri/pkg/stub"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	k8smetrics "k8s.io/component-base/metrics"
 	"k8s.io/klog/v2"
 
 	"github.com/aisched/aisched/pkg/gpu"
@@ -69,7 +70,18 @@ type Hook struct {
 	ledger *Ledger
 	// syncs counts the runtime's synchronizations: one per connection.
 	syncs atomic.Int64
+	// containers counts the containers of aisched-placed pods the hook
+	// was asked about, by result.
+	containers *k8smetrics.CounterVec
 }
+
+// Results of a container the hook was asked about, the values of the
+// result label of aisched_agent_gpu_containers_total.
+const (
+	resultDelivered = "delivered"
+	resultNoGPU     = "no_gpu"
+	resultRefused   = "refused"
+)
 
 // NewHook returns a hook with the defaults of opts filled in.
 func NewHook(opts HookOptions) (*Hook, error) {
@@ -91,7 +103,16 @@ func NewHook(opts HookOptions) (*Hook, error) {
 	if opts.PluginIndex == "" {
 		opts.PluginIndex = DefaultPluginIndex
 	}
-	return &Hook{opts: opts, ledger: NewLedger()}, nil
+	h := &Hook{opts: opts, ledger: NewLedger(), containers: k8smetrics.NewCounterVec(&k8smetrics.CounterOpts{
+		Namespace: "aisched", Subsystem: "agent", Name: "gpu_containers_total", StabilityLevel: k8smetrics.ALPHA,
+		Help: "Containers of pods that aisched placed on cards, as the delivery hook handled them: delivered (their cards given), no_gpu (a container of such a pod without cards), refused (creation failed with the hook's reason).",
+	}, []string{"result"})}
+	return h, nil
+}
+
+// Metrics are the hook's counters, for the agent's registry.
+func (h *Hook) Metrics() []k8smetrics.Registerable {
+	return []k8smetrics.Registerable{h.containers}
 }
 
 // Syncs is the number of times the runtime synchronized with the hook:
@@ -180,12 +201,19 @@ func (p plugin) CreateContainer(ctx context.Context, sb *api.PodSandbox, c *api.
 	}
 	pod, err := h.opts.Pods.Pod(ctx, sb.GetNamespace(), sb.GetName(), sb.GetUid())
 	if err != nil {
+		h.containers.WithLabelValues(resultRefused).Inc()
 		return nil, nil, fmt.Errorf("aisched GPU delivery: pod %s/%s: %w", sb.GetNamespace(), sb.GetName(), err)
 	}
 	adj, err := h.deliver(ctx, pod, c)
-	if err != nil {
+	switch {
+	case err != nil:
+		h.containers.WithLabelValues(resultRefused).Inc()
 		h.report(pod, corev1.EventTypeWarning, ReasonDeliveryFailed, err.Error())
 		return nil, nil, err
+	case adj == nil:
+		h.containers.WithLabelValues(resultNoGPU).Inc()
+	default:
+		h.containers.WithLabelValues(resultDelivered).Inc()
 	}
 	return adj, nil, nil
 }

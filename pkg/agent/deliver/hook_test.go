@@ -22,6 +22,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	k8smetrics "k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/testutil"
 
 	"github.com/aisched/aisched/pkg/gpu"
 )
@@ -322,7 +324,8 @@ func TestHookDeliversChosenCards(t *testing.T) {
 	r := newRuntime(t)
 	src := &pods{}
 	layer := Layer{Naming: NamingEnv, Isolation: IsolationHAMiCore, HAMiCoreLibrary: "/usr/local/vgpu/libvgpu.so"}
-	_, stopHook := startHook(t, r, src, layer)
+	first, stopHook := startHook(t, r, src, layer)
+	k8smetrics.NewKubeRegistry().MustRegister(first.Metrics()...)
 
 	create := func(pod *corev1.Pod, env ...string) (*api.Container, *rspec.Spec, error) {
 		t.Helper()
@@ -394,6 +397,11 @@ func TestHookDeliversChosenCards(t *testing.T) {
 		}
 	}
 	refused("first run")
+	for result, want := range map[string]float64{resultDelivered: 4, resultRefused: 3, resultNoGPU: 0} {
+		if got, err := testutil.GetCounterMetricValue(first.containers.WithLabelValues(result)); err != nil || got != want {
+			t.Errorf("gpu_containers_total{result=%q} = %v (%v), want %v", result, got, err, want)
+		}
+	}
 
 	// The agent restarts: a new hook rebuilds its ledger from the
 	// runtime's containers.
