@@ -40,6 +40,8 @@ type devices struct {
 	// restored are the pods that ran before a restart, by node and pod
 	// key, for the first synchronisation of the node's runtime.
 	restored map[string]map[string]podContainers
+	// podNode is the node of each pod with containers here, by pod key.
+	podNode map[string]string
 }
 
 // podContainers is a pod's sandbox and containers in a runtime.
@@ -53,6 +55,8 @@ type nodeRuntime struct {
 	nri  *nri.Adaptation
 	hook *deliver.Hook
 	stop func()
+	// cards are the node's, from its inventory.
+	cards []gpu.Card
 
 	mu      sync.Mutex
 	sandbox map[string]*api.PodSandbox
@@ -68,7 +72,7 @@ func newDevices(ctx context.Context, pods corelisters.PodLister) (*devices, erro
 	if err != nil {
 		return nil, fmt.Errorf("a directory for the simulated runtimes' NRI sockets: %w", err)
 	}
-	return &devices{dir: dir, pods: pods, ctx: ctx, nodes: map[string]*nodeRuntime{}, restored: map[string]map[string]podContainers{}}, nil
+	return &devices{dir: dir, pods: pods, ctx: ctx, nodes: map[string]*nodeRuntime{}, restored: map[string]map[string]podContainers{}, podNode: map[string]string{}}, nil
 }
 
 // close stops every node's hook and runtime and removes their sockets.
@@ -109,10 +113,10 @@ func (d *devices) runtime(n Node) (*nodeRuntime, error) {
 	if err := adaptation.Start(); err != nil {
 		return nil, err
 	}
-	cards := gpu.FromInventory(n.Inventory)
+	rt.cards = gpu.FromInventory(n.Inventory)
 	hook, err := deliver.NewHook(deliver.HookOptions{
 		Pods:       deliver.ListerPods{Lister: d.pods},
-		Cards:      func(context.Context) ([]gpu.Card, error) { return cards, nil },
+		Cards:      func(context.Context) ([]gpu.Card, error) { return rt.cards, nil },
 		SocketPath: socket,
 	})
 	if err != nil {
@@ -167,13 +171,23 @@ func sandboxOf(pod *corev1.Pod) *api.PodSandbox {
 // start creates the pod's containers through node n's runtime. Each
 // container that requests nvidia.com/gpu gets from the simulated device
 // plugin NVIDIA_VISIBLE_DEVICES naming the cards the ledger gave the pod
-// (held), as NVIDIA's plugin would; the hook then adjusts it. It returns
-// the cards the hook delivered (UUIDs, sorted), or the hook's refusal.
-func (d *devices) start(n Node, key string, pod *corev1.Pod, held []string) ([]string, error) {
+// (heldIndices), as NVIDIA's plugin would; the hook then adjusts it. It
+// returns the UUIDs, sorted, of the cards the hook delivered and of those
+// the ledger holds, or the hook's refusal.
+func (d *devices) start(n Node, key string, pod *corev1.Pod, heldIndices []int) (delivered, held []string, err error) {
 	rt, err := d.runtime(n)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	for _, i := range heldIndices {
+		if c := gpu.CardByIndex(rt.cards, i); c != nil {
+			held = append(held, c.UUID)
+		}
+	}
+	slices.Sort(held)
+	d.mu.Lock()
+	d.podNode[key] = n.Object.Name
+	d.mu.Unlock()
 	ctx := d.ctx
 	// As containerd does: a plugin being synchronised is fully registered
 	// before the runtime relays requests.
@@ -181,12 +195,11 @@ func (d *devices) start(n Node, key string, pod *corev1.Pod, held []string) ([]s
 	defer block.Unblock()
 	sb := sandboxOf(pod)
 	if err := rt.nri.RunPodSandbox(ctx, &api.RunPodSandboxRequest{Pod: sb}); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	rt.mu.Lock()
 	rt.sandbox[key] = sb
 	rt.mu.Unlock()
-	var delivered []string
 	for _, c := range slices.Concat(pod.Spec.InitContainers, pod.Spec.Containers) {
 		var env []string
 		if _, ok := c.Resources.Limits[gpu.ResourceName]; ok && len(held) > 0 {
@@ -197,7 +210,7 @@ func (d *devices) start(n Node, key string, pod *corev1.Pod, held []string) ([]s
 		if err != nil {
 			block.Unblock()
 			d.stop(key)
-			return nil, err
+			return nil, nil, err
 		}
 		for _, kv := range resp.GetAdjust().GetEnv() {
 			ctr.Env = append(ctr.Env, kv.GetKey()+"="+kv.GetValue())
@@ -211,7 +224,7 @@ func (d *devices) start(n Node, key string, pod *corev1.Pod, held []string) ([]s
 		rt.mu.Unlock()
 	}
 	slices.Sort(delivered)
-	return slices.Compact(delivered), nil
+	return slices.Compact(delivered), held, nil
 }
 
 // restore records the containers of a pod that ran before a restart of
@@ -238,6 +251,7 @@ func (d *devices) restore(n Node, key string, pod *corev1.Pod) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.podNode[key] = n.Object.Name
 	if rt, ok := d.nodes[n.Object.Name]; ok {
 		rt.mu.Lock()
 		rt.sandbox[key] = sandboxOf(pod)
@@ -251,36 +265,34 @@ func (d *devices) restore(n Node, key string, pod *corev1.Pod) {
 	d.restored[n.Object.Name][key] = podContainers{sandbox: sandboxOf(pod), ctrs: ctrs}
 }
 
-// stop stops and removes the pod's containers, wherever they run.
+// stop stops and removes the pod's containers, if it has any here.
 func (d *devices) stop(key string) {
 	d.mu.Lock()
-	runtimes := make([]*nodeRuntime, 0, len(d.nodes))
-	for _, rt := range d.nodes {
-		runtimes = append(runtimes, rt)
-	}
-	for _, r := range d.restored {
-		delete(r, key)
-	}
+	node, ok := d.podNode[key]
+	delete(d.podNode, key)
+	delete(d.restored[node], key)
+	rt := d.nodes[node]
 	d.mu.Unlock()
-	for _, rt := range runtimes {
-		rt.mu.Lock()
-		sb, ctrs := rt.sandbox[key], rt.ctrs[key]
-		delete(rt.sandbox, key)
-		delete(rt.ctrs, key)
-		rt.mu.Unlock()
-		block := rt.nri.BlockPluginSync()
-		var errs []error
-		for _, c := range ctrs {
-			_, err := rt.nri.StopContainer(d.ctx, &api.StopContainerRequest{Pod: sb, Container: c})
-			errs = append(errs, err)
-			errs = append(errs, rt.nri.RemoveContainer(d.ctx, &api.RemoveContainerRequest{Pod: sb, Container: c}))
-		}
-		if sb != nil {
-			errs = append(errs, rt.nri.StopPodSandbox(d.ctx, &api.StopPodSandboxRequest{Pod: sb}), rt.nri.RemovePodSandbox(d.ctx, &api.RemovePodSandboxRequest{Pod: sb}))
-		}
-		block.Unblock()
-		if err := errors.Join(errs...); err != nil {
-			klog.FromContext(d.ctx).Error(err, "Stopping a pod's containers in the simulated runtime", "pod", key)
-		}
+	if !ok || rt == nil {
+		return
+	}
+	rt.mu.Lock()
+	sb, ctrs := rt.sandbox[key], rt.ctrs[key]
+	delete(rt.sandbox, key)
+	delete(rt.ctrs, key)
+	rt.mu.Unlock()
+	block := rt.nri.BlockPluginSync()
+	var errs []error
+	for _, c := range ctrs {
+		_, err := rt.nri.StopContainer(d.ctx, &api.StopContainerRequest{Pod: sb, Container: c})
+		errs = append(errs, err)
+		errs = append(errs, rt.nri.RemoveContainer(d.ctx, &api.RemoveContainerRequest{Pod: sb, Container: c}))
+	}
+	if sb != nil {
+		errs = append(errs, rt.nri.StopPodSandbox(d.ctx, &api.StopPodSandboxRequest{Pod: sb}), rt.nri.RemovePodSandbox(d.ctx, &api.RemovePodSandboxRequest{Pod: sb}))
+	}
+	block.Unblock()
+	if err := errors.Join(errs...); err != nil {
+		klog.FromContext(d.ctx).Error(err, "Stopping a pod's containers in the simulated runtime", "pod", key)
 	}
 }

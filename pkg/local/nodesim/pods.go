@@ -217,14 +217,7 @@ func (s *Simulator) createContainers(ctx context.Context, key string, pod *corev
 	if !ok || n.Inventory == nil || s.devices == nil || !assigned && gpu.RequestedCards(pod) == 0 {
 		return nil
 	}
-	var held []string
-	for _, i := range s.ledger.cardsOf(key) {
-		if c := gpu.CardByIndex(gpu.FromInventory(n.Inventory), i); c != nil {
-			held = append(held, c.UUID)
-		}
-	}
-	slices.Sort(held)
-	delivered, err := s.devices.start(n, key, pod, held)
+	delivered, held, err := s.devices.start(n, key, pod, s.ledger.cardsOf(key))
 	if err != nil {
 		return err
 	}
