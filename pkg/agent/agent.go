@@ -315,12 +315,14 @@ func (a *Agent) sample(ctx context.Context) (sample, error) {
 	return s, nil
 }
 
-// setCards keeps the cards of a complete reading for Cards.
-func (a *Agent) setCards(gpus []aischedv1alpha1.GPU) {
+// setCards keeps the cards of a complete reading for Cards, and returns
+// them.
+func (a *Agent) setCards(gpus []aischedv1alpha1.GPU) []gpu.Card {
 	cards := gpu.FromInventory(&aischedv1alpha1.GPUInventory{Spec: aischedv1alpha1.GPUInventorySpec{GPUs: gpus}})
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.cards = cards
+	return cards
 }
 
 // Cards returns the node's GPUs as of the last sample that read them all,
@@ -341,8 +343,7 @@ func (a *Agent) Cards(ctx context.Context) ([]gpu.Card, error) {
 	for _, c := range read {
 		gpus = append(gpus, c.Inventory())
 	}
-	a.setCards(gpus)
-	return a.Cards(ctx)
+	return a.setCards(gpus), nil
 }
 
 // Sources of collector errors, the values of the source label of

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -292,9 +293,8 @@ func holdingOf(sb *api.PodSandbox, c *api.Container, cards []gpu.Card) (Holding,
 		switch {
 		case strings.HasPrefix(v, "GPU-"), strings.HasPrefix(v, "MIG-"):
 			hd.UUIDs = append(hd.UUIDs, v)
-		case v != "" && v[0] >= '0' && v[0] <= '9':
-			var idx int
-			if _, err := fmt.Sscan(v, &idx); err == nil {
+		default:
+			if idx, err := strconv.Atoi(v); err == nil {
 				if card := gpu.CardByIndex(cards, idx); card != nil && card.UUID != "" {
 					hd.UUIDs = append(hd.UUIDs, card.UUID)
 				}
