@@ -8,7 +8,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	schedulingv1 "k8s.io/api/scheduling/v1"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -514,13 +513,7 @@ func TestGangPreemption(t *testing.T) {
 `)
 	ctx := context.Background()
 	ns := createNamespace(t, c.Client)
-	for name, value := range map[string]int32{ns + "-low": 100, ns + "-high": 1000} {
-		if _, err := c.Client.SchedulingV1().PriorityClasses().Create(ctx, &schedulingv1.PriorityClass{
-			ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value,
-		}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createPriorityClasses(t, c, map[string]int32{ns + "-low": 100, ns + "-high": 1000})
 	gang := func(name, class string, size int, cpu string) {
 		for i := range size {
 			p := utiltesting.MakePod(fmt.Sprintf("%s-%d", name, i), ns).SchedulerName(scheduler.AischedProfile).Req(corev1.ResourceCPU, cpu).

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 
@@ -52,6 +53,27 @@ func createPods(t *testing.T, c *local.Cluster, pods ...*corev1.Pod) {
 		if _, err := c.Client.CoreV1().Pods(p.Namespace).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// createPriorityClasses creates the classes and waits until the apiserver's
+// Priority admission plugin, which reads them from its own informer, admits
+// a pod of each (a dry run), so that pods created next are not refused.
+func createPriorityClasses(t *testing.T, c *local.Cluster, classes map[string]int32) {
+	t.Helper()
+	ctx := context.Background()
+	for name, value := range classes {
+		if _, err := c.Client.SchedulingV1().PriorityClasses().Create(ctx, &schedulingv1.PriorityClass{
+			ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value,
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		probe := utiltesting.MakePod("priority-probe", "default").Obj()
+		probe.Spec.PriorityClassName = name
+		localtest.Eventually(t, 30*time.Second, "PriorityClass "+name+" known to admission", func(ctx context.Context) (bool, error) {
+			_, err := c.Client.CoreV1().Pods("default").Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			return err == nil, nil
+		})
 	}
 }
 

@@ -11,7 +11,10 @@ import (
 	"testing"
 	"time"
 
+	nrilog "github.com/containerd/nri/pkg/log"
+
 	"github.com/aisched/aisched/cmd/aisched/app"
+	"github.com/aisched/aisched/pkg/agent/deliver"
 )
 
 // mainEnv makes the test binary behave as the aisched binary.
@@ -21,6 +24,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(mainEnv) == "1" {
 		os.Exit(app.Main(os.Args[1:]))
 	}
+	// The simulated nodes' NRI runtimes log through NRI's process-wide
+	// logger, as in the aisched binary: to klog, not logrus's stderr.
+	nrilog.Set(deliver.NRILogger{})
 	os.Exit(m.Run())
 }
 

@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,14 +39,7 @@ func TestWhatif(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, pc := range []*schedulingv1.PriorityClass{
-		{ObjectMeta: metav1.ObjectMeta{Name: "low"}, Value: -10},
-		{ObjectMeta: metav1.ObjectMeta{Name: "high"}, Value: 1000},
-	} {
-		if _, err := c.Client.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createPriorityClasses(t, c, map[string]int32{"low": -10, "high": 1000})
 	ask := func(job *corev1.Pod) *whatif.Answer {
 		t.Helper()
 		snap, err := whatif.Take(ctx, readOnly.core, readOnly.aisched)
