@@ -6,9 +6,9 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.0
 KUBE_VERSION := v1.37.0
 # The embedded Kubernetes components report KUBE_VERSION (kubectl version,
 # /version, scheduler --version) instead of v0.0.0-master.
-LDFLAGS := -s -w -X github.com/aisched/aisched/pkg/version.gitVersion=$(VERSION) \
-	$(foreach pkg,k8s.io/component-base/version k8s.io/client-go/pkg/version,\
+KUBE_LDFLAGS := $(foreach pkg,k8s.io/component-base/version k8s.io/client-go/pkg/version,\
 	  -X $(pkg).gitVersion=$(KUBE_VERSION) -X $(pkg).gitMajor=1 -X $(pkg).gitMinor=37 -X $(pkg).gitTreeState=clean)
+LDFLAGS := -s -w -X github.com/aisched/aisched/pkg/version.gitVersion=$(VERSION) $(KUBE_LDFLAGS)
 # Unit-test packages: everything but the integration tests, which link the
 # whole control plane and run without the race detector (see test-integration).
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v /test/integration)
@@ -43,9 +43,11 @@ test-unit: ## Unit tests, with the race detector.
 # detector would instrument all of Kubernetes and triple their build and run
 # time on a 2-core machine, so it stays on the unit tests, which cover the
 # concurrent code of this repository.
+# The embedded apiserver reports the stamped Kubernetes version, which the
+# chart's kubeVersion requires (TestChart installs it with helm).
 .PHONY: test-integration
-test-integration: ## Tests against the embedded control plane (real apiserver and scheduler).
-	$(GO) test -timeout 30m ./test/integration/...
+test-integration: bin/helm ## Tests against the embedded control plane (real apiserver and scheduler).
+	AISCHED_HELM=$(abspath bin/helm) $(GO) test -timeout 30m -ldflags '$(KUBE_LDFLAGS)' ./test/integration/...
 
 .PHONY: test-node
 test-node: ## The device path on a real node (root, runc): containerd with NRI, a kubelet, aisched up, the agent's hook; a few minutes, not part of test.
@@ -69,6 +71,14 @@ fuzz: ## Run every fuzz test for FUZZTIME (default 30s) each.
 	    echo "$$pkg $$fz"; $(GO) test -run '^$$' -fuzz "^$$fz$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 	  done; \
 	done
+
+# Helm, pinned in hack/tools/helm/go.mod.
+bin/helm: hack/tools/helm/go.mod
+	$(GO) build -modfile=hack/tools/helm/go.mod -o $@ helm.sh/helm/v4/cmd/helm
+
+.PHONY: chart-lint
+chart-lint: bin/helm ## Lint the Helm chart (charts/aisched).
+	bin/helm lint --strict charts/aisched
 
 .PHONY: lint
 lint: ## Run golangci-lint (version pinned in hack/tools/go.mod).

@@ -123,7 +123,7 @@ func percent(f *float64) *int32 {
 // apiserver does not serve the resource.
 func crdHint(err error) string {
 	if apierrors.IsNotFound(err) {
-		return " (are aisched's CRDs installed? kubectl apply -k deploy/crds)"
+		return " (are aisched's CRDs installed? helm install the chart charts/aisched, or run aisched crds)"
 	}
 	return ""
 }

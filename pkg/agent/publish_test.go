@@ -259,7 +259,7 @@ func TestCreateWithoutCRD(t *testing.T) {
 	})
 	a, clk := newTestAgent(t, func(o *Options) { o.Client = client })
 	err := once(t, a, clk)
-	want := `creating NodeMetrics n1: nodemetrics.aisched.io "" not found (are aisched's CRDs installed? kubectl apply -k deploy/crds)`
+	want := `creating NodeMetrics n1: nodemetrics.aisched.io "" not found (are aisched's CRDs installed? helm install the chart charts/aisched, or run aisched crds)`
 	if err == nil || err.Error() != want {
 		t.Errorf("Once: %v, want %q", err, want)
 	}

@@ -26,6 +26,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 
 	aischedconfig "github.com/aisched/aisched/apis/config"
+	"github.com/aisched/aisched/charts/aisched/crds"
 	"github.com/aisched/aisched/pkg/clusterfile"
 	"github.com/aisched/aisched/pkg/generated/clientset/versioned"
 	"github.com/aisched/aisched/pkg/local/nodesim"
@@ -218,7 +219,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err := writeKubeconfig(c.KubeconfigPath, c.Host, p); err != nil {
 		return nil, err
 	}
-	if err := installCRDs(ctx, c.Config); err != nil {
+	if err := crds.Install(ctx, c.Config); err != nil {
 		return nil, err
 	}
 	aischedClient, err := versioned.NewForConfig(c.Config)

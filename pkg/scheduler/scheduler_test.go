@@ -10,6 +10,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins"
+	"sigs.k8s.io/yaml"
 
 	aischedconfig "github.com/aisched/aisched/apis/config"
 	"github.com/aisched/aisched/pkg/scheduler/plugins/coscheduling"
@@ -38,36 +39,66 @@ func TestLocalConfig(t *testing.T) {
 	}
 }
 
-// The shipped services configuration states the defaults that `aisched up`
-// runs with.
-func TestShippedServicesAreDefaults(t *testing.T) {
-	shipped, err := aischedconfig.ReadServices(filepath.Join("..", "..", "deploy", "scheduler", "services-config.yaml"))
+// chartDir is the Helm chart, which ships the configuration of
+// aisched-scheduler on a real cluster.
+var chartDir = filepath.Join("..", "..", "charts", "aisched")
+
+// The chart's default services (scheduler.services of values.yaml) are
+// the defaults that `aisched up` runs with.
+func TestChartServicesAreDefaults(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(chartDir, "values.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	var values struct {
+		Scheduler struct {
+			Services map[string]any `json:"services"`
+		} `json:"scheduler"`
+	}
+	if err := yaml.Unmarshal(data, &values); err != nil {
+		t.Fatalf("values.yaml: %v", err)
+	}
+	services, err := yaml.Marshal(values.Scheduler.Services)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shipped, err := aischedconfig.DecodeServices(append([]byte("apiVersion: config.aisched.io/v1alpha1\nkind: SchedulerServices\n"), services...))
+	if err != nil {
+		t.Fatalf("scheduler.services of values.yaml: %v", err)
+	}
 	if diff := cmp.Diff(aischedconfig.DefaultServices(), shipped); diff != "" {
-		t.Errorf("shipped services (-defaults,+shipped):\n%s", diff)
+		t.Errorf("chart's services (-defaults,+chart):\n%s", diff)
 	}
 }
 
-// The aisched profiles of `aisched up` and of the shipped out-of-process
-// configuration must not drift apart.
-func TestShippedConfigMatchesLocal(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("..", "..", "deploy", "scheduler", "scheduler-config.yaml"))
+// The aisched profiles of `aisched up` and those the chart ships
+// (files/scheduler-profiles.yaml, used unless scheduler.profiles is set)
+// must not drift apart. The chart's rendering of them is tested against a
+// cluster in test/integration (TestChart).
+func TestChartProfilesMatchLocal(t *testing.T) {
+	profiles, err := os.ReadFile(filepath.Join(chartDir, "files", "scheduler-profiles.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	shipped, err := DecodeConfig(data)
+	var doc strings.Builder
+	doc.WriteString("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n")
+	for line := range strings.Lines(string(profiles)) {
+		doc.WriteString("  " + line)
+	}
+	shipped, err := DecodeConfig([]byte(doc.String()))
 	if err != nil {
-		t.Fatalf("shipped config: %v", err)
+		t.Fatalf("chart's profiles: %v", err)
 	}
 	local, err := LocalConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
+	if len(shipped.Profiles) != 3 {
+		t.Errorf("chart's profiles: %d, want aisched's three", len(shipped.Profiles))
+	}
 	for _, name := range []string{AischedProfile, BinpackProfile, GPUShareProfile} {
 		if diff := cmp.Diff(profile(t, local, name), profile(t, shipped, name)); diff != "" {
-			t.Errorf("%s profile (-local,+shipped):\n%s", name, diff)
+			t.Errorf("%s profile (-local,+chart):\n%s", name, diff)
 		}
 	}
 }

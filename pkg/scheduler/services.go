@@ -128,7 +128,7 @@ func (s *Services) startOnce(ctx context.Context, h fwk.Handle) error {
 	case err != nil:
 		return fmt.Errorf("node metrics: %w", err)
 	case metrics == nil:
-		logger.Info("NodeMetrics CRD not installed; LoadAware scores every node from its pods' requests (apply deploy/crds and run aisched agent)")
+		logger.Info("NodeMetrics CRD not installed; LoadAware scores every node from its pods' requests (install aisched's CRDs: aisched crds; and run aisched agent)")
 	default:
 		s.NodeMetrics = metrics.GetIndexer()
 	}

@@ -11,9 +11,10 @@ import (
 // equal to go.mod.
 const Kubernetes = "v1.37.0"
 
-// Release is the aisched release the manifests in deploy/ install: they
-// run the image ghcr.io/aisched/aisched:<Release>, never a moving tag such
-// as latest (a test checks). A release changes it and the manifests together.
+// Release is the aisched release the Helm chart (charts/aisched) installs:
+// it runs the image ghcr.io/aisched/aisched:<Release>, never a moving tag
+// such as latest (tests check). A release changes it, Chart.yaml's version
+// and appVersion together.
 const Release = "v0.1.0"
 
 // gitVersion is set at link time: -ldflags "-X github.com/aisched/aisched/pkg/version.gitVersion=v0.1.0".

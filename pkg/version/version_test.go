@@ -1,13 +1,12 @@
 package version
 
 import (
-	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"golang.org/x/mod/modfile"
+	"sigs.k8s.io/yaml"
 )
 
 func TestKubernetesMatchesGoMod(t *testing.T) {
@@ -31,34 +30,39 @@ func TestKubernetesMatchesGoMod(t *testing.T) {
 	t.Error("go.mod does not require k8s.io/kubernetes")
 }
 
-// Every manifest in deploy/ runs the image of Release, by its tag.
-func TestManifestsPinRelease(t *testing.T) {
-	const image = "ghcr.io/aisched/aisched"
-	var found int
-	err := filepath.WalkDir(filepath.Join("..", "..", "deploy"), func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || filepath.Ext(path) != ".yaml" {
-			return err
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		for i, line := range strings.Split(string(data), "\n") {
-			_, ref, ok := strings.Cut(line, "image: ")
-			if !ok || !strings.HasPrefix(strings.TrimSpace(ref), image) {
-				continue
-			}
-			found++
-			if got := strings.TrimSpace(ref); got != image+":"+Release {
-				t.Errorf("%s:%d: image %s, want %s:%s", path, i+1, got, image, Release)
-			}
-		}
-		return nil
-	})
+// The Helm chart runs the image of Release, by its tag: Chart.yaml's
+// appVersion (the default tag; values.yaml leaves image.tag empty) and
+// its version are the release. test/integration's TestChart checks the
+// rendered manifests.
+func TestChartPinsRelease(t *testing.T) {
+	dir := filepath.Join("..", "..", "charts", "aisched")
+	var chart struct {
+		Version    string `json:"version"`
+		AppVersion string `json:"appVersion"`
+	}
+	readYAML(t, filepath.Join(dir, "Chart.yaml"), &chart)
+	if chart.AppVersion != Release || "v"+chart.Version != Release {
+		t.Errorf("Chart.yaml version %s, appVersion %s; want %s for both", chart.Version, chart.AppVersion, Release)
+	}
+	var values struct {
+		Image struct {
+			Repository string `json:"repository"`
+			Tag        string `json:"tag"`
+		} `json:"image"`
+	}
+	readYAML(t, filepath.Join(dir, "values.yaml"), &values)
+	if values.Image.Repository != "ghcr.io/aisched/aisched" || values.Image.Tag != "" {
+		t.Errorf("values.yaml image %+v, want ghcr.io/aisched/aisched with the chart's appVersion (tag empty)", values.Image)
+	}
+}
+
+func readYAML(t *testing.T, path string, into any) {
+	t.Helper()
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if found < 4 {
-		t.Errorf("%d aisched images in deploy/, want one per component (scheduler, agent, controller, gateway)", found)
+	if err := yaml.Unmarshal(data, into); err != nil {
+		t.Fatalf("%s: %v", path, err)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -18,16 +17,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"sigs.k8s.io/yaml"
 
 	aischedv1alpha1 "github.com/aisched/aisched/apis/aisched/v1alpha1"
 	"github.com/aisched/aisched/pkg/generated/clientset/versioned"
 	"github.com/aisched/aisched/pkg/local"
 	"github.com/aisched/aisched/pkg/local/localtest"
 )
-
-// agentDir holds the agent's manifests.
-var agentDir = filepath.Join("..", "..", "deploy", "agent")
 
 // runAgentOnce runs `aisched agent --once` for node against the cluster of
 // kubeconfig, with a short window and a configured disk speed, and returns
@@ -253,32 +248,15 @@ func unreachableKubeconfig(t *testing.T) string {
 	return path
 }
 
-// TestAgentManifests applies deploy/agent (what its kustomization lists)
-// to a cluster: the DaemonSet runs on every node, whatever its taints, and
+// TestAgentManifests installs the Helm chart's agent (with its admission
+// policies) in a cluster: the DaemonSet runs on every node, whatever its taints, and
 // the admission policy lets the agent's service account, with the token of
 // the agent's pod, write only the objects of that pod's node.
 func TestAgentManifests(t *testing.T) {
 	t.Parallel()
 	c := localtest.Start(t, local.Options{})
 	ctx := context.Background()
-	data, err := os.ReadFile(filepath.Join(agentDir, "kustomization.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var kustomization struct {
-		APIVersion string   `json:"apiVersion"`
-		Kind       string   `json:"kind"`
-		Resources  []string `json:"resources"`
-	}
-	if err := yaml.UnmarshalStrict(data, &kustomization); err != nil {
-		t.Fatalf("kustomization.yaml: %v", err)
-	}
-	for _, r := range kustomization.Resources {
-		// The cluster has the CRDs already.
-		if r != "../crds" {
-			applyFile(t, c, filepath.Join(agentDir, r))
-		}
-	}
+	installChart(t, c, renderChart(t, onlyComponents("agent")...))
 
 	nodes, err := c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {

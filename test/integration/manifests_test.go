@@ -4,13 +4,18 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
+	"sync"
 	"testing"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -25,14 +30,91 @@ import (
 	"github.com/aisched/aisched/pkg/local"
 )
 
-// applyFile creates every object of a multi-document YAML manifest, as
-// `kubectl create -f` would.
-func applyFile(t *testing.T, c *local.Cluster, path string) {
+// chartDir is aisched's Helm chart.
+var chartDir = filepath.Join("..", "..", "charts", "aisched")
+
+// systemNamespace is where the tests install the chart, as the docs do.
+const systemNamespace = "aisched-system"
+
+var (
+	helmOnce sync.Once
+	helmPath string
+	helmErr  error
+)
+
+// helmBinary returns the Helm pinned in hack/tools/helm: $AISCHED_HELM
+// when set (make test builds it first), else one built once for the test
+// run.
+func helmBinary(t *testing.T) string {
 	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
+	helmOnce.Do(func() {
+		if helmPath = os.Getenv("AISCHED_HELM"); helmPath != "" {
+			return
+		}
+		dir, err := os.MkdirTemp("", "aisched-helm-")
+		if err != nil {
+			helmErr = err
+			return
+		}
+		helmPath = filepath.Join(dir, "helm")
+		cmd := exec.Command("go", "build", "-modfile=hack/tools/helm/go.mod", "-o", helmPath, "helm.sh/helm/v4/cmd/helm")
+		cmd.Dir = filepath.Join("..", "..")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			helmErr = fmt.Errorf("building helm: %w\n%s", err, out)
+		}
+	})
+	if helmErr != nil {
+		t.Fatal(helmErr)
 	}
+	return helmPath
+}
+
+// runHelm runs helm with the arguments and returns its combined output.
+func runHelm(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(helmBinary(t), args...)
+	// No user configuration or cache of the machine running the tests.
+	home := t.TempDir()
+	cmd.Env = append(os.Environ(), "HELM_CONFIG_HOME="+home, "HELM_CACHE_HOME="+home, "HELM_DATA_HOME="+home)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// renderChart returns the chart's manifests (helm template, without the
+// CRDs) for the release "aisched" in systemNamespace with the extra
+// arguments (--set ..., --show-only ...).
+func renderChart(t *testing.T, args ...string) []byte {
+	t.Helper()
+	out, err := runHelm(t, append([]string{"template", "aisched", chartDir, "--namespace", systemNamespace}, args...)...)
+	if err != nil {
+		t.Fatalf("helm template %v: %v\n%s", args, err, out)
+	}
+	return []byte(out)
+}
+
+// decodeManifests splits multi-document YAML into objects.
+func decodeManifests(t *testing.T, data []byte) []*unstructured.Unstructured {
+	t.Helper()
+	var objs []*unstructured.Unstructured
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		obj := &unstructured.Unstructured{}
+		if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
+			return objs
+		} else if err != nil {
+			t.Fatalf("manifests: %v", err)
+		}
+		if len(obj.Object) > 0 {
+			objs = append(objs, obj)
+		}
+	}
+}
+
+// applyManifests creates every object of multi-document YAML, as
+// `kubectl create -f` would, with strict field validation; dryRun asks
+// the apiserver to admit them without storing them.
+func applyManifests(t *testing.T, c *local.Cluster, data []byte, dryRun bool) {
+	t.Helper()
 	disc, err := discovery.NewDiscoveryClientForConfig(c.Config)
 	if err != nil {
 		t.Fatal(err)
@@ -42,30 +124,67 @@ func applyFile(t *testing.T, c *local.Cluster, path string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	for {
-		var obj unstructured.Unstructured
-		if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
-			return
-		} else if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		if len(obj.Object) == 0 {
-			continue
-		}
+	opts := metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict}
+	if dryRun {
+		opts.DryRun = []string{metav1.DryRunAll}
+	}
+	for _, obj := range decodeManifests(t, data) {
 		gvk := obj.GroupVersionKind()
 		mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 		if err != nil {
-			t.Fatalf("%s: %s: %v", path, gvk, err)
+			t.Fatalf("%s: %v", gvk, err)
 		}
 		var ri dynamic.ResourceInterface = dyn.Resource(mapping.Resource)
 		if obj.GetNamespace() != "" {
 			ri = dyn.Resource(mapping.Resource).Namespace(obj.GetNamespace())
 		}
-		if _, err := ri.Create(context.Background(), &obj, metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict}); err != nil {
-			t.Fatalf("%s: create %s %s: %v", path, gvk.Kind, obj.GetName(), err)
+		if _, err := ri.Create(context.Background(), obj, opts); err != nil {
+			t.Fatalf("create %s %s: %v", gvk.Kind, obj.GetName(), err)
 		}
 	}
+}
+
+// installChart creates systemNamespace and the chart's objects (as
+// rendered by renderChart) in it.
+func installChart(t *testing.T, c *local.Cluster, manifests []byte) {
+	t.Helper()
+	if _, err := c.Client.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: systemNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	applyManifests(t, c, manifests, false)
+}
+
+// configMapFiles writes the data of the ConfigMap name of the manifests
+// into a directory, one file per key, as a pod's volume would, and
+// returns the directory.
+func configMapFiles(t *testing.T, manifests []byte, name string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, obj := range decodeManifests(t, manifests) {
+		if obj.GetKind() != "ConfigMap" || obj.GetName() != name {
+			continue
+		}
+		data, _, err := unstructured.NestedStringMap(obj.Object, "data")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for key, value := range data {
+			writeFile(t, filepath.Join(dir, key), value)
+		}
+		return dir
+	}
+	t.Fatalf("no ConfigMap %s in the chart's manifests", name)
+	return ""
+}
+
+// onlyComponents are the --set arguments that render the named components
+// of the chart and no other.
+func onlyComponents(names ...string) []string {
+	var sets []string
+	for _, c := range []string{"scheduler", "agent", "controller", "gateway"} {
+		sets = append(sets, "--set", fmt.Sprintf("%s.enabled=%t", c, slices.Contains(names, c)))
+	}
+	return sets
 }
 
 // serviceAccountKubeconfig writes a kubeconfig that authenticates as the

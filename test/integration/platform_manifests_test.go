@@ -9,19 +9,21 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
 	platformv1alpha1 "github.com/aisched/aisched/apis/platform/v1alpha1"
+	"github.com/aisched/aisched/pkg/controller/platform"
 	"github.com/aisched/aisched/pkg/generated/clientset/versioned"
 	"github.com/aisched/aisched/pkg/local"
 	"github.com/aisched/aisched/pkg/local/localtest"
@@ -29,7 +31,7 @@ import (
 )
 
 // TestPlatformManifests runs `aisched controller` and `aisched gateway` as
-// processes of their own, as deploy/platform ships them, each with only the
+// processes of their own, as the Helm chart ships them, each with only the
 // permissions of its ServiceAccount, against a cluster that runs no
 // platform of its own: the manifests apply; the controller takes its
 // leader lease, makes its webhook certificate, puts the CA into the
@@ -39,10 +41,13 @@ func TestPlatformManifests(t *testing.T) {
 	t.Parallel()
 	c := localtest.Start(t, local.Options{})
 	ctx := context.Background()
-	dir := filepath.Join("..", "..", "deploy", "platform")
-	for _, f := range []string{"rbac.yaml", "controller.yaml", "gateway.yaml"} {
-		applyFile(t, c, filepath.Join(dir, f))
+	// The webhook's configuration comes after the objects below.
+	components := onlyComponents("controller", "gateway")
+	var rest []string
+	for _, f := range []string{"controller-rbac.yaml", "controller.yaml", "gateway-rbac.yaml", "gateway.yaml"} {
+		rest = append(rest, "--show-only", "templates/platform/"+f)
 	}
+	installChart(t, c, renderChart(t, append(components, rest...)...))
 	waitDeploymentAvailable(t, c.Client, "aisched-system", "aisched-controller", 2)
 	waitDeploymentAvailable(t, c.Client, "aisched-system", "aisched-gateway", 2)
 
@@ -60,7 +65,9 @@ func TestPlatformManifests(t *testing.T) {
 	if _, err := api.AIServices(ns).Create(ctx, utiltesting.MakeService("off", ns, "demo").KillSwitch("closed for the test").Obj(), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	applyFile(t, c, filepath.Join(dir, "webhook.yaml"))
+	webhookConfig := renderChart(t, append(components, "--show-only", "templates/platform/webhook.yaml")...)
+	checkWebhookConfiguration(t, webhookConfig)
+	applyManifests(t, c, webhookConfig, false)
 
 	webhookPort, healthPort, gatewayPort, adminPort := freePort(t), freePort(t), freePort(t), freePort(t)
 	controller := startCommand(t, nil, "controller",
@@ -188,4 +195,30 @@ func httpGet(t *testing.T, url string) int {
 	}
 	resp.Body.Close()
 	return resp.StatusCode
+}
+
+// checkWebhookConfiguration compares the chart's webhook configuration,
+// which a real cluster applies, with platform.ValidatingWebhooks, which
+// `aisched up` registers.
+func checkWebhookConfiguration(t *testing.T, manifests []byte) {
+	t.Helper()
+	objs := decodeManifests(t, manifests)
+	if len(objs) != 1 {
+		t.Fatalf("the chart's webhook configuration: %d objects, want 1", len(objs))
+	}
+	var got admissionregistrationv1.ValidatingWebhookConfiguration
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(objs[0].Object, &got, true); err != nil {
+		t.Fatal(err)
+	}
+	want := platform.ValidatingWebhooks(func(path string) admissionregistrationv1.WebhookClientConfig {
+		return admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{
+			Namespace: systemNamespace, Name: "aisched-controller", Path: &path,
+		}}
+	})
+	if got.Name != platform.WebhookConfigurationName {
+		t.Errorf("webhook configuration %q, want %q", got.Name, platform.WebhookConfigurationName)
+	}
+	if diff := cmp.Diff(want, got.Webhooks); diff != "" {
+		t.Errorf("the chart's webhooks differ from platform.ValidatingWebhooks (-want,+got):\n%s", diff)
+	}
 }

@@ -23,10 +23,11 @@ import (
 )
 
 // TestExternalScheduler runs `aisched scheduler --kubeconfig --config` as
-// its own process, as deploy/scheduler ships it: the manifests apply, and
-// with only the permissions of its ServiceAccount, against a cluster whose
-// in-process scheduler serves only default-scheduler, it takes its leader
-// lease, serves /healthz and binds the pods that name its profile.
+// its own process, as the Helm chart ships it: the chart's manifests
+// apply, and with the chart's configuration and only the permissions of
+// its ServiceAccount, against a cluster whose in-process scheduler serves
+// only default-scheduler, it takes its leader lease, serves /healthz and
+// binds the pods that name its profile.
 func TestExternalScheduler(t *testing.T) {
 	t.Parallel()
 	cfg, err := scheduler.DecodeConfig([]byte("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nleaderElection: {leaderElect: false}\nprofiles: [{schedulerName: default-scheduler}]\n"))
@@ -47,16 +48,17 @@ func TestExternalScheduler(t *testing.T) {
 		t.Fatalf("pod bound to %q (err %v) before the external scheduler started", p.Spec.NodeName, err)
 	}
 
-	applyFile(t, c, filepath.Join("..", "..", "deploy", "scheduler", "rbac.yaml"))
-	applyFile(t, c, filepath.Join("..", "..", "deploy", "scheduler", "deployment.yaml"))
+	manifests := renderChart(t, onlyComponents("scheduler")...)
+	installChart(t, c, manifests)
 	waitDeploymentAvailable(t, c.Client, "aisched-system", "aisched-scheduler", 2)
+	config := configMapFiles(t, manifests, "aisched-scheduler-config")
 	kubeconfig := serviceAccountKubeconfig(t, c, "aisched-system", "aisched-scheduler")
 
 	port := freePort(t)
 	sched := startCommand(t, nil, "scheduler",
 		"--kubeconfig", kubeconfig,
-		"--config", filepath.Join("..", "..", "deploy", "scheduler", "scheduler-config.yaml"),
-		"--services-config", filepath.Join("..", "..", "deploy", "scheduler", "services-config.yaml"),
+		"--config", filepath.Join(config, "scheduler-config.yaml"),
+		"--services-config", filepath.Join(config, "services-config.yaml"),
 		"--secure-port", strconv.Itoa(port))
 	localtest.Eventually(t, time.Minute, "pod bound by the external scheduler", func(ctx context.Context) (bool, error) {
 		p, err := c.Client.CoreV1().Pods(ns).Get(ctx, "p", metav1.GetOptions{})

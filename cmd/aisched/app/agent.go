@@ -88,7 +88,7 @@ NVIDIA GPUs, when nvidia-smi finds any, as its GPUInventory. Every --interval
 it reads /proc and /sys under --root twice, --window apart, and publishes the
 utilisation over that window; a failed publish is retried with a fresh sample
 after a backoff of 1s doubling up to a minute. It runs as a DaemonSet
-(deploy/agent) with the host's /proc and /sys mounted under /host, and serves
+(the Helm chart charts/aisched) with the host's /proc and /sys mounted under /host, and serves
 /metrics and /healthz on --metrics-bind-address.
 
 With --gpu-delivery=nri it also gives each container of a pod that aisched

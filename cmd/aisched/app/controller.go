@@ -51,7 +51,7 @@ Every object reports a Ready condition that says why not.
 It also serves the admission webhook that refuses an OperatorInstance or
 AIService naming an object that does not exist, with a serving certificate
 it keeps itself in the Secret --webhook-secret (no cert-manager needed).
-It runs as a Deployment (deploy/platform); the replicas elect a leader.
+It runs as a Deployment (the Helm chart charts/aisched); the replicas elect a leader.
 
   aisched controller --kubeconfig KUBECONFIG --gateway-url http://gateway.example:8480`,
 		Args: cobra.NoArgs,

@@ -34,7 +34,7 @@ order: caller IP lists, API key and consumer lists, request control, kill
 switch, flow control, circuit breaker. Changes to an AIService, its API-key
 Secret or its endpoints apply within a second, without restart. /metrics,
 /healthz and /readyz are served on --admin-bind-address. It runs as a
-Deployment behind a Service (deploy/platform); replicas share nothing.
+Deployment behind a Service (the Helm chart charts/aisched); replicas share nothing.
 
   aisched gateway --kubeconfig KUBECONFIG --bind-address :8480`,
 		Args: cobra.NoArgs,

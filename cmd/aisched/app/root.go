@@ -38,6 +38,7 @@ a whole simulated cluster in this process.`,
 		newSimCommand(),
 		newWhatifCommand(),
 		newBenchCommand(),
+		newCRDsCommand(),
 		newVersionCommand(),
 	)
 	return root

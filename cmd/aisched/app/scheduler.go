@@ -43,7 +43,7 @@ The scheduler-wide services that every profile shares (the GPU ledger, the
 job queue) have their own configuration, --services-config (kind
 SchedulerServices; defaults when absent).
 
-  aisched scheduler --config deploy/scheduler/scheduler-config.yaml --kubeconfig KUBECONFIG`,
+  aisched scheduler --config scheduler-config.yaml --kubeconfig KUBECONFIG`,
 		Args: cobra.NoArgs,
 		PersistentPreRunE: func(*cobra.Command, []string) error {
 			// Feature gates must be set before RunE.

@@ -29,7 +29,7 @@ const (
 )
 
 // WebhookConfigurationName is the ValidatingWebhookConfiguration of the
-// platform (deploy/platform ships it; `aisched up` makes it).
+// platform (the Helm chart ships it; `aisched up` makes it).
 const WebhookConfigurationName = "aisched-platform"
 
 // ValidatingWebhooks are the platform's webhooks, reached through

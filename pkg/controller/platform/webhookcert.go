@@ -39,7 +39,7 @@ const (
 // in a Secret that every replica of the controller shares, the CA goes into
 // the ValidatingWebhookConfiguration's caBundle, and the certificate is
 // renewed a month before it ends. Only that Secret and that configuration
-// are written (the RBAC of deploy/platform names them).
+// are written (the chart's RBAC names them).
 type WebhookCerts struct {
 	Client kubernetes.Interface
 	// Namespace and Service name the webhook's Service; the Secret is in

@@ -137,7 +137,7 @@ func (s *State) start(ctx context.Context, client versioned.Interface, factory i
 	case err != nil:
 		return err
 	case informer == nil:
-		logger.Info("GPUInventory CRD not installed; reading GPUs from GPU Feature Discovery labels only (apply deploy/crds and restart to use inventories)")
+		logger.Info("GPUInventory CRD not installed; reading GPUs from GPU Feature Discovery labels only (install aisched's CRDs with aisched crds and restart to use inventories)")
 	default:
 		s.inventoryServed = true
 		// Registered on a synced informer, the handler first sees every

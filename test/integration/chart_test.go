@@ -1,0 +1,250 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	aischedconfig "github.com/aisched/aisched/apis/config"
+	"github.com/aisched/aisched/pkg/local"
+	"github.com/aisched/aisched/pkg/local/localtest"
+	"github.com/aisched/aisched/pkg/scheduler"
+	"github.com/aisched/aisched/pkg/version"
+)
+
+// TestChart checks the Helm chart as a user meets it: helm lint; every
+// set of components renders, pins the release's image and passes a
+// server-side dry run against a real apiserver; bad values are refused
+// naming the field; the scheduler's configuration is built from values;
+// and `helm install` then `helm upgrade` into aisched up end with every
+// Deployment and DaemonSet available on the simulated nodes.
+func TestChart(t *testing.T) {
+	t.Parallel()
+	if out, err := runHelm(t, "lint", "--strict", chartDir); err != nil {
+		t.Fatalf("helm lint: %v\n%s", err, out)
+	}
+	c := localtest.Start(t, local.Options{})
+	ctx := context.Background()
+	if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: systemNamespace}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("component sets", func(t *testing.T) {
+		image := "ghcr.io/aisched/aisched:" + version.Release
+		for _, tc := range []struct {
+			name string
+			args []string
+			// workloads are the Deployments and DaemonSets rendered.
+			workloads []string
+			image     string
+		}{
+			{name: "defaults", workloads: []string{"DaemonSet/aisched-agent", "Deployment/aisched-controller", "Deployment/aisched-gateway", "Deployment/aisched-scheduler"}},
+			{name: "scheduler", args: onlyComponents("scheduler"), workloads: []string{"Deployment/aisched-scheduler"}},
+			{name: "agent", args: onlyComponents("agent"), workloads: []string{"DaemonSet/aisched-agent"}},
+			{name: "controller", args: onlyComponents("controller"), workloads: []string{"Deployment/aisched-controller"}},
+			{name: "gateway", args: onlyComponents("gateway"), workloads: []string{"Deployment/aisched-gateway"}},
+			{name: "none", args: onlyComponents()},
+			{name: "agent without delivery", args: append(onlyComponents("agent"), "--set", "agent.gpu.delivery=none", "--set", "agent.admissionPolicy.enabled=false"),
+				workloads: []string{"DaemonSet/aisched-agent"}},
+			{name: "agent with MPS and CDI", args: append(onlyComponents("agent"), "--set", "agent.gpu.isolation=mps", "--set", "agent.gpu.deviceNaming=cdi"),
+				workloads: []string{"DaemonSet/aisched-agent"}},
+			{name: "single replicas, no webhook", args: []string{"--set", "scheduler.replicas=1", "--set", "controller.replicas=1", "--set", "gateway.replicas=1", "--set", "controller.webhook.enabled=false"},
+				workloads: []string{"DaemonSet/aisched-agent", "Deployment/aisched-controller", "Deployment/aisched-gateway", "Deployment/aisched-scheduler"}},
+			{name: "by digest", args: append(onlyComponents("scheduler"), "--set", "image.digest=sha256:"+strings.Repeat("ab", 32)),
+				workloads: []string{"Deployment/aisched-scheduler"}, image: "ghcr.io/aisched/aisched@sha256:" + strings.Repeat("ab", 32)},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				manifests := renderChart(t, tc.args...)
+				want := image
+				if tc.image != "" {
+					want = tc.image
+				}
+				var workloads []string
+				for _, obj := range decodeManifests(t, manifests) {
+					if obj.GetKind() != "Deployment" && obj.GetKind() != "DaemonSet" {
+						continue
+					}
+					workloads = append(workloads, obj.GetKind()+"/"+obj.GetName())
+					containers, _, _ := unstructured.NestedSlice(obj.Object, "spec", "template", "spec", "containers")
+					for _, ctr := range containers {
+						if got := ctr.(map[string]any)["image"]; got != want {
+							t.Errorf("%s/%s runs image %v, want %s", obj.GetKind(), obj.GetName(), got, want)
+						}
+					}
+				}
+				slices.Sort(workloads)
+				if !slices.Equal(workloads, tc.workloads) {
+					t.Errorf("workloads %v, want %v", workloads, tc.workloads)
+				}
+				applyManifests(t, c, manifests, true)
+			})
+		}
+	})
+
+	t.Run("service monitors", func(t *testing.T) {
+		// The cluster has no prometheus-operator CRDs: rendered only.
+		var monitors []string
+		for _, obj := range decodeManifests(t, renderChart(t, "--set", "metrics.serviceMonitor.enabled=true")) {
+			if obj.GetKind() == "ServiceMonitor" {
+				monitors = append(monitors, obj.GetName())
+			}
+		}
+		slices.Sort(monitors)
+		if want := []string{"aisched-agent", "aisched-controller", "aisched-gateway", "aisched-scheduler"}; !slices.Equal(monitors, want) {
+			t.Errorf("ServiceMonitors %v, want %v", monitors, want)
+		}
+	})
+
+	t.Run("bad values", func(t *testing.T) {
+		for _, tc := range []struct{ set, want string }{
+			{"scheduler.replicas=0", "/scheduler/replicas"},
+			{"scheduler.services.jobQueue.backoffSeconds=0", "/scheduler/services/jobQueue/backoffSeconds"},
+			{"scheduler.services.jobQueue.maxBackoffSeconds=4000", "/scheduler/services/jobQueue/maxBackoffSeconds"},
+			{"scheduler.leaderElection.leaseDuration=15", "/scheduler/leaderElection/leaseDuration"},
+			{"agent.gpu.delivery=plugin", "/agent/gpu/delivery"},
+			{"agent.gpu.isolation=hami", "/agent/gpu/isolation"},
+			{"image.tag=latest", "/image/tag"},
+			{"image.digest=sha256:abc", "/image/digest"},
+			{"gateway.service.port=70000", "/gateway/service/port"},
+			{"controller.webhook.timeoutSeconds=60", "/controller/webhook/timeoutSeconds"},
+			{"scheduler.replica=2", "replica"},
+		} {
+			out, err := runHelm(t, "template", "aisched", chartDir, "--set", tc.set)
+			if err == nil || !strings.Contains(out, tc.want) {
+				t.Errorf("--set %s: err=%v output %q, want a refusal naming %s", tc.set, err, out, tc.want)
+			}
+		}
+	})
+
+	t.Run("scheduler configuration from values", func(t *testing.T) {
+		manifests := renderChart(t, append(onlyComponents("scheduler"),
+			"--set", "scheduler.leaderElection.leaseDuration=30s",
+			"--set", "scheduler.services.jobQueue.backfill=false",
+			"--set-json", `scheduler.extraProfiles=[{"schedulerName":"mine","plugins":{"queueSort":{"disabled":[{"name":"*"}],"enabled":[{"name":"Coscheduling"}]},"multiPoint":{"enabled":[{"name":"GPUFit"},{"name":"FGD","weight":5}]}}}]`)...)
+		dir := configMapFiles(t, manifests, "aisched-scheduler-config")
+		cfg, err := scheduler.ReadConfig(filepath.Join(dir, "scheduler-config.yaml"))
+		if err != nil {
+			t.Fatalf("the chart's scheduler configuration: %v", err)
+		}
+		var names []string
+		for _, p := range cfg.Profiles {
+			names = append(names, p.SchedulerName)
+		}
+		if want := []string{scheduler.AischedProfile, scheduler.BinpackProfile, scheduler.GPUShareProfile, "mine"}; !slices.Equal(names, want) {
+			t.Errorf("profiles %v, want %v", names, want)
+		}
+		le := cfg.LeaderElection
+		if !le.LeaderElect || le.ResourceName != "aisched-scheduler" || le.ResourceNamespace != systemNamespace || le.LeaseDuration.Duration != 30*time.Second {
+			t.Errorf("leader election %+v, want on, lease %s/aisched-scheduler of 30s", le, systemNamespace)
+		}
+		services, err := aischedconfig.ReadServices(filepath.Join(dir, "services-config.yaml"))
+		if err != nil {
+			t.Fatalf("the chart's services configuration: %v", err)
+		}
+		if *services.JobQueue.Backfill {
+			t.Error("scheduler.services.jobQueue.backfill=false did not reach the services configuration")
+		}
+	})
+
+	t.Run("install and upgrade", func(t *testing.T) {
+		// The chart requires Kubernetes >= 1.32; the embedded apiserver
+		// reports the version that make stamps at link time.
+		if v, err := c.Client.Discovery().ServerVersion(); err != nil {
+			t.Fatal(err)
+		} else if v.GitVersion != version.Kubernetes {
+			t.Skipf("the apiserver reports Kubernetes %s: the test binary was linked without the version; run make test-integration", v.GitVersion)
+		}
+		helmArgs := func(args ...string) []string {
+			return append(args, "--kubeconfig", c.KubeconfigPath, "--namespace", systemNamespace, "--wait", "--timeout", "3m")
+		}
+		if out, err := runHelm(t, helmArgs("install", "aisched", chartDir)...); err != nil {
+			t.Fatalf("helm install: %v\n%s", err, out)
+		}
+		waitWorkloads(t, c, map[string]int32{"aisched-scheduler": 2, "aisched-controller": 2, "aisched-gateway": 2})
+		// The CRD hook's Job runs in the simulated cluster for a second
+		// (nodesim runs no image); "crds command" below runs what it runs.
+		if out, err := runHelm(t, helmArgs("upgrade", "aisched", chartDir, "--set", "scheduler.replicas=3", "--set", "controller.webhook.enabled=false",
+			"--set-string", `crds.podAnnotations.sim\.aisched\.io/run-duration=1s`)...); err != nil {
+			t.Fatalf("helm upgrade: %v\n%s", err, out)
+		}
+		waitWorkloads(t, c, map[string]int32{"aisched-scheduler": 3, "aisched-controller": 2, "aisched-gateway": 2})
+		if _, err := c.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, "aisched-platform", metav1.GetOptions{}); err == nil {
+			t.Error("the webhook configuration outlived controller.webhook.enabled=false")
+		}
+		out, err := runHelm(t, "status", "aisched", "--kubeconfig", c.KubeconfigPath, "--namespace", systemNamespace)
+		if err != nil || !strings.Contains(out, "STATUS: deployed") || !strings.Contains(out, "REVISION: 2") {
+			t.Errorf("helm status: %v\n%s", err, out)
+		}
+	})
+
+	t.Run("crds command", func(t *testing.T) {
+		// The pre-upgrade hook's identity, as the chart renders it.
+		var rbac []byte
+		for _, obj := range decodeManifests(t, renderChart(t, "--show-only", "templates/crds-upgrade.yaml")) {
+			if obj.GetKind() == "Job" {
+				continue
+			}
+			data, err := yaml.Marshal(obj.Object)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rbac = append(append(rbac, "---\n"...), data...)
+		}
+		applyManifests(t, c, rbac, false)
+		// An older release's CRD: another description.
+		api := apiextensionsclient.NewForConfigOrDie(c.Config).ApiextensionsV1().CustomResourceDefinitions()
+		const name = "gpuinventories.aisched.io"
+		crd, err := api.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Description
+		crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Description = "an older release"
+		if _, err := api.Update(ctx, crd, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		out, err := runCommand(t, "crds", "--kubeconfig", serviceAccountKubeconfig(t, c, systemNamespace, "aisched-crds"))
+		if err != nil {
+			t.Fatalf("aisched crds with the hook's permissions: %v\n%s", err, out)
+		}
+		crd, err = api.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Description; got != want {
+			t.Errorf("after aisched crds: description %q, want this release's %q", got, want)
+		}
+	})
+}
+
+// waitWorkloads waits until the Deployments of systemNamespace have the
+// given available replicas and the agent's DaemonSet runs on every node.
+func waitWorkloads(t *testing.T, c *local.Cluster, deployments map[string]int32) {
+	t.Helper()
+	for name, replicas := range deployments {
+		waitDeploymentAvailable(t, c.Client, systemNamespace, name, replicas)
+	}
+	localtest.Eventually(t, time.Minute, "the agent available on every node", func(ctx context.Context) (bool, error) {
+		ds, err := c.Client.AppsV1().DaemonSets(systemNamespace).Get(ctx, "aisched-agent", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return daemonSetAvailable(ds), fmt.Errorf("status %+v", ds.Status)
+	})
+}
+
+func daemonSetAvailable(ds *appsv1.DaemonSet) bool {
+	s := ds.Status
+	return s.ObservedGeneration == ds.Generation && s.DesiredNumberScheduled > 0 && s.NumberAvailable == s.DesiredNumberScheduled && s.UpdatedNumberScheduled == s.DesiredNumberScheduled
+}
