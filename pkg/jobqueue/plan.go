@@ -3,6 +3,7 @@ package jobqueue
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -93,9 +94,12 @@ type Decision struct {
 	Message  string
 }
 
-// Reservation is what the first waiting group needs on each node: others
-// may use a node's free resources and cards only beyond it, so that the
-// group starts as soon as the pods now on these nodes finish.
+// Reservation is what one group needs on each node: others may use a
+// node's free resources and cards only beyond it. The first waiting group
+// holds one so that it starts as soon as the pods now on these nodes
+// finish; the first admitted group whose members are being placed holds
+// one where the plan placed them, so that pods the scheduler takes first
+// do not scatter over those nodes and leave it without room.
 type Reservation struct {
 	Holder   string
 	Priority int32
@@ -113,6 +117,9 @@ type Held struct {
 type Plan struct {
 	Decisions   map[string]Decision
 	Reservation *Reservation
+	// Placing is the reservation of the first admitted group, in queue
+	// order, whose members are being placed.
+	Placing *Reservation
 	// Preemptions are the pods to delete so that a group fits.
 	Preemptions []Preemption
 }
@@ -142,10 +149,19 @@ func Compute(in Input) Plan {
 		return cmp.Or(cmp.Compare(b.Priority, a.Priority), a.Created.Compare(b.Created), cmp.Compare(a.Key, b.Key))
 	})
 	plan := Plan{Decisions: make(map[string]Decision, len(groups))}
+	// protect holds for the first admitted group with members to place
+	// what they took of the rooms.
+	protect := func(g Group, demands []Demand, at placement) {
+		if plan.Placing == nil && len(demands) > 0 {
+			plan.Placing = heldAt(g, demands, at, rooms)
+		}
+	}
 	for _, g := range groups {
 		if g.Admitted {
-			FitFirst(demandsOf(g.Pending), rooms, len(g.Pending))
+			demands := demandsOf(g.Pending)
+			_, at := FitFirst(demands, rooms, len(g.Pending))
 			plan.Decisions[g.Key] = admitted
+			protect(g, demands, at)
 		}
 	}
 	position := 0
@@ -185,6 +201,7 @@ func Compute(in Input) Plan {
 		}
 		if fit >= need {
 			plan.Decisions[g.Key] = admitted
+			protect(g, demands, at)
 			continue
 		}
 		unfit(demands, rooms, at)
@@ -225,25 +242,41 @@ func Compute(in Input) Plan {
 // reservationAt reserves for g what its demands take where at placed
 // them, and withholds it from the rooms.
 func reservationAt(g Group, demands []Demand, at placement, rooms []Room) *Reservation {
+	res, taken := held(g, demands, at, rooms)
+	for r, h := range taken {
+		rooms[r].Free = rooms[r].Free.Sub(h.Resources).floor()
+		rooms[r].GPUs = withheld(rooms[r].GPUs, h.GPUs)
+	}
+	return res
+}
+
+// heldAt reserves for g what its demands took of the rooms where at
+// placed them (the rooms are left as they are).
+func heldAt(g Group, demands []Demand, at placement, rooms []Room) *Reservation {
+	res, _ := held(g, demands, at, rooms)
+	return res
+}
+
+// held returns the reservation of g's demands where at placed them, and
+// what it holds by room.
+func held(g Group, demands []Demand, at placement, rooms []Room) (*Reservation, map[int]Held) {
 	res := &Reservation{Holder: g.Key, Priority: g.Priority, Nodes: map[string]Held{}}
 	taken := map[int]Held{}
 	for i, r := range at.at {
 		if r < 0 {
 			continue
 		}
-		held := taken[r]
-		held.Resources = held.Add(demands[i].Request)
+		h := taken[r]
+		h.Resources = h.Add(demands[i].Request)
 		if demands[i].GPU.Count > 0 {
-			held.GPUs = append(held.GPUs, demands[i].GPU)
+			h.GPUs = append(h.GPUs, demands[i].GPU)
 		}
-		taken[r] = held
+		taken[r] = h
 	}
-	for r, held := range taken {
-		res.Nodes[rooms[r].Node.Name] = held
-		rooms[r].Free = rooms[r].Free.Sub(held.Resources).floor()
-		rooms[r].GPUs = withheld(rooms[r].GPUs, held.GPUs)
+	for r, h := range taken {
+		res.Nodes[rooms[r].Node.Name] = h
 	}
-	return res
+	return res, taken
 }
 
 func demandsOf(pods []*corev1.Pod) []Demand {
@@ -361,6 +394,30 @@ func withheld(n gpustate.NodeGPUs, reserved []gpu.Request) gpustate.NodeGPUs {
 		}
 	}
 	return n
+}
+
+// Binding returns what the plan's reservations hold, merged, for a pod of
+// group key ("" for none) and priority: those of other groups of the same
+// or higher priority. Nil when none binds it.
+func (p *Plan) Binding(key string, priority int32) *Reservation {
+	var out *Reservation
+	for _, r := range []*Reservation{p.Placing, p.Reservation} {
+		if r == nil || r.Holder == key || priority > r.Priority {
+			continue
+		}
+		if out == nil {
+			out = &Reservation{Holder: r.Holder, Priority: r.Priority, Nodes: maps.Clone(r.Nodes)}
+			continue
+		}
+		out.Holder += " and " + r.Holder
+		for node, h := range r.Nodes {
+			both := out.Nodes[node]
+			both.Resources = both.Add(h.Resources)
+			both.GPUs = append(slices.Clone(both.GPUs), h.GPUs...)
+			out.Nodes[node] = both
+		}
+	}
+	return out
 }
 
 // Allows reports whether a pod with request and GPU request gpuReq may use

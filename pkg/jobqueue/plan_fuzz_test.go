@@ -101,6 +101,11 @@ func FuzzCompute(f *testing.F) {
 				t.Errorf("reservation holder %s: %+v", r.Holder, d)
 			}
 		}
+		if r := plan.Placing; r != nil {
+			if d := plan.Decisions[r.Holder]; !d.Admitted {
+				t.Errorf("placing reservation of %s, which is not admitted: %+v", r.Holder, d)
+			}
+		}
 		reversed := slices.Clone(groups)
 		slices.Reverse(reversed)
 		in.Groups = reversed

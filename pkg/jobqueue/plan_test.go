@@ -64,6 +64,47 @@ func gpuQuota(hard, used string) Quota {
 		Used: corev1.ResourceList{"requests.nvidia.com/gpu": resource.MustParse(used)}}
 }
 
+// The first admitted group with members to place holds where the plan put
+// them: a pod of another group may take only what is left beyond it, and a
+// waiting group's reservation binds as well (Binding merges both).
+func TestPlacingReservation(t *testing.T) {
+	rooms := []Room{room("a", 8, 4, 8, 4), room("b", 8, 4, 8, 4), room("c", 8, 4, 8, 0)}
+	big := group("big", 2, 1, 4, 0, 0)
+	small := group("small", 1, 1, 2, 10, 0)
+	plan := Compute(Input{Rooms: rooms, Groups: []Group{big, small}})
+	if !plan.Decisions["ns/big"].Admitted {
+		t.Fatalf("big: %+v, want admitted", plan.Decisions["ns/big"])
+	}
+	if plan.Placing == nil || plan.Placing.Holder != "ns/big" || len(plan.Placing.Nodes) != 2 {
+		t.Fatalf("placing reservation %+v, want big's on two nodes", plan.Placing)
+	}
+	if d := plan.Decisions["ns/small"]; d.Admitted {
+		t.Errorf("small admitted although big holds every free card: %+v", d)
+	}
+	binding := plan.Binding("ns/small", 0)
+	if binding == nil {
+		t.Fatal("no reservation binds a pod of small")
+	}
+	for _, node := range []string{"a", "b"} {
+		free := rooms[0].Free
+		if binding.Allows(node, free, cards(4, 4), Resources{MilliCPU: 1000}, gpu.Request{Count: 1}) {
+			t.Errorf("a card of node %s, held for big, allowed to a pod of small", node)
+		}
+	}
+	if !binding.Allows("a", rooms[0].Free, cards(4, 4), Resources{MilliCPU: 1000}, gpu.Request{}) {
+		t.Error("a CPU pod refused on node a, where big leaves CPU")
+	}
+	if binding.Holder != "ns/big" {
+		t.Errorf("a pod of small bound by %s, want big's reservation only", binding.Holder)
+	}
+	if r := plan.Binding("ns/big", 0); r != nil && strings.Contains(r.Holder, "ns/big") {
+		t.Errorf("big's own pods bound by its reservation: %s", r.Holder)
+	}
+	if plan.Binding("ns/small", 1) != nil {
+		t.Error("a pod of higher priority bound by the reservation")
+	}
+}
+
 func TestCompute(t *testing.T) {
 	fourNodes := []Room{room("a", 8, 4, 8, 4), room("b", 8, 4, 8, 4), room("c", 8, 4, 8, 4), room("d", 8, 4, 8, 4)}
 	tests := []struct {

@@ -65,6 +65,9 @@ type Queue struct {
 	status *statusWriter
 	held   *podWriter
 	evict  *evictor
+	// synced report whether the queue's handlers have seen what the
+	// informers first listed.
+	synced []cache.InformerSynced
 
 	kick chan struct{}
 	// refreshing is true while a delayed pass is pending.
@@ -77,11 +80,16 @@ type Queue struct {
 	// loopSpacing passes (waiting on the clock).
 	state atomic.Int32
 
+	metrics *queueMetrics
+
 	mu       sync.Mutex
 	profiles map[string]bool
 	admitted map[string]bool
-	failures map[string]int
-	backoff  map[string]time.Time
+	// admittedAt is when each admitted group was admitted, until
+	// min-available of its members are bound.
+	admittedAt map[string]time.Time
+	failures   map[string]int
+	backoff    map[string]time.Time
 	// ended counts the members that succeeded or failed, by group.
 	ended *endedPods
 	// preempted are the groups a member of which a scheduler preempted
@@ -103,11 +111,13 @@ func New(groups *podgroup.Groups, gpus *gpustate.State, opts Options) *Queue {
 		opts:     opts,
 		kick:     make(chan struct{}, 1),
 		profiles: map[string]bool{},
+		metrics:  newQueueMetrics(),
 		admitted: map[string]bool{},
 		failures: map[string]int{},
 		backoff:  map[string]time.Time{},
 
-		preempted: map[string]bool{},
+		preempted:  map[string]bool{},
+		admittedAt: map[string]time.Time{},
 	}
 }
 
@@ -131,11 +141,12 @@ func (q *Queue) Start(ctx context.Context, factory informers.SharedInformerFacto
 	q.nodes = factory.Core().V1().Nodes().Lister()
 	quotaInformer := factory.Core().V1().ResourceQuotas().Informer()
 	q.quotas = factory.Core().V1().ResourceQuotas().Lister()
-	if _, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	podsReg, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    q.podAdded,
 		UpdateFunc: q.podUpdate,
 		DeleteFunc: q.podDeleted,
-	}); err != nil {
+	})
+	if err != nil {
 		return err
 	}
 	onWaiting := cache.ResourceEventHandlerFuncs{
@@ -143,12 +154,15 @@ func (q *Queue) Start(ctx context.Context, factory informers.SharedInformerFacto
 		UpdateFunc: func(interface{}, interface{}) { q.kickIfWaiting() },
 		DeleteFunc: func(interface{}) { q.kickIfWaiting() },
 	}
-	if _, err := factory.Core().V1().Nodes().Informer().AddEventHandler(onWaiting); err != nil {
+	nodesReg, err := factory.Core().V1().Nodes().Informer().AddEventHandler(onWaiting)
+	if err != nil {
 		return err
 	}
-	if _, err := quotaInformer.AddEventHandler(onWaiting); err != nil {
+	quotasReg, err := quotaInformer.AddEventHandler(onWaiting)
+	if err != nil {
 		return err
 	}
+	q.synced = []cache.InformerSynced{podsReg.HasSynced, nodesReg.HasSynced, quotasReg.HasSynced}
 	if err := q.groups.OnPodGroup(func(string) { q.Kick() }); err != nil {
 		return err
 	}
@@ -287,6 +301,8 @@ func (q *Queue) Failed(key string) {
 		return
 	}
 	delete(q.admitted, key)
+	delete(q.admittedAt, key)
+	q.metrics.failedAttempts.Inc()
 	q.failures[key]++
 	wait := q.opts.Backoff << min(q.failures[key]-1, 20)
 	wait = min(wait, q.opts.MaxBackoff)
@@ -305,10 +321,11 @@ func (q *Queue) Decision(key string) (d Decision, ok bool) {
 	return d, ok
 }
 
-// Reservation returns the current reservation, or nil.
-func (q *Queue) Reservation() *Reservation {
+// Binding returns what the current plan's reservations hold for a pod of
+// group key ("" for none) with priority (Plan.Binding), or nil.
+func (q *Queue) Binding(key string, priority int32) *Reservation {
 	if p := q.plan.Load(); p != nil {
-		return p.Reservation
+		return p.Binding(key, priority)
 	}
 	return nil
 }
@@ -321,6 +338,14 @@ const (
 )
 
 func (q *Queue) loop(ctx context.Context) {
+	// No pass, hence no status write, held-pod condition or eviction,
+	// before the queue has seen the cluster. A standby replica of a
+	// leader-elected scheduler starts its informers only when it leads
+	// (delayCacheUntilActive, which aisched scheduler sets), so only the
+	// leader's queue acts.
+	if !cache.WaitForCacheSync(ctx.Done(), q.synced...) {
+		return
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -368,6 +393,8 @@ func (q *Queue) pass(ctx context.Context) {
 		switch {
 		case d.Admitted && !q.admitted[key]:
 			q.admitted[key] = true
+			q.admittedAt[key] = start
+			q.metrics.admissionWait.Observe(start.Sub(members[key].Created).Seconds())
 			for _, p := range members[key].Pending {
 				activate[p.Namespace+"/"+p.Name] = p
 			}
@@ -381,6 +408,15 @@ func (q *Queue) pass(ctx context.Context) {
 			delete(q.admitted, key)
 		}
 	}
+	for key, at := range q.admittedAt {
+		switch g, ok := members[key]; {
+		case !ok:
+			delete(q.admittedAt, key)
+		case len(g.Bound)+g.Succeeded >= g.MinAvailable:
+			q.metrics.placement.Observe(start.Sub(at).Seconds())
+			delete(q.admittedAt, key)
+		}
+	}
 	for key := range q.failures {
 		if g, ok := members[key]; !ok || len(g.Bound) >= g.MinAvailable {
 			delete(q.failures, key)
@@ -388,6 +424,7 @@ func (q *Queue) pass(ctx context.Context) {
 		}
 	}
 	q.mu.Unlock()
+	q.metrics.record(plan, members)
 	q.waiting.Store(waiting)
 	if len(activate) > 0 {
 		q.activate(activate)

@@ -183,7 +183,13 @@ func runWriters(ctx context.Context, queue workqueue.TypedRateLimitingInterface[
 				return
 			}
 			if err := write(ctx, key); err != nil {
-				klog.FromContext(ctx).V(2).Info(what, "key", key, "err", err)
+				// A conflict or a retry is routine; a first failure of
+				// another kind may be a lasting one (RBAC, a CRD missing).
+				if logger := klog.FromContext(ctx); apierrors.IsConflict(err) || queue.NumRequeues(key) > 0 {
+					logger.V(2).Info(what, "key", key, "err", err)
+				} else {
+					logger.Error(err, what, "key", key)
+				}
 				queue.AddRateLimited(key)
 			} else {
 				queue.Forget(key)

@@ -7,8 +7,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/component-base/metrics"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/utils/clock"
@@ -91,8 +94,14 @@ func (s *Services) start(ctx context.Context, h fwk.Handle) error {
 func (s *Services) startOnce(ctx context.Context, h fwk.Handle) error {
 	client := s.client
 	if client == nil {
+		// CRDs are served in JSON only; the scheduler's own connection
+		// asks for protobuf (clientConnection.contentType), which would
+		// fail every write of a PodGroup.
+		cfg := rest.CopyConfig(h.KubeConfig())
+		cfg.ContentType = runtime.ContentTypeJSON
+		cfg.AcceptContentTypes = runtime.ContentTypeJSON
 		var err error
-		if client, err = versioned.NewForConfig(h.KubeConfig()); err != nil {
+		if client, err = versioned.NewForConfig(cfg); err != nil {
 			return err
 		}
 	}
@@ -133,6 +142,13 @@ func (s *Services) startOnce(ctx context.Context, h fwk.Handle) error {
 		s.NodeMetrics = metrics.GetIndexer()
 	}
 	return nil
+}
+
+// Metrics returns the services' metrics and the collectors of their state,
+// for the scheduler's metrics registry: `aisched scheduler` registers them
+// with kube-scheduler's; the simulator and aisched up do not.
+func (s *Services) Metrics() ([]metrics.Registerable, []metrics.StableCollector) {
+	return s.Queue.Metrics(), []metrics.StableCollector{s.GPUs.Collector()}
 }
 
 // syncTimeout bounds the wait for the NodeMetrics cache at start.

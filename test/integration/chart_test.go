@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -103,6 +104,54 @@ func TestChart(t *testing.T) {
 		slices.Sort(monitors)
 		if want := []string{"aisched-agent", "aisched-controller", "aisched-gateway", "aisched-scheduler"}; !slices.Equal(monitors, want) {
 			t.Errorf("ServiceMonitors %v, want %v", monitors, want)
+		}
+	})
+
+	t.Run("alerts and dashboard", func(t *testing.T) {
+		objs := decodeManifests(t, renderChart(t, "--set", "metrics.prometheusRule.enabled=true", "--set", "metrics.dashboard.enabled=true",
+			"--show-only", "templates/monitoring/prometheusrule.yaml", "--show-only", "templates/monitoring/dashboard.yaml"))
+		if len(objs) != 2 {
+			t.Fatalf("%d monitoring objects, want a PrometheusRule and a dashboard ConfigMap", len(objs))
+		}
+		alerts := 0
+		groups, _, _ := unstructured.NestedSlice(objs[0].Object, "spec", "groups")
+		for _, g := range groups {
+			for _, r := range g.(map[string]any)["rules"].([]any) {
+				rule := r.(map[string]any)
+				labels, _ := rule["labels"].(map[string]any)
+				annotations, _ := rule["annotations"].(map[string]any)
+				if rule["alert"] == "" || rule["expr"] == "" || labels["severity"] == nil || annotations["summary"] == nil || annotations["description"] == nil {
+					t.Errorf("rule %v: want alert, expr, severity, summary and description", rule)
+				}
+				alerts++
+			}
+		}
+		if alerts < 8 {
+			t.Errorf("%d alerts, want the scheduler's, the agent's and the gateway's", alerts)
+		}
+		data, _, _ := unstructured.NestedString(objs[1].Object, "data", "aisched.json")
+		var dashboard struct {
+			Panels []struct {
+				Type    string `json:"type"`
+				Targets []struct {
+					Expr string `json:"expr"`
+				} `json:"targets"`
+			} `json:"panels"`
+		}
+		if err := json.Unmarshal([]byte(data), &dashboard); err != nil {
+			t.Fatalf("dashboard JSON: %v", err)
+		}
+		queries := 0
+		for _, p := range dashboard.Panels {
+			for _, target := range p.Targets {
+				if target.Expr == "" {
+					t.Errorf("a %s panel with an empty query", p.Type)
+				}
+				queries++
+			}
+		}
+		if queries < 15 {
+			t.Errorf("%d dashboard queries, want GPUs, queue, gangs, scheduler, agents and gateway", queries)
 		}
 	})
 

@@ -15,6 +15,9 @@ import (
 
 	platformv1alpha1 "github.com/aisched/aisched/apis/platform/v1alpha1"
 	"github.com/aisched/aisched/pkg/generated/clientset/versioned"
+	"github.com/aisched/aisched/pkg/gpu"
+	"github.com/aisched/aisched/pkg/local"
+	"github.com/aisched/aisched/pkg/local/localtest"
 	"github.com/aisched/aisched/pkg/local/modelserver"
 )
 
@@ -97,4 +100,27 @@ func waitRollout(t *testing.T, up *upProcess, ns, instance string) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	t.Fatalf("instance %s/%s did not roll out within a minute", ns, instance)
+}
+
+// TestGPUDeploymentExample applies examples/gpu-deployment.yaml, which the
+// README's "Using the local cluster" applies, to the default local cluster:
+// both replicas run, each on cards aisched assigned.
+func TestGPUDeploymentExample(t *testing.T) {
+	t.Parallel()
+	c := localtest.Start(t, local.Options{})
+	data, err := os.ReadFile(filepath.Join("..", "..", "examples", "gpu-deployment.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	applyManifests(t, c, data, false)
+	waitDeploymentAvailable(t, c.Client, "default", "gpu-demo", 2)
+	pods, err := c.Client.CoreV1().Pods("default").List(context.Background(), metav1.ListOptions{LabelSelector: "app=gpu-demo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if p.Spec.SchedulerName != "aisched" || p.Annotations[gpu.AssignedUUIDsAnnotation] == "" {
+			t.Errorf("pod %s: scheduler %s, cards %q; want aisched's", p.Name, p.Spec.SchedulerName, p.Annotations[gpu.AssignedUUIDsAnnotation])
+		}
+	}
 }

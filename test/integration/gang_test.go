@@ -258,19 +258,7 @@ func TestGangSchedulerRestart(t *testing.T) {
 		}
 		createPods(t, c, w.Obj())
 	}
-	bound := func() int {
-		pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := 0
-		for _, p := range pods.Items {
-			if p.Spec.NodeName != "" {
-				n++
-			}
-		}
-		return n
-	}
+	bound := func() int { return boundMembers(t, c, ns, "g") }
 	// The three ungated members are assumed and wait in Permit (60 s);
 	// give them time to get there, then restart the scheduler.
 	time.Sleep(3 * time.Second)

@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -18,6 +20,7 @@ import (
 
 	"github.com/aisched/aisched/pkg/local"
 	"github.com/aisched/aisched/pkg/local/localtest"
+	"github.com/aisched/aisched/pkg/podgroup"
 	"github.com/aisched/aisched/pkg/scheduler"
 	utiltesting "github.com/aisched/aisched/pkg/util/testing"
 )
@@ -37,10 +40,14 @@ func TestExternalScheduler(t *testing.T) {
 	c := localtest.Start(t, local.Options{SchedulerConfig: cfg})
 	ctx := context.Background()
 	ns := createNamespace(t, c.Client)
-	pod := utiltesting.MakePod("p", ns).SchedulerName(scheduler.AischedProfile).Req(corev1.ResourceCPU, "1").Obj()
-	pod.UID = ""
-	if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	// A gang of two, so that the job queue has a group to report.
+	for _, name := range []string{"p", "q"} {
+		pod := utiltesting.MakePod(name, ns).SchedulerName(scheduler.AischedProfile).Req(corev1.ResourceCPU, "1").
+			Label(podgroup.NameLabel, "pq").Label(podgroup.MinAvailableLabel, "2").Obj()
+		pod.UID = ""
+		if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// Nobody serves the profile yet: the pod stays unbound.
 	time.Sleep(2 * time.Second)
@@ -59,7 +66,9 @@ func TestExternalScheduler(t *testing.T) {
 		"--kubeconfig", kubeconfig,
 		"--config", filepath.Join(config, "scheduler-config.yaml"),
 		"--services-config", filepath.Join(config, "services-config.yaml"),
-		"--secure-port", strconv.Itoa(port))
+		"--secure-port", strconv.Itoa(port),
+		// The test has no token the scheduler could review.
+		"--authorization-always-allow-paths", "/healthz,/metrics")
 	localtest.Eventually(t, time.Minute, "pod bound by the external scheduler", func(ctx context.Context) (bool, error) {
 		p, err := c.Client.CoreV1().Pods(ns).Get(ctx, "p", metav1.GetOptions{})
 		return err == nil && p.Spec.NodeName != "" && p.Status.Phase == corev1.PodRunning, err
@@ -74,6 +83,37 @@ func TestExternalScheduler(t *testing.T) {
 		t.Errorf("GET /healthz of the external scheduler: %v %v, want 200", err, resp)
 	} else {
 		resp.Body.Close()
+	}
+
+	// The scheduler-wide services' metrics: the GPU ledger's cards (the
+	// default cluster's GPU nodes) and the job queue's.
+	resp, err = client.Get(fmt.Sprintf("https://127.0.0.1:%d/metrics", port))
+	if err != nil {
+		t.Fatalf("GET /metrics: %v", err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`aisched_gpu_cards{model="`, "aisched_gang_partial_groups 0", "aisched_jobqueue_reservation_held 0",
+		fmt.Sprintf(`aisched_jobqueue_groups{namespace=%q,reason="Admitted"} 1`, ns), "aisched_jobqueue_admission_wait_seconds_count 1"} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics of the external scheduler lacks %q", want)
+		}
+	}
+	// Every metric of the scheduler's services that the chart's alerts and
+	// dashboard use is one the scheduler serves.
+	monitoring := string(renderChart(t, "--set", "metrics.prometheusRule.enabled=true", "--set", "metrics.dashboard.enabled=true",
+		"--show-only", "templates/monitoring/prometheusrule.yaml", "--show-only", "templates/monitoring/dashboard.yaml"))
+	used := regexp.MustCompile(`aisched_(jobqueue|gang|gpu)_[a-z_]+`).FindAllString(monitoring, -1)
+	if len(used) < 5 {
+		t.Errorf("the chart's monitoring uses %d of the scheduler's metrics, want its alerts and panels", len(used))
+	}
+	for _, name := range used {
+		if !strings.Contains(string(body), "# TYPE "+strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(name, "_bucket"), "_count"), "_sum")+" ") {
+			t.Errorf("the chart's monitoring uses %s, which the scheduler does not serve", name)
+		}
 	}
 
 	if err := sched.cmd.Process.Signal(syscall.SIGTERM); err != nil {

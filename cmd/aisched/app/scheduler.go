@@ -14,8 +14,10 @@ import (
 	"k8s.io/component-base/featuregate"
 	"k8s.io/component-base/logs"
 	logsapi "k8s.io/component-base/logs/api/v1"
+	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/component-base/term"
 	"k8s.io/component-base/version/verflag"
+	"k8s.io/klog/v2"
 	kubescheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 	"sigs.k8s.io/yaml"
@@ -96,11 +98,22 @@ func runScheduler(cmd *cobra.Command, opts *options.Options, servicesConfig stri
 	if err != nil {
 		return err
 	}
-	cc, sched, err := kubescheduler.Setup(ctx, opts, registryOptions(scheduler.NewServices(services))...)
+	svc := scheduler.NewServices(services)
+	ms, collectors := svc.Metrics()
+	legacyregistry.MustRegister(ms...)
+	legacyregistry.CustomMustRegister(collectors...)
+	cc, sched, err := kubescheduler.Setup(ctx, opts, registryOptions(svc)...)
 	// Setup has read the configuration; the merged copy is not needed any more.
 	cleanup()
 	if err != nil {
 		return err
+	}
+	// A standby replica must not act: its job queue would write the
+	// statuses and evict the pods the leader's queue decides on. Its
+	// informers, which the queue waits for, start only when it leads.
+	if cc.LeaderElection != nil && !cc.ComponentConfig.DelayCacheUntilActive {
+		klog.InfoS("Setting delayCacheUntilActive: only the leader's job queue may act")
+		cc.ComponentConfig.DelayCacheUntilActive = true
 	}
 	fg.(featuregate.MutableFeatureGate).AddMetrics()
 	opts.ComponentGlobalsRegistry.AddMetrics()

@@ -137,7 +137,7 @@ func (pl *Coscheduling) PreFilter(_ context.Context, state fwk.CycleState, pod *
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
 	}
 	reserved := false
-	if r := pl.queue.Reservation(); r != nil && r.Holder != ref.Key() && jobqueue.PriorityOf(pod) <= r.Priority {
+	if r := pl.queue.Binding(ref.Key(), jobqueue.PriorityOf(pod)); r != nil {
 		state.Write(reservationKey, &reservationState{reservation: r, demand: jobqueue.DemandOf(pod)})
 		reserved = true
 	}
@@ -225,7 +225,7 @@ func (pl *Coscheduling) Filter(_ context.Context, state fwk.CycleState, _ *corev
 	}
 	s := data.(*reservationState)
 	if !s.reservation.Allows(ni.Node().Name, freeOf(ni), pl.gpus.NodeGPUsOf(ni), s.demand.Request, s.demand.GPU) {
-		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node reserved for pod group %s, which waits longest", s.reservation.Holder))
+		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node reserved by the job queue for pod group %s", s.reservation.Holder))
 	}
 	return nil
 }
