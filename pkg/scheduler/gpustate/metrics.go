@@ -41,9 +41,7 @@ func (c *collector) CollectWithStability(ch chan<- metrics.Metric) {
 		for key, count := range n.cards {
 			ch <- metrics.NewLazyConstMetric(cardsDesc, metrics.GaugeValue, float64(count), n.name, key.model, key.state)
 		}
-		if n.fragmentedMilli > 0 {
-			ch <- metrics.NewLazyConstMetric(sharedFreeDesc, metrics.GaugeValue, float64(n.fragmentedMilli), n.name)
-		}
+		ch <- metrics.NewLazyConstMetric(sharedFreeDesc, metrics.GaugeValue, float64(n.fragmentedMilli), n.name)
 	}
 }
 

@@ -36,6 +36,9 @@ aisched_gpu_fragmented_milli{node="a"} 500
 # HELP aisched_gpu_cards [ALPHA] GPU cards by node, model and state: allocated (held whole), shared (held in part by pods sharing it), free; cards of another scheduler's pods count once the node agent located them.
 # TYPE aisched_gpu_cards gauge
 aisched_gpu_cards{model="X",node="a",state="free"} 4
+# HELP aisched_gpu_fragmented_milli [ALPHA] Thousandths of a card free on cards that pods share, by node: capacity that whole-card pods cannot use until the shares end.
+# TYPE aisched_gpu_fragmented_milli gauge
+aisched_gpu_fragmented_milli{node="a"} 0
 `
 	if err := testutil.CustomCollectAndCompare(s.Collector(), strings.NewReader(want), "aisched_gpu_cards", "aisched_gpu_fragmented_milli"); err != nil {
 		t.Errorf("after every pod left: %v", err)
