@@ -153,7 +153,8 @@ func Compute(in Input) Plan {
 	// what they took of the rooms.
 	protect := func(g Group, demands []Demand, at placement) {
 		if plan.Placing == nil && len(demands) > 0 {
-			plan.Placing = heldAt(g, demands, at, rooms)
+			// FitFirst has taken their room already.
+			plan.Placing, _ = held(g, demands, at, rooms)
 		}
 	}
 	for _, g := range groups {
@@ -247,13 +248,6 @@ func reservationAt(g Group, demands []Demand, at placement, rooms []Room) *Reser
 		rooms[r].Free = rooms[r].Free.Sub(h.Resources).floor()
 		rooms[r].GPUs = withheld(rooms[r].GPUs, h.GPUs)
 	}
-	return res
-}
-
-// heldAt reserves for g what its demands took of the rooms where at
-// placed them (the rooms are left as they are).
-func heldAt(g Group, demands []Demand, at placement, rooms []Room) *Reservation {
-	res, _ := held(g, demands, at, rooms)
 	return res
 }
 
@@ -396,28 +390,28 @@ func withheld(n gpustate.NodeGPUs, reserved []gpu.Request) gpustate.NodeGPUs {
 	return n
 }
 
-// Binding returns what the plan's reservations hold, merged, for a pod of
-// group key ("" for none) and priority: those of other groups of the same
-// or higher priority. Nil when none binds it.
+// Binding returns what the plan's reservations hold for a pod of group
+// key ("" for none) and priority: those of other groups of the same or
+// higher priority, merged when both bind it. Nil when none binds it. It
+// runs in every PreFilter, so one reservation is returned as it is.
 func (p *Plan) Binding(key string, priority int32) *Reservation {
-	var out *Reservation
-	for _, r := range []*Reservation{p.Placing, p.Reservation} {
-		if r == nil || r.Holder == key || priority > r.Priority {
-			continue
-		}
-		if out == nil {
-			out = &Reservation{Holder: r.Holder, Priority: r.Priority, Nodes: maps.Clone(r.Nodes)}
-			continue
-		}
-		out.Holder += " and " + r.Holder
-		for node, h := range r.Nodes {
+	binds := func(r *Reservation) bool { return r != nil && r.Holder != key && priority <= r.Priority }
+	switch a, b := p.Placing, p.Reservation; {
+	case binds(a) && binds(b):
+		out := &Reservation{Holder: a.Holder + " and " + b.Holder, Priority: a.Priority, Nodes: maps.Clone(a.Nodes)}
+		for node, h := range b.Nodes {
 			both := out.Nodes[node]
 			both.Resources = both.Add(h.Resources)
 			both.GPUs = append(slices.Clone(both.GPUs), h.GPUs...)
 			out.Nodes[node] = both
 		}
+		return out
+	case binds(a):
+		return a
+	case binds(b):
+		return b
 	}
-	return out
+	return nil
 }
 
 // Allows reports whether a pod with request and GPU request gpuReq may use

@@ -129,17 +129,17 @@ func (s *Services) startOnce(ctx context.Context, h fwk.Handle) error {
 	if err := s.Workload.Start(factory); err != nil {
 		return fmt.Errorf("workload: %w", err)
 	}
-	metrics, err := crdwatch.Start(ctx, client, aischedv1alpha1.SchemeGroupVersion, syncTimeout,
+	nodeMetrics, err := crdwatch.Start(ctx, client, aischedv1alpha1.SchemeGroupVersion, syncTimeout,
 		func(f externalversions.SharedInformerFactory) cache.SharedIndexInformer {
 			return f.Aisched().V1alpha1().NodeMetrics().Informer()
 		})
 	switch {
 	case err != nil:
 		return fmt.Errorf("node metrics: %w", err)
-	case metrics == nil:
+	case nodeMetrics == nil:
 		logger.Info("NodeMetrics CRD not installed; LoadAware scores every node from its pods' requests (install aisched's CRDs: aisched crds; and run aisched agent)")
 	default:
-		s.NodeMetrics = metrics.GetIndexer()
+		s.NodeMetrics = nodeMetrics.GetIndexer()
 	}
 	return nil
 }

@@ -267,9 +267,8 @@ func TestAgentManifests(t *testing.T) {
 		if err != nil {
 			return false, err
 		}
-		s := ds.Status
-		return s.ObservedGeneration == ds.Generation && int(s.DesiredNumberScheduled) == len(nodes.Items) && s.NumberAvailable == s.DesiredNumberScheduled,
-			fmt.Errorf("status %+v, %d nodes", s, len(nodes.Items))
+		return daemonSetAvailable(ds) && int(ds.Status.DesiredNumberScheduled) == len(nodes.Items),
+			fmt.Errorf("status %+v, %d nodes", ds.Status, len(nodes.Items))
 	})
 	pods, err := c.Client.CoreV1().Pods("aisched-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=aisched-agent"})
 	if err != nil || len(pods.Items) == 0 {

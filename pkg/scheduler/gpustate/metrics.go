@@ -3,6 +3,8 @@ package gpustate
 import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/component-base/metrics"
+
+	"github.com/aisched/aisched/pkg/gpu"
 )
 
 // Card states of aisched_gpu_cards.
@@ -56,32 +58,18 @@ type nodeAllocation struct {
 }
 
 // allocation returns, for every node with cards, its cards by model and
-// state. Cards of another scheduler's pods count once the node agent has
-// located them (gpu.aisched.io/located); until then they read as free.
+// state, from the holdings as Usage counts them. Cards of another
+// scheduler's pods count once the node agent has located them
+// (gpu.aisched.io/located); until then they read as free.
 func (s *State) allocation() []nodeAllocation {
-	type cardHeld struct {
-		whole bool
-		milli int64
-	}
 	s.mu.RLock()
 	nodes := make([]*corev1.Node, 0, len(s.nodes))
 	for _, n := range s.nodes {
 		nodes = append(nodes, n)
 	}
-	held := map[string]map[int]cardHeld{}
+	usage := map[string]Usage{}
 	for _, h := range s.pods {
-		if held[h.node] == nil {
-			held[h.node] = map[int]cardHeld{}
-		}
-		for _, card := range h.cards {
-			c := held[h.node][card]
-			if h.share.IsZero() {
-				c.whole = true
-			} else {
-				c.milli += h.share.Milli
-			}
-			held[h.node][card] = c
-		}
+		usage[h.node] = usage[h.node].with(h.cards, h.share)
 	}
 	s.mu.RUnlock()
 
@@ -91,16 +79,16 @@ func (s *State) allocation() []nodeAllocation {
 		if set.Len() == 0 {
 			continue
 		}
+		u := usage[node.Name]
 		n := nodeAllocation{name: node.Name, cards: map[cardKey]int{}}
 		for _, card := range set.Cards {
 			state := cardFree
-			if c, ok := held[node.Name][card.Index]; ok {
-				if c.whole {
-					state = cardWhole
-				} else {
-					state = cardShared
-					n.fragmentedMilli += max(1000-c.milli, 0)
-				}
+			switch {
+			case u.Whole(card.Index):
+				state = cardWhole
+			case u.Used(card.Index):
+				state = cardShared
+				n.fragmentedMilli += gpu.WholeCardMilli - u.HeldMilli(card.Index)
 			}
 			n.cards[cardKey{card.Model, state}]++
 		}
