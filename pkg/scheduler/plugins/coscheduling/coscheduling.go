@@ -8,7 +8,7 @@
 // The plugin is also the scheduler's side of the job queue (package
 // jobqueue): PreEnqueue holds back the members of groups not admitted,
 // and Filter keeps other pods off what the queue reserved for the group
-// that waits longest.
+// that waits longest and for the admitted group being placed.
 package coscheduling
 
 import (
@@ -215,9 +215,10 @@ func (pl *Coscheduling) SignPod(_ context.Context, pod *corev1.Pod) ([]fwk.SignF
 func (pl *Coscheduling) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
 // Filter keeps a pod off what the job queue reserved on a node for the
-// group that waits longest: the pod may use of each resource only what
-// exceeds the reservation. The holder's own members and pods of higher
-// priority are not held back.
+// group that waits longest and for the admitted group being placed
+// (jobqueue.Plan.Binding): the pod may use of each resource only what
+// exceeds both. A holder's own members and pods of higher priority are not
+// held back by its reservation.
 func (pl *Coscheduling) Filter(_ context.Context, state fwk.CycleState, _ *corev1.Pod, ni fwk.NodeInfo) *fwk.Status {
 	data, err := state.Read(reservationKey)
 	if err != nil {
