@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -62,6 +63,8 @@ func TestChart(t *testing.T) {
 				workloads: []string{"DaemonSet/aisched-agent"}},
 			{name: "single replicas, no webhook", args: []string{"--set", "scheduler.replicas=1", "--set", "controller.replicas=1", "--set", "gateway.replicas=1", "--set", "controller.webhook.enabled=false"},
 				workloads: []string{"DaemonSet/aisched-agent", "Deployment/aisched-controller", "Deployment/aisched-gateway", "Deployment/aisched-scheduler"}},
+			{name: "assign scheduler", args: append(onlyComponents("controller"), "--set", "controller.webhook.assignScheduler.enabled=true", "--set", "controller.webhook.assignScheduler.gpuPods=true"),
+				workloads: []string{"Deployment/aisched-controller"}},
 			{name: "by digest", args: append(onlyComponents("scheduler"), "--set", "image.digest=sha256:"+strings.Repeat("ab", 32)),
 				workloads: []string{"Deployment/aisched-scheduler"}, image: "ghcr.io/aisched/aisched@sha256:" + strings.Repeat("ab", 32)},
 		} {
@@ -155,6 +158,58 @@ func TestChart(t *testing.T) {
 		}
 	})
 
+	t.Run("cert-manager", func(t *testing.T) {
+		manifests := renderChart(t, append(onlyComponents("controller"), "--set", "controller.webhook.certManager.enabled=true",
+			"--set", "controller.webhook.assignScheduler.enabled=true")...)
+		var rest bytes.Buffer
+		var kinds []string
+		for _, obj := range decodeManifests(t, manifests) {
+			switch obj.GetKind() {
+			case "Certificate":
+				dnsNames, _, _ := unstructured.NestedStringSlice(obj.Object, "spec", "dnsNames")
+				secret, _, _ := unstructured.NestedString(obj.Object, "spec", "secretName")
+				issuer, _, _ := unstructured.NestedString(obj.Object, "spec", "issuerRef", "name")
+				if !slices.Contains(dnsNames, "aisched-controller."+systemNamespace+".svc") || secret != "aisched-controller-webhook-tls" || issuer != "aisched-selfsigned" {
+					t.Errorf("Certificate: names %v, secret %q, issuer %q; want the Service's name into the mounted Secret from the chart's Issuer", dnsNames, secret, issuer)
+				}
+			case "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration":
+				if got := obj.GetAnnotations()["cert-manager.io/inject-ca-from"]; got != systemNamespace+"/aisched-controller-webhook" {
+					t.Errorf("%s: inject-ca-from %q, want the Certificate", obj.GetKind(), got)
+				}
+			case "Role", "ClusterRole":
+				rules, _, _ := unstructured.NestedSlice(obj.Object, "rules")
+				for _, r := range rules {
+					resources, _, _ := unstructured.NestedStringSlice(r.(map[string]any), "resources")
+					verbs, _, _ := unstructured.NestedStringSlice(r.(map[string]any), "verbs")
+					if (slices.Contains(resources, "secrets") || slices.Contains(resources, "validatingwebhookconfigurations")) && slices.ContainsFunc(verbs, func(v string) bool { return v == "create" || v == "update" }) {
+						t.Errorf("%s %s may %v %v: cert-manager keeps the certificate", obj.GetKind(), obj.GetName(), verbs, resources)
+					}
+				}
+			case "Deployment":
+				args, _, _ := unstructured.NestedSlice(obj.Object, "spec", "template", "spec", "containers")
+				if !strings.Contains(fmt.Sprint(args), "--webhook-cert-dir=/etc/aisched/webhook-tls") {
+					t.Errorf("the controller does not read the mounted certificate: %v", args)
+				}
+			}
+			kinds = append(kinds, obj.GetKind())
+			if obj.GroupVersionKind().Group == "cert-manager.io" {
+				continue // The cluster has no cert-manager CRDs.
+			}
+			y, err := yaml.Marshal(obj.Object)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rest.WriteString("---\n")
+			rest.Write(y)
+		}
+		for _, want := range []string{"Issuer", "Certificate", "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"} {
+			if !slices.Contains(kinds, want) {
+				t.Errorf("no %s among %v", want, kinds)
+			}
+		}
+		applyManifests(t, c, rest.Bytes(), true)
+	})
+
 	t.Run("bad values", func(t *testing.T) {
 		for _, tc := range []struct{ set, want string }{
 			{"scheduler.replicas=0", "/scheduler/replicas"},
@@ -168,6 +223,12 @@ func TestChart(t *testing.T) {
 			{"gateway.service.port=70000", "/gateway/service/port"},
 			{"controller.webhook.timeoutSeconds=60", "/controller/webhook/timeoutSeconds"},
 			{"scheduler.replica=2", "replica"},
+			{"controller.webhook.assignScheduler.timeoutSeconds=0", "/controller/webhook/assignScheduler/timeoutSeconds"},
+			{"controller.webhook.assignScheduler.excludedNamespaces[0]=Kube_System", "/controller/webhook/assignScheduler/excludedNamespaces/0"},
+			{"controller.webhook.certManager.issuerRef.kind=Secret", "/controller/webhook/certManager/issuerRef/kind"},
+			{"controller.webhook.certManager.duration=1y", "/controller/webhook/certManager/duration"},
+			{"controller.webhook.assignScheduler.enabled=true,controller.webhook.enabled=false", "assignScheduler.enabled needs controller.webhook.enabled"},
+			{"controller.webhook.assignScheduler.enabled=true,controller.webhook.assignScheduler.namespaceSelector=null", "set namespaceSelector or gpuPods"},
 		} {
 			out, err := runHelm(t, "template", "aisched", chartDir, "--set", tc.set)
 			if err == nil || !strings.Contains(out, tc.want) {

@@ -5,10 +5,13 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -18,16 +21,20 @@ import (
 	"github.com/google/go-cmp/cmp"
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/keyutil"
 
 	platformv1alpha1 "github.com/aisched/aisched/apis/platform/v1alpha1"
 	"github.com/aisched/aisched/pkg/controller/platform"
 	"github.com/aisched/aisched/pkg/generated/clientset/versioned"
 	"github.com/aisched/aisched/pkg/local"
 	"github.com/aisched/aisched/pkg/local/localtest"
+	"github.com/aisched/aisched/pkg/util/certs"
 	utiltesting "github.com/aisched/aisched/pkg/util/testing"
+	"github.com/aisched/aisched/pkg/webhook/schedulername"
 )
 
 // TestPlatformManifests runs `aisched controller` and `aisched gateway` as
@@ -42,7 +49,7 @@ func TestPlatformManifests(t *testing.T) {
 	c := localtest.Start(t, local.Options{})
 	ctx := context.Background()
 	// The webhook's configuration comes after the objects below.
-	components := onlyComponents("controller", "gateway")
+	components := append(onlyComponents("controller", "gateway"), "--set", "controller.webhook.assignScheduler.enabled=true")
 	var rest []string
 	for _, f := range []string{"controller-rbac.yaml", "controller.yaml", "gateway-rbac.yaml", "gateway.yaml"} {
 		rest = append(rest, "--show-only", "templates/platform/"+f)
@@ -68,6 +75,7 @@ func TestPlatformManifests(t *testing.T) {
 	webhookConfig := renderChart(t, append(components, "--show-only", "templates/platform/webhook.yaml")...)
 	checkWebhookConfiguration(t, webhookConfig)
 	applyManifests(t, c, webhookConfig, false)
+	applyManifests(t, c, renderChart(t, append(components, "--show-only", "templates/platform/assign-scheduler.yaml")...), false)
 
 	webhookPort, healthPort, gatewayPort, adminPort := freePort(t), freePort(t), freePort(t), freePort(t)
 	controller := startCommand(t, nil, "controller",
@@ -75,6 +83,7 @@ func TestPlatformManifests(t *testing.T) {
 		"--namespace", "aisched-system",
 		"--gateway-url", "http://gateway.example:8480",
 		"--webhook-port", strconv.Itoa(webhookPort),
+		"--assign-scheduler",
 		"--metrics-bind-address", "0",
 		"--health-probe-bind-address", "127.0.0.1:"+strconv.Itoa(healthPort))
 	gateway := startCommand(t, nil, "gateway",
@@ -103,6 +112,15 @@ func TestPlatformManifests(t *testing.T) {
 				return false, fmt.Errorf("webhook %s has no CA bundle yet", w.Name)
 			}
 		}
+		assign, err := c.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, schedulername.ConfigurationName, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, w := range assign.Webhooks {
+			if !bytes.Equal(w.ClientConfig.CABundle, ca) {
+				return false, fmt.Errorf("webhook %s has no CA bundle yet", w.Name)
+			}
+		}
 		return len(ca) > 0, nil
 	})
 	localtest.Eventually(t, time.Minute, "the AIService reconciled", func(ctx context.Context) (bool, error) {
@@ -122,43 +140,47 @@ func TestPlatformManifests(t *testing.T) {
 	// name of the Service the apiserver calls.
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(ca)
-	webhook := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "aisched-controller.aisched-system.svc"}}}
-	review := func(inst *platformv1alpha1.OperatorInstance) *admissionv1.AdmissionResponse {
-		t.Helper()
-		raw, err := json.Marshal(inst)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, err := json.Marshal(admissionv1.AdmissionReview{
-			TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
-			Request: &admissionv1.AdmissionRequest{
-				UID:       types.UID("review-" + inst.Name),
-				Kind:      metav1.GroupVersionKind{Group: platformv1alpha1.GroupName, Version: "v1alpha1", Kind: "OperatorInstance"},
-				Resource:  metav1.GroupVersionResource{Group: platformv1alpha1.GroupName, Version: "v1alpha1", Resource: "operatorinstances"},
-				Namespace: inst.Namespace, Name: inst.Name, Operation: admissionv1.Create,
-				Object: runtime.RawExtension{Raw: raw},
-			},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, err := webhook.Post(fmt.Sprintf("https://127.0.0.1:%d/validate-platform-aisched-io-v1alpha1-operatorinstance", webhookPort), "application/json", bytes.NewReader(body))
-		if err != nil {
-			t.Fatalf("admission review: %v", err)
-		}
-		defer resp.Body.Close()
-		var out admissionv1.AdmissionReview
-		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || out.Response == nil {
-			t.Fatalf("admission review answer: %v %+v", err, out)
-		}
-		return out.Response
-	}
-	if r := review(utiltesting.MakeInstance("good", ns, "demo").Obj()); !r.Allowed {
+	webhook := webhookClient(pool)
+	instanceURL := fmt.Sprintf("https://127.0.0.1:%d/validate-platform-aisched-io-v1alpha1-operatorinstance", webhookPort)
+	if r := reviewInstance(t, webhook, instanceURL, utiltesting.MakeInstance("good", ns, "demo").Obj()); !r.Allowed {
 		t.Errorf("instance of an existing operator: %+v, want allowed", r.Result)
 	}
-	if r := review(utiltesting.MakeInstance("bad", ns, "nope").Obj()); r.Allowed || r.Result == nil || !strings.Contains(r.Result.Message, "spec.operatorRef.name: Not found") {
+	if r := reviewInstance(t, webhook, instanceURL, utiltesting.MakeInstance("bad", ns, "nope").Obj()); r.Allowed || r.Result == nil || !strings.Contains(r.Result.Message, "spec.operatorRef.name: Not found") {
 		t.Errorf("instance of an unknown operator: allowed %v, %+v, want refused naming spec.operatorRef.name", r.Allowed, r.Result)
 	}
+	// --assign-scheduler: a GPU pod gets aisched.
+	gpuPod := utiltesting.MakePod("cards", ns).GPU(1).Obj()
+	r := admissionReview(t, webhook, fmt.Sprintf("https://127.0.0.1:%d/mutate-v1-pod-scheduler-name-gpu", webhookPort),
+		metav1.GroupVersionKind{Version: "v1", Kind: "Pod"}, metav1.GroupVersionResource{Version: "v1", Resource: "pods"}, ns, gpuPod.Name, gpuPod)
+	if !r.Allowed || !strings.Contains(string(r.Patch), `"/spec/schedulerName","value":"aisched"`) {
+		t.Errorf("GPU pod: allowed %v, patch %s, want schedulerName aisched", r.Allowed, r.Patch)
+	}
+
+	// A replica that reads its certificate from --webhook-cert-dir, as
+	// with cert-manager, serves it and takes a renewed one.
+	certDir := t.TempDir()
+	ca1 := writeServingCert(t, certDir, "aisched-controller.aisched-system.svc")
+	certPort := freePort(t)
+	standby := startCommand(t, nil, "controller",
+		"--kubeconfig", serviceAccountKubeconfig(t, c, "aisched-system", "aisched-controller"),
+		"--namespace", "aisched-system",
+		"--webhook-port", strconv.Itoa(certPort),
+		"--webhook-cert-dir", certDir,
+		"--metrics-bind-address", "0",
+		"--health-probe-bind-address", "0")
+	certURL := fmt.Sprintf("https://127.0.0.1:%d/validate-platform-aisched-io-v1alpha1-operatorinstance", certPort)
+	localtest.Eventually(t, time.Minute, "the webhook with cert-manager's certificate", func(context.Context) (bool, error) {
+		_, err := webhookClient(ca1).Get(certURL)
+		return err == nil, err
+	})
+	if r := reviewInstance(t, webhookClient(ca1), certURL, utiltesting.MakeInstance("bad", ns, "nope").Obj()); r.Allowed {
+		t.Errorf("instance of an unknown operator, through the second replica: allowed, want refused")
+	}
+	ca2 := writeServingCert(t, certDir, "aisched-controller.aisched-system.svc")
+	localtest.Eventually(t, time.Minute, "the renewed certificate served", func(context.Context) (bool, error) {
+		_, err := webhookClient(ca2).Get(certURL)
+		return err == nil, err
+	})
 
 	// The gateway, with its routes loaded.
 	localtest.Eventually(t, time.Minute, "the gateway ready", func(context.Context) (bool, error) {
@@ -174,7 +196,7 @@ func TestPlatformManifests(t *testing.T) {
 		t.Errorf("gateway: %d %s, want 503 with the kill switch's reason", resp.StatusCode, b)
 	}
 
-	for name, p := range map[string]*command{"controller": controller, "gateway": gateway} {
+	for name, p := range map[string]*command{"controller": controller, "standby controller": standby, "gateway": gateway} {
 		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
@@ -221,4 +243,88 @@ func checkWebhookConfiguration(t *testing.T, manifests []byte) {
 	if diff := cmp.Diff(want, got.Webhooks); diff != "" {
 		t.Errorf("the chart's webhooks differ from platform.ValidatingWebhooks (-want,+got):\n%s", diff)
 	}
+}
+
+// webhookClient calls the webhook over TLS as the apiserver does: trusting
+// pool, for the name of the controller's Service.
+func webhookClient(pool *x509.CertPool) *http.Client {
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "aisched-controller.aisched-system.svc"},
+		// A new handshake each call: certificates change under the test.
+		DisableKeepAlives: true,
+	}}
+}
+
+// reviewInstance sends the creation of inst to the webhook at url.
+func reviewInstance(t *testing.T, client *http.Client, url string, inst *platformv1alpha1.OperatorInstance) *admissionv1.AdmissionResponse {
+	t.Helper()
+	return admissionReview(t, client, url,
+		metav1.GroupVersionKind{Group: platformv1alpha1.GroupName, Version: "v1alpha1", Kind: "OperatorInstance"},
+		metav1.GroupVersionResource{Group: platformv1alpha1.GroupName, Version: "v1alpha1", Resource: "operatorinstances"},
+		inst.Namespace, inst.Name, inst)
+}
+
+// admissionReview sends the creation of obj to the webhook at url, as the
+// apiserver would, and returns the answer.
+func admissionReview(t *testing.T, client *http.Client, url string, kind metav1.GroupVersionKind, resource metav1.GroupVersionResource, namespace, name string, obj any) *admissionv1.AdmissionResponse {
+	t.Helper()
+	raw, err := json.Marshal(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := json.Marshal(admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+		Request: &admissionv1.AdmissionRequest{
+			UID: types.UID("review-" + name), Kind: kind, Resource: resource,
+			Namespace: namespace, Name: name, Operation: admissionv1.Create,
+			Object: runtime.RawExtension{Raw: raw},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := client.Post(url, "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("admission review: %v", err)
+	}
+	defer resp.Body.Close()
+	var out admissionv1.AdmissionReview
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || out.Response == nil {
+		t.Fatalf("admission review answer: %v %+v", err, out)
+	}
+	return out.Response
+}
+
+// writeServingCert writes tls.crt and tls.key for host into dir, signed by
+// a new CA, as cert-manager renews a mounted Secret (each file replaced
+// whole), and returns a pool of that CA.
+func writeServingCert(t *testing.T, dir, host string) *x509.CertPool {
+	t.Helper()
+	caCert, caKey, err := certs.NewCA("test-ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, key, err := certs.SignLeaf(&x509.Certificate{
+		Subject: pkix.Name{CommonName: host}, DNSNames: []string{host},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}, caCert, caKey, time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPEM, err := keyutil.MarshalPrivateKeyToPEM(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string][]byte{corev1.TLSPrivateKeyKey: keyPEM, corev1.TLSCertKey: certs.EncodeCert(leaf)} {
+		tmp := filepath.Join(dir, "."+name)
+		if err := os.WriteFile(tmp, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(caCert)
+	return pool
 }

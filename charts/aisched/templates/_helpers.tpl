@@ -118,3 +118,24 @@ spec:
       {{- end }}
 {{- end }}
 {{- end -}}
+
+{{/* The annotations of a webhook configuration whose caBundle cert-manager's CA injector fills, when cert-manager issues the webhook's certificate. */}}
+{{- define "aisched.webhookCAAnnotation" -}}
+{{- if .Values.controller.webhook.certManager.enabled -}}
+annotations:
+  cert-manager.io/inject-ca-from: {{ .Release.Namespace }}/aisched-controller-webhook
+{{- end -}}
+{{- end -}}
+
+{{/* The caBundle a webhook of an existing configuration holds, kept across upgrades: the controller or cert-manager put it there. */}}
+{{- define "aisched.keptCABundle" -}}
+{{- if .existing -}}
+{{- range .existing.webhooks -}}
+{{- if eq .name $.name -}}
+{{- with .clientConfig.caBundle -}}
+caBundle: {{ . }}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}

@@ -2,19 +2,26 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"syscall"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 
 	"github.com/aisched/aisched/pkg/controller/platform"
 	"github.com/aisched/aisched/pkg/scheduler"
+	"github.com/aisched/aisched/pkg/webhook/schedulername"
 )
 
 type controllerOptions struct {
@@ -26,6 +33,8 @@ type controllerOptions struct {
 	webhookPort   int
 	webhookSvc    string
 	webhookSecret string
+	webhookCerts  string
+	assign        bool
 	metricsAddr   string
 	healthAddr    string
 	verbosity     int
@@ -50,7 +59,10 @@ Every object reports a Ready condition that says why not.
 
 It also serves the admission webhook that refuses an OperatorInstance or
 AIService naming an object that does not exist, with a serving certificate
-it keeps itself in the Secret --webhook-secret (no cert-manager needed).
+it keeps itself in the Secret --webhook-secret (no cert-manager needed), or
+one it reads from --webhook-cert-dir (cert-manager's). With
+--assign-scheduler it also serves the webhook that gives new pods
+--scheduler-name, so teams need not edit their manifests.
 It runs as a Deployment (the Helm chart charts/aisched); the replicas elect a leader.
 
   aisched controller --kubeconfig KUBECONFIG --gateway-url http://gateway.example:8480`,
@@ -66,6 +78,8 @@ It runs as a Deployment (the Helm chart charts/aisched); the replicas elect a le
 	fs.IntVar(&o.webhookPort, "webhook-port", o.webhookPort, "port of the admission webhook (0: no webhook)")
 	fs.StringVar(&o.webhookSvc, "webhook-service", o.webhookSvc, "the webhook's Service, which its certificate names")
 	fs.StringVar(&o.webhookSecret, "webhook-secret", o.webhookSecret, "Secret that holds the webhook's CA and serving certificate")
+	fs.StringVar(&o.webhookCerts, "webhook-cert-dir", "", "directory of the webhook's tls.crt and tls.key (a mounted cert-manager Secret), reloaded when they change; empty: the controller keeps its own certificate in --webhook-secret")
+	fs.BoolVar(&o.assign, "assign-scheduler", false, "also serve the webhook that gives new pods --scheduler-name (the MutatingWebhookConfiguration "+schedulername.ConfigurationName+" says which pods)")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", o.metricsAddr, `address of /metrics ("0": none)`)
 	fs.StringVar(&o.healthAddr, "health-probe-bind-address", o.healthAddr, `address of /healthz and /readyz ("0": none)`)
 	fs.IntVarP(&o.verbosity, "v", "v", 0, "log verbosity (klog level)")
@@ -75,6 +89,9 @@ It runs as a Deployment (the Helm chart charts/aisched); the replicas elect a le
 func runController(o controllerOptions) error {
 	if o.webhookPort < 0 || o.webhookPort > 65535 {
 		return fmt.Errorf("--webhook-port %d: not a port", o.webhookPort)
+	}
+	if o.assign && o.webhookPort == 0 {
+		return errors.New("--assign-scheduler: needs the webhook (--webhook-port)")
 	}
 	if err := setupKlog(os.Stderr, o.verbosity); err != nil {
 		return err
@@ -96,28 +113,54 @@ func runController(o controllerOptions) error {
 		opts.LeaderElectionNamespace = o.namespace
 	}
 	if o.webhookPort > 0 {
-		client, err := kubernetes.NewForConfig(cfg)
-		if err != nil {
+		if opts.GetCertificate, err = webhookCertificate(ctx, cfg, o); err != nil || opts.GetCertificate == nil {
 			return err
-		}
-		certs := &platform.WebhookCerts{Client: client, Namespace: o.namespace, Service: o.webhookSvc, Secret: o.webhookSecret, Configuration: platform.WebhookConfigurationName}
-		ready := make(chan struct{})
-		go func() { _ = certs.Run(ctx, ready) }()
-		klog.InfoS("Waiting for the webhook certificate", "secret", klog.KRef(o.namespace, o.webhookSecret))
-		select {
-		case <-ready:
-		case <-ctx.Done():
-			return nil
 		}
 		if opts.WebhookListener, err = net.Listen("tcp", ":"+strconv.Itoa(o.webhookPort)); err != nil {
 			return fmt.Errorf("--webhook-port: %w", err)
 		}
-		opts.GetCertificate = certs.GetCertificate
+		opts.AssignScheduler = o.assign
 	}
-	klog.InfoS("Starting the platform controller", "gatewayURL", o.gatewayURL, "webhookPort", o.webhookPort, "leaderElection", o.leaderElect)
+	klog.InfoS("Starting the platform controller", "gatewayURL", o.gatewayURL, "webhookPort", o.webhookPort, "assignScheduler", o.assign, "leaderElection", o.leaderElect)
 	if err := platform.Run(ctx, cfg, opts, make(chan struct{})); err != nil {
 		return err
 	}
 	klog.InfoS("Stopped the platform controller")
 	return nil
+}
+
+// webhookCertificate returns the webhook's serving certificate once it is
+// there: read from --webhook-cert-dir and watched, or kept in
+// --webhook-secret with its CA put into the webhook configurations. It
+// returns nil, nil when ctx ends first.
+func webhookCertificate(ctx context.Context, cfg *rest.Config, o controllerOptions) (func(*tls.ClientHelloInfo) (*tls.Certificate, error), error) {
+	if o.webhookCerts != "" {
+		w, err := certwatcher.New(filepath.Join(o.webhookCerts, corev1.TLSCertKey), filepath.Join(o.webhookCerts, corev1.TLSPrivateKeyKey))
+		if err != nil {
+			return nil, fmt.Errorf("--webhook-cert-dir: %w", err)
+		}
+		go func() {
+			if err := w.Start(ctx); err != nil {
+				klog.ErrorS(err, "Watching the webhook certificate", "dir", o.webhookCerts)
+			}
+		}()
+		return w.GetCertificate, nil
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	certs := &platform.WebhookCerts{Client: client, Namespace: o.namespace, Service: o.webhookSvc, Secret: o.webhookSecret, Configuration: platform.WebhookConfigurationName}
+	if o.assign {
+		certs.MutatingConfiguration = schedulername.ConfigurationName
+	}
+	ready := make(chan struct{})
+	go func() { _ = certs.Run(ctx, ready) }()
+	klog.InfoS("Waiting for the webhook certificate", "secret", klog.KRef(o.namespace, o.webhookSecret))
+	select {
+	case <-ready:
+		return certs.GetCertificate, nil
+	case <-ctx.Done():
+		return nil, nil
+	}
 }

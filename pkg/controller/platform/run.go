@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"maps"
 	"net"
 	"net/http"
 	"time"
@@ -18,6 +19,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/aisched/aisched/pkg/platform/refs"
+	"github.com/aisched/aisched/pkg/webhook/schedulername"
 )
 
 // RunOptions configure a running controller.
@@ -35,6 +37,9 @@ type RunOptions struct {
 	WebhookListener net.Listener
 	// GetCertificate returns the webhook's serving certificate.
 	GetCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, error)
+	// AssignScheduler serves schedulername's webhook beside the
+	// platform's: new pods it is called for get SchedulerName.
+	AssignScheduler bool
 	// ShutdownTimeout bounds the wait for reconcilers and the webhook to
 	// return at the end; 0: controller-runtime's 30s.
 	ShutdownTimeout time.Duration
@@ -76,6 +81,9 @@ func Run(ctx context.Context, cfg *rest.Config, opts RunOptions, started chan<- 
 	}
 	if opts.WebhookListener != nil {
 		handlers := WebhookHandlers(scheme, mgr.GetAPIReader())
+		if opts.AssignScheduler {
+			maps.Copy(handlers, schedulername.Handlers(scheme, opts.SchedulerName))
+		}
 		if err := mgr.Add(webhookRunnable(func(ctx context.Context) error {
 			return ServeWebhooks(ctx, opts.WebhookListener, opts.GetCertificate, handlers)
 		})); err != nil {

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,8 +39,8 @@ const (
 // with no cert-manager: a CA and a certificate for the webhook Service live
 // in a Secret that every replica of the controller shares, the CA goes into
 // the ValidatingWebhookConfiguration's caBundle, and the certificate is
-// renewed a month before it ends. Only that Secret and that configuration
-// are written (the chart's RBAC names them).
+// renewed a month before it ends. Only that Secret and those
+// configurations are written (the chart's RBAC names them).
 type WebhookCerts struct {
 	Client kubernetes.Interface
 	// Namespace and Service name the webhook's Service; the Secret is in
@@ -48,6 +49,9 @@ type WebhookCerts struct {
 	// Configuration is the ValidatingWebhookConfiguration whose webhooks
 	// get the CA.
 	Configuration string
+	// MutatingConfiguration, when set, is a MutatingWebhookConfiguration
+	// whose webhooks get the CA too (schedulername's).
+	MutatingConfiguration string
 
 	cert atomic.Pointer[tls.Certificate]
 }
@@ -191,23 +195,41 @@ func loadCA(s *corev1.Secret, until time.Time) (crypto.Signer, *x509.Certificate
 	return signer, certs[0]
 }
 
-// injectCA sets the caBundle of every webhook of the configuration.
+// injectCA sets the caBundle of every webhook of the configurations.
 func (w *WebhookCerts) injectCA(ctx context.Context, ca []byte) error {
-	api := w.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations()
-	cfg, err := api.Get(ctx, w.Configuration, metav1.GetOptions{})
+	validating := w.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations()
+	cfg, err := validating.Get(ctx, w.Configuration, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("validating webhook configuration %s: %w", w.Configuration, err)
 	}
+	if setCABundle(ca, cfg.Webhooks, func(h *admissionregistrationv1.ValidatingWebhook) *[]byte { return &h.ClientConfig.CABundle }) {
+		if _, err := validating.Update(ctx, cfg, metav1.UpdateOptions{}); err != nil {
+			return err
+		}
+	}
+	if w.MutatingConfiguration == "" {
+		return nil
+	}
+	mutating := w.Client.AdmissionregistrationV1().MutatingWebhookConfigurations()
+	mcfg, err := mutating.Get(ctx, w.MutatingConfiguration, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("mutating webhook configuration %s: %w", w.MutatingConfiguration, err)
+	}
+	if setCABundle(ca, mcfg.Webhooks, func(h *admissionregistrationv1.MutatingWebhook) *[]byte { return &h.ClientConfig.CABundle }) {
+		_, err = mutating.Update(ctx, mcfg, metav1.UpdateOptions{})
+	}
+	return err
+}
+
+// setCABundle sets the bundle of each hook to ca and reports whether one
+// changed.
+func setCABundle[H any](ca []byte, hooks []H, bundle func(*H) *[]byte) bool {
 	changed := false
-	for i := range cfg.Webhooks {
-		if !bytes.Equal(cfg.Webhooks[i].ClientConfig.CABundle, ca) {
-			cfg.Webhooks[i].ClientConfig.CABundle = ca
+	for i := range hooks {
+		if b := bundle(&hooks[i]); !bytes.Equal(*b, ca) {
+			*b = ca
 			changed = true
 		}
 	}
-	if !changed {
-		return nil
-	}
-	_, err = api.Update(ctx, cfg, metav1.UpdateOptions{})
-	return err
+	return changed
 }

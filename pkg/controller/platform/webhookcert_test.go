@@ -22,9 +22,13 @@ func TestWebhookCerts(t *testing.T) {
 			return admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{Namespace: "sys", Name: "ctl", Path: &path}}
 		}),
 	}
-	client := fake.NewClientset(vwc)
+	mwc := &admissionregistrationv1.MutatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "assign"},
+		Webhooks:   []admissionregistrationv1.MutatingWebhook{{Name: "a.example.com"}, {Name: "b.example.com"}},
+	}
+	client := fake.NewClientset(vwc, mwc)
 	newCerts := func() *WebhookCerts {
-		return &WebhookCerts{Client: client, Namespace: "sys", Service: "ctl", Secret: "ctl-tls", Configuration: WebhookConfigurationName}
+		return &WebhookCerts{Client: client, Namespace: "sys", Service: "ctl", Secret: "ctl-tls", Configuration: WebhookConfigurationName, MutatingConfiguration: "assign"}
 	}
 	a := newCerts()
 	now := time.Now()
@@ -52,6 +56,15 @@ func TestWebhookCerts(t *testing.T) {
 	for _, w := range got.Webhooks {
 		if !bytes.Equal(w.ClientConfig.CABundle, ca) {
 			t.Errorf("webhook %s caBundle not the Secret's CA", w.Name)
+		}
+	}
+	gotMutating, err := client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, "assign", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range gotMutating.Webhooks {
+		if !bytes.Equal(w.ClientConfig.CABundle, ca) {
+			t.Errorf("mutating webhook %s caBundle not the Secret's CA", w.Name)
 		}
 	}
 
