@@ -122,6 +122,21 @@ type Plan struct {
 	Placing *Reservation
 	// Preemptions are the pods to delete so that a group fits.
 	Preemptions []Preemption
+	// Seen is what the pass saw free on each node, kept while a group
+	// waits with a Reservation: capacity freed since is the next pass's
+	// to give (Queue.Fence).
+	Seen map[string]Capacity
+}
+
+// Capacity is what a node has free: resources and thousandths of cards.
+type Capacity struct {
+	Free     Resources
+	GPUMilli int64
+}
+
+// exceeds reports whether c has more of CPU, memory or cards than o.
+func (c Capacity) exceeds(o Capacity) bool {
+	return c.Free.MilliCPU > o.Free.MilliCPU || c.Free.Memory > o.Free.Memory || c.GPUMilli > o.GPUMilli
 }
 
 // Preemption is a group's victims: whole groups and single pods, all of
@@ -236,6 +251,13 @@ func Compute(in Input) Plan {
 		}
 		plan.Reservation = res
 		queue(g, ReasonWaitingForCapacity, fmt.Sprintf("%s; %d nodes are reserved for it until the pods on them finish", msg, len(taken)))
+	}
+	if plan.Reservation != nil {
+		plan.Seen = make(map[string]Capacity, len(in.Rooms))
+		for i := range in.Rooms {
+			r := &in.Rooms[i]
+			plan.Seen[r.Node.Name] = Capacity{Free: r.Free, GPUMilli: r.GPUs.FreeMilli()}
+		}
 	}
 	return plan
 }

@@ -12,6 +12,7 @@ package jobqueue
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -95,6 +96,20 @@ type Queue struct {
 	// preempted are the groups a member of which a scheduler preempted
 	// since the last pass.
 	preempted map[string]bool
+	// started and completed count the passes.
+	started, completed uint64
+	// fences are the nodes Fence holds, with the capacity each was fenced
+	// for; fenced are the pods it held off since the last pass, which the
+	// next pass activates.
+	fences map[string]fence
+	fenced map[string]*corev1.Pod
+}
+
+// fence is a node held by Fence: at capacity, until a pass that started
+// after the fence (the started count was after) completes.
+type fence struct {
+	capacity Capacity
+	after    uint64
 }
 
 type terminalCounts struct{ succeeded, failed int32 }
@@ -118,6 +133,8 @@ func New(groups *podgroup.Groups, gpus *gpustate.State, opts Options) *Queue {
 
 		preempted:  map[string]bool{},
 		admittedAt: map[string]time.Time{},
+		fences:     map[string]fence{},
+		fenced:     map[string]*corev1.Pod{},
 	}
 }
 
@@ -330,6 +347,53 @@ func (q *Queue) Binding(key string, priority int32) *Reservation {
 	return nil
 }
 
+// Fence returns the fence that applies to a pod of group key ("" for
+// none) and priority, nil when no group waits with a reservation that
+// binds the pod (Plan.Binding).
+func (q *Queue) Fence(key string, priority int32) *Fence {
+	p := q.plan.Load()
+	if p == nil || p.Seen == nil || p.Reservation == nil || p.Reservation.Holder == key || priority > p.Reservation.Priority {
+		return nil
+	}
+	return &Fence{q: q, seen: p.Seen, Holder: p.Reservation.Holder}
+}
+
+// Fence keeps pods off capacity that freed after the job queue's last
+// pass, until the next pass has given it: a pod in no group could
+// otherwise take a node freed between two passes before the waiting
+// group's reservation moves there, and leave that group waiting on the
+// pods of its reserved nodes.
+type Fence struct {
+	// Holder is the waiting group.
+	Holder string
+	q      *Queue
+	seen   map[string]Capacity
+}
+
+// Holds reports whether pod must keep off node, which has now free: more
+// than the last pass saw (capacity freed since, or a node added). The
+// queue then makes a pass, and activates the pod after it. A node is held
+// once for the same capacity: where the scheduler counts a node's free
+// resources otherwise than the queue, a pod waits one pass at most.
+func (f *Fence) Holds(pod *corev1.Pod, node string, now Capacity) bool {
+	if seen, ok := f.seen[node]; ok && !now.exceeds(seen) {
+		return false
+	}
+	q := f.q
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	switch e, ok := q.fences[node]; {
+	case !ok || now.exceeds(e.capacity):
+		q.fences[node] = fence{capacity: now, after: q.started}
+	case q.completed > e.after:
+		// A pass that started after the fence saw this capacity.
+		return false
+	}
+	q.fenced[pod.Namespace+"/"+pod.Name] = pod
+	q.Kick()
+	return true
+}
+
 // Where the admission loop is (Queue.state).
 const (
 	loopWaiting = iota
@@ -382,9 +446,20 @@ func (q *Queue) Idle() bool {
 func (q *Queue) pass(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	start := q.opts.Clock.Now()
+	q.mu.Lock()
+	q.started++
+	fenced := q.fenced
+	q.fenced = map[string]*corev1.Pod{}
+	q.mu.Unlock()
 	in, members, broken := q.input(start)
 	plan := Compute(in)
 	q.plan.Store(&plan)
+	q.mu.Lock()
+	q.completed = q.started
+	if plan.Seen == nil {
+		clear(q.fences)
+	}
+	q.mu.Unlock()
 
 	activate := map[string]*corev1.Pod{}
 	waiting := false
@@ -426,6 +501,9 @@ func (q *Queue) pass(ctx context.Context) {
 	q.mu.Unlock()
 	q.metrics.record(plan, members)
 	q.waiting.Store(waiting)
+	admittedPods := len(activate)
+	// The pods a fence held off try again on what this plan saw.
+	maps.Copy(activate, fenced)
 	if len(activate) > 0 {
 		q.activate(activate)
 	}
@@ -436,7 +514,7 @@ func (q *Queue) pass(ctx context.Context) {
 	for _, p := range slices.Concat(plan.Preemptions, broken) {
 		q.evict.evict(ctx, p)
 	}
-	logger.V(4).Info("Job queue pass", "groups", len(in.Groups), "admitted", len(activate), "reservation", plan.Reservation != nil, "took", q.opts.Clock.Since(start))
+	logger.V(4).Info("Job queue pass", "groups", len(in.Groups), "admitted", admittedPods, "fenced", len(fenced), "reservation", plan.Reservation != nil, "took", q.opts.Clock.Since(start))
 }
 
 // input gathers the state a plan depends on from the informers.

@@ -153,13 +153,11 @@ nodePools:
 	}
 	checkCardsOnce(t, c, ns)
 
-	// The reserved capacity frees: r, then g, run whole. The pods that
-	// share a card go first: pods outside groups are not held by the job
-	// queue, and one scheduled between a pod's deletion and the queue's
-	// next pass can take the freed node before the reservation moves to it
-	// (a starvation race of backfill that does not depend on the failover;
-	// pkg/scheduler/plugins/coscheduling/README.md, "What the queue does not do").
-	for _, name := range []string{"s-0", "s-1", "w-0", "w-1", "w-2", "w-3", "w-4", "w-5", "w-6", "w-7", "w-8", "w-9"} {
+	// The reserved capacity frees one pod at a time: r, then g, run whole.
+	// The pods that share a card go last: a node freed outside r's
+	// reservation stays fenced from them until the queue's next pass has
+	// moved the reservation there (jobqueue.Fence).
+	for _, name := range []string{"w-0", "w-1", "w-2", "w-3", "w-4", "w-5", "w-6", "w-7", "w-8", "w-9", "s-0", "s-1"} {
 		if err := c.Client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}

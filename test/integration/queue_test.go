@@ -249,3 +249,63 @@ func TestJobQueueFragmentation(t *testing.T) {
 		waitRunning(t, c, ns, fmt.Sprintf("w-%d", i))
 	}
 }
+
+// TestJobQueueFence frees a node outside a waiting group's reservation
+// while a pod in no group waits for such a node: the pod must not take it
+// before the queue's next pass has moved the reservation there, or the
+// group would keep waiting on nodes whose pods never end. Three nodes of 4
+// GPUs each run a pod that never ends; a 2 x 4-GPU group waits with the
+// two nodes with the most free CPU reserved; a plain 4-GPU pod waits too.
+// Deleting the pod of the third node moves the reservation there (the
+// plain pod stays Pending), and deleting one more lets the group run.
+func TestJobQueueFence(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, `  - {name: gpu, count: 3, cpu: "16", memory: 64Gi, gpus: {count: 4, model: Tesla-T4, memoryMiB: 15360}}
+`)
+	ctx := context.Background()
+	ns := createNamespace(t, c.Client)
+	nodes, err := c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil || len(nodes.Items) != 3 {
+		t.Fatalf("nodes: %v (%d), want 3", err, len(nodes.Items))
+	}
+	// The third node's pod takes more CPU, so the reservation prefers the
+	// other two.
+	for i, n := range nodes.Items {
+		cpu := "1"
+		if i == 2 {
+			cpu = "8"
+		}
+		createPods(t, c, utiltesting.MakePod(fmt.Sprintf("long-%d", i), ns).Node(n.Name).
+			Req(corev1.ResourceCPU, cpu).Req(corev1.ResourceMemory, "1Gi").GPU(4).Obj())
+	}
+	waitPodsRunning(t, c, ns, 3)
+	plain := utiltesting.MakePod("plain", ns).SchedulerName(scheduler.AischedProfile).
+		Req(corev1.ResourceCPU, "100m").GPU(4).Obj()
+	createPods(t, c, plain)
+	var gang []*corev1.Pod
+	for i := range 2 {
+		gang = append(gang, utiltesting.MakePod(fmt.Sprintf("gang-%d", i), ns).SchedulerName(scheduler.AischedProfile).
+			Req(corev1.ResourceCPU, "1").GPU(4).Label(podgroup.NameLabel, "gang").Label(podgroup.MinAvailableLabel, "2").Obj())
+	}
+	createPods(t, c, gang...)
+	waitPodGroup(t, c, ns, "gang", "waiting with a reservation", admitted(schedulingv1alpha1.PodGroupQueued, jobqueue.ReasonWaitingForCapacity,
+		"2 nodes are reserved for it"))
+
+	deletePod := func(name string) {
+		t.Helper()
+		if err := c.Client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deletePod("long-2")
+	// The reservation moves to the freed node; the plain pod stays off it.
+	time.Sleep(3 * time.Second)
+	if p, err := c.Client.CoreV1().Pods(ns).Get(ctx, "plain", metav1.GetOptions{}); err != nil || p.Spec.NodeName != "" {
+		t.Fatalf("the plain pod took the freed node %s (%v): the waiting group's reservation did not move there first", p.Spec.NodeName, err)
+	}
+	deletePod("long-0")
+	waitPodGroup(t, c, ns, "gang", "Running", admitted(schedulingv1alpha1.PodGroupRunning, jobqueue.ReasonAdmitted))
+	if p, err := c.Client.CoreV1().Pods(ns).Get(ctx, "plain", metav1.GetOptions{}); err != nil || p.Spec.NodeName != "" {
+		t.Errorf("the plain pod is on %q (%v), want Pending behind the group", p.Spec.NodeName, err)
+	}
+}

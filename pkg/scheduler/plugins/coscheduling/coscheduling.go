@@ -118,9 +118,12 @@ func (pl *Coscheduling) PreEnqueue(_ context.Context, pod *corev1.Pod) *fwk.Stat
 const reservationKey fwk.StateKey = Name + "/reservation"
 
 // reservationState is the reservation that applies to the pod being
-// scheduled and the pod's demand.
+// scheduled, the fence of capacity freed since the queue's last pass (nil
+// when no waiting group's reservation binds the pod), and the pod's
+// demand.
 type reservationState struct {
 	reservation *jobqueue.Reservation
+	fence       *jobqueue.Fence
 	demand      jobqueue.Demand
 }
 
@@ -137,8 +140,9 @@ func (pl *Coscheduling) PreFilter(_ context.Context, state fwk.CycleState, pod *
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
 	}
 	reserved := false
-	if r := pl.queue.Binding(ref.Key(), jobqueue.PriorityOf(pod)); r != nil {
-		state.Write(reservationKey, &reservationState{reservation: r, demand: jobqueue.DemandOf(pod)})
+	priority := jobqueue.PriorityOf(pod)
+	if r := pl.queue.Binding(ref.Key(), priority); r != nil {
+		state.Write(reservationKey, &reservationState{reservation: r, fence: pl.queue.Fence(ref.Key(), priority), demand: jobqueue.DemandOf(pod)})
 		reserved = true
 	}
 	if !ok || ref.MinAvailable < 2 {
@@ -218,14 +222,22 @@ func (pl *Coscheduling) PreFilterExtensions() fwk.PreFilterExtensions { return n
 // group that waits longest and for the admitted group being placed
 // (jobqueue.Plan.Binding): the pod may use of each resource only what
 // exceeds both. A holder's own members and pods of higher priority are not
-// held back by its reservation.
-func (pl *Coscheduling) Filter(_ context.Context, state fwk.CycleState, _ *corev1.Pod, ni fwk.NodeInfo) *fwk.Status {
+// held back by its reservation. While a group waits, it also keeps such a
+// pod off capacity freed on a node since the queue's last pass, until the
+// next pass has decided whether the waiting group needs it
+// (jobqueue.Fence).
+func (pl *Coscheduling) Filter(_ context.Context, state fwk.CycleState, pod *corev1.Pod, ni fwk.NodeInfo) *fwk.Status {
 	data, err := state.Read(reservationKey)
 	if err != nil {
 		return nil
 	}
 	s := data.(*reservationState)
-	if !s.reservation.Allows(ni.Node().Name, freeOf(ni), pl.gpus.NodeGPUsOf(ni), s.demand.Request, s.demand.GPU) {
+	free, gpus := freeOf(ni), pl.gpus.NodeGPUsOf(ni)
+	node := ni.Node().Name
+	if s.fence != nil && s.fence.Holds(pod, node, jobqueue.Capacity{Free: free, GPUMilli: gpus.FreeMilli()}) {
+		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node freed capacity since the job queue's last pass; the queue first decides whether pod group %s needs it", s.fence.Holder))
+	}
+	if !s.reservation.Allows(node, free, gpus, s.demand.Request, s.demand.GPU) {
 		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node reserved by the job queue for pod group %s", s.reservation.Holder))
 	}
 	return nil
