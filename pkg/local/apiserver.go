@@ -66,6 +66,12 @@ func startAPIServer(ctx context.Context, cfg apiserverConfig) (<-chan error, err
 	port := cfg.listener.Addr().(*net.TCPAddr).Port
 	args := []string{
 		"--etcd-servers=" + cfg.etcdURL,
+		"--etcd-cafile=" + cfg.pki.EtcdCACert(),
+		"--etcd-certfile=" + cfg.pki.EtcdClientCert(),
+		"--etcd-keyfile=" + cfg.pki.EtcdClientKey(),
+		// Every caller shows who it is: a certificate of the cluster CA
+		// or a token.
+		"--anonymous-auth=false",
 		"--bind-address=127.0.0.1",
 		fmt.Sprintf("--secure-port=%d", port),
 		"--tls-cert-file=" + cfg.pki.ServingCert(),

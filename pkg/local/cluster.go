@@ -98,6 +98,7 @@ type Cluster struct {
 
 	lock       *os.File
 	etcd       *embed.Etcd
+	etcdURL    string
 	apiCancel  context.CancelFunc
 	apiDone    <-chan error
 	compCtx    context.Context
@@ -195,8 +196,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		listener.Close()
 		return nil, err
 	}
-	var etcdURL string
-	c.etcd, etcdURL, err = startEtcd(etcdDir, opts.LogOutput)
+	c.etcd, c.etcdURL, err = startEtcd(etcdDir, p, opts.LogOutput)
 	if err != nil {
 		listener.Close()
 		return nil, err
@@ -204,7 +204,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 
 	apiCtx, apiCancel := context.WithCancel(context.WithoutCancel(ctx))
 	c.apiCancel = apiCancel
-	c.apiDone, err = startAPIServer(apiCtx, apiserverConfig{listener: listener, etcdURL: etcdURL, pki: p, extraArgs: opts.APIServerArgs})
+	c.apiDone, err = startAPIServer(apiCtx, apiserverConfig{listener: listener, etcdURL: c.etcdURL, pki: p, extraArgs: opts.APIServerArgs})
 	if err != nil {
 		listener.Close()
 		return nil, err
@@ -426,6 +426,10 @@ func (c *Cluster) fail(err error) {
 func (c *Cluster) AddNodes(ctx context.Context, cluster *clusterfile.Cluster) error {
 	return c.nodes.AddNodes(ctx, cluster)
 }
+
+// EtcdURL is etcd's client URL. It takes TLS only, from clients with a
+// certificate of etcd's own CA in DataDir/pki/etcd (the apiserver's).
+func (c *Cluster) EtcdURL() string { return c.etcdURL }
 
 // Stop stops the components, then the apiserver, then etcd, and releases
 // the data directory. It is safe to call more than once.

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -18,8 +19,11 @@ const etcdStartTimeout = 60 * time.Second
 
 // startEtcd runs a single-member etcd in dir, listening on free loopback
 // ports, logging warnings and errors to out (nil discards them). The client
-// URL is returned for the apiserver.
-func startEtcd(dir string, out io.Writer) (*embed.Etcd, string, error) {
+// URL is returned for the apiserver. Both listeners take TLS only, from
+// clients with a certificate of etcd's own CA (the apiserver's): no local
+// user reaches the data past the apiserver's authentication, RBAC and
+// admission.
+func startEtcd(dir string, p pki, out io.Writer) (*embed.Etcd, string, error) {
 	if out == nil {
 		out = io.Discard
 	}
@@ -28,8 +32,14 @@ func startEtcd(dir string, out io.Writer) (*embed.Etcd, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	client := url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", fmt.Sprint(ports[0]))}
-	peer := url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", fmt.Sprint(ports[1]))}
+	client := url.URL{Scheme: "https", Host: net.JoinHostPort("127.0.0.1", fmt.Sprint(ports[0]))}
+	peer := url.URL{Scheme: "https", Host: net.JoinHostPort("127.0.0.1", fmt.Sprint(ports[1]))}
+	tlsInfo := transport.TLSInfo{
+		CertFile:       p.EtcdServerCert(),
+		KeyFile:        p.EtcdServerKey(),
+		TrustedCAFile:  p.EtcdCACert(),
+		ClientCertAuth: true,
+	}
 
 	cfg := embed.NewConfig()
 	cfg.Name = "aisched"
@@ -39,6 +49,8 @@ func startEtcd(dir string, out io.Writer) (*embed.Etcd, string, error) {
 	cfg.ListenPeerUrls = []url.URL{peer}
 	cfg.AdvertisePeerUrls = []url.URL{peer}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	cfg.ClientTLSInfo = tlsInfo
+	cfg.PeerTLSInfo = tlsInfo
 	// The apiserver compacts every 5 minutes itself; etcd's own periodic
 	// compaction keeps a long-running local cluster small as well.
 	cfg.AutoCompactionMode = "periodic"

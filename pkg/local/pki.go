@@ -39,6 +39,16 @@ func (p pki) ServiceAccountKey() string { return p.path("sa.key") }
 func (p pki) WebhookCert() string       { return p.path("webhook.crt") }
 func (p pki) WebhookKey() string        { return p.path("webhook.key") }
 
+// etcd's own CA, apart from the cluster CA: a certificate the cluster CA
+// signs for a user or a node must not open etcd, which only the apiserver
+// reaches.
+func (p pki) EtcdCACert() string     { return p.path("etcd/ca.crt") }
+func (p pki) etcdCAKey() string      { return p.path("etcd/ca.key") }
+func (p pki) EtcdServerCert() string { return p.path("etcd/server.crt") }
+func (p pki) EtcdServerKey() string  { return p.path("etcd/server.key") }
+func (p pki) EtcdClientCert() string { return p.path("apiserver-etcd-client.crt") }
+func (p pki) EtcdClientKey() string  { return p.path("apiserver-etcd-client.key") }
+
 // ensure creates whatever is missing. The serving certificate is valid for
 // localhost, 127.0.0.1 and the in-cluster names of the kubernetes Service.
 func (p pki) ensure(serviceIP net.IP) error {
@@ -70,30 +80,66 @@ func (p pki) ensure(serviceIP net.IP) error {
 	if _, _, err := keyutil.LoadOrGenerateKeyFile(p.ServiceAccountKey()); err != nil {
 		return fmt.Errorf("service-account key: %w", err)
 	}
+	return p.ensureEtcd()
+}
+
+// ensureEtcd makes etcd's CA, its serving certificate (for its client
+// and peer listeners on 127.0.0.1) and the apiserver's client
+// certificate.
+func (p pki) ensureEtcd() error {
+	if err := os.MkdirAll(filepath.Dir(p.EtcdCACert()), 0o700); err != nil {
+		return err
+	}
+	caKey, caCert, err := loadOrCreateCA(p.EtcdCACert(), p.etcdCAKey(), "aisched-local-etcd-ca")
+	if err != nil {
+		return fmt.Errorf("etcd CA: %w", err)
+	}
+	server := &x509.Certificate{
+		Subject:     pkix.Name{CommonName: "aisched-etcd"},
+		DNSNames:    []string{"localhost"},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		// The peer listener both serves and dials with it.
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+	}
+	if err := p.ensureLeaf(p.EtcdServerCert(), p.EtcdServerKey(), server, caCert, caKey); err != nil {
+		return fmt.Errorf("etcd serving certificate: %w", err)
+	}
+	client := &x509.Certificate{
+		Subject:     pkix.Name{CommonName: "kube-apiserver-etcd-client"},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	if err := p.ensureLeaf(p.EtcdClientCert(), p.EtcdClientKey(), client, caCert, caKey); err != nil {
+		return fmt.Errorf("etcd client certificate: %w", err)
+	}
 	return nil
 }
 
 func (p pki) loadOrCreateCA() (crypto.Signer, *x509.Certificate, error) {
-	if exists(p.CACert()) && exists(p.caKey()) {
-		certs, err := certutil.CertsFromFile(p.CACert())
+	return loadOrCreateCA(p.CACert(), p.caKey(), "aisched-local-ca")
+}
+
+// loadOrCreateCA loads the CA at certPath and keyPath, or makes one.
+func loadOrCreateCA(certPath, keyPath, commonName string) (crypto.Signer, *x509.Certificate, error) {
+	if exists(certPath) && exists(keyPath) {
+		certs, err := certutil.CertsFromFile(certPath)
 		if err != nil {
 			return nil, nil, err
 		}
-		key, err := keyutil.PrivateKeyFromFile(p.caKey())
+		key, err := keyutil.PrivateKeyFromFile(keyPath)
 		if err != nil {
 			return nil, nil, err
 		}
 		signer, ok := key.(crypto.Signer)
 		if !ok {
-			return nil, nil, errors.New(p.caKey() + " is not a signing key")
+			return nil, nil, errors.New(keyPath + " is not a signing key")
 		}
 		return signer, certs[0], nil
 	}
-	cert, key, err := certs.NewCA("aisched-local-ca")
+	cert, key, err := certs.NewCA(commonName)
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := writeKeyPair(p.CACert(), p.caKey(), cert, key); err != nil {
+	if err := writeKeyPair(certPath, keyPath, cert, key); err != nil {
 		return nil, nil, err
 	}
 	return key, cert, nil
