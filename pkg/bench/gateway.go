@@ -26,6 +26,7 @@ import (
 
 	platformv1alpha1 "github.com/aisched/aisched/apis/platform/v1alpha1"
 	"github.com/aisched/aisched/pkg/gateway"
+	"github.com/aisched/aisched/pkg/platform/keys"
 )
 
 // The route the gateway benchmark measures: /bench/demo/<rest> to the
@@ -76,10 +77,13 @@ type GatewayState struct {
 	HeapInuseBytes uint64 `json:"heapInuseBytes"`
 }
 
+// benchPepper is the pepper of the bench service's API key.
+var benchPepper = []byte("aisched-bench-pepper-32-bytes-xx")
+
 // benchAIService is the AIService the gateway benchmark measures, with its
-// API-key Secret: every control switched on, none of them rejecting the
-// load generator's requests.
-func benchAIService() (*platformv1alpha1.AIService, *corev1.Secret) {
+// key's digest published as the controller would: every control switched
+// on, none of them rejecting the load generator's requests.
+func benchAIService() *platformv1alpha1.AIService {
 	svc := &platformv1alpha1.AIService{
 		ObjectMeta: metav1.ObjectMeta{Name: benchService, Namespace: benchNamespace},
 		Spec: platformv1alpha1.AIServiceSpec{
@@ -116,7 +120,12 @@ func benchAIService() (*platformv1alpha1.AIService, *corev1.Secret) {
 		Type:       platformv1alpha1.APIKeySecretType,
 		Data:       map[string][]byte{benchConsumer: []byte(benchKey)},
 	}
-	return svc, secret
+	digests, err := keys.Digests(benchPepper, secret)
+	if err != nil {
+		panic(err) // one key
+	}
+	svc.Status.APIKeys = digests
+	return svc
 }
 
 // ServeGateway serves a gateway with BenchService in front of backend
@@ -128,10 +137,9 @@ func ServeGateway(ctx context.Context, backend string, out io.Writer) error {
 	if _, _, err := net.SplitHostPort(backend); err != nil {
 		return fmt.Errorf("backend %q: %w", backend, err)
 	}
-	g := gateway.New(gateway.Options{})
+	g := gateway.New(gateway.Options{Pepper: benchPepper})
 	defer g.Close()
-	svc, secret := benchAIService()
-	g.Apply(svc, secret, []string{backend})
+	g.Apply(benchAIService(), []string{backend})
 	g.SetReady()
 
 	var lc net.ListenConfig

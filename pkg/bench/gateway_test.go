@@ -171,10 +171,9 @@ func TestBenchServicePasses(t *testing.T) {
 		_, _ = io.WriteString(w, "ok")
 	}))
 	defer backend.Close()
-	g := gateway.New(gateway.Options{})
+	g := gateway.New(gateway.Options{Pepper: benchPepper})
 	defer g.Close()
-	svc, secret := benchAIService()
-	g.Apply(svc, secret, []string{strings.TrimPrefix(backend.URL, "http://")})
+	g.Apply(benchAIService(), []string{strings.TrimPrefix(backend.URL, "http://")})
 	front := httptest.NewServer(g)
 	defer front.Close()
 

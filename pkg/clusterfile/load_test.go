@@ -92,7 +92,9 @@ func TestParseErrors(t *testing.T) {
 		{"base load over 100", header + pool + "    baseLoad:\n      disk: 101\n", "c.yaml:9: nodePools[0].baseLoad.disk: Invalid value: 101"},
 		{"bad label", header + pool + "    labels:\n      bad key!: x\n", "c.yaml:9: nodePools[0].labels[bad key!]: Invalid value"},
 		{"bad taint effect", header + pool + "    taints:\n      - key: a\n        effect: Never\n", `c.yaml:10: nodePools[0].taints[0].effect: Unsupported value: "Never"`},
-		{"gpu memory zero", header + pool + "    gpus:\n      count: 2\n      model: T4\n      memoryMiB: 0\n", "c.yaml:11: nodePools[0].gpus.memoryMiB: Invalid value: 0: must be greater than 0"},
+		{"gpu memory zero", header + pool + "    gpus:\n      count: 2\n      model: T4\n      memoryMiB: 0\n", "c.yaml:11: nodePools[0].gpus.memoryMiB: Invalid value: 0: must be between 1 and 1048576"},
+		{"cpu beyond any node", header + "nodePools:\n  - name: p\n    count: 1\n    cpu: 1e100\n    memory: 8Gi\n", `c.yaml:6: nodePools[0].cpu: Invalid value: "10e99": must be at most 100k`},
+		{"network beyond any node", header + pool + "    performance:\n      networkMbps: 100000000000\n", "nodePools[0].performance.networkMbps: Invalid value: 100000000000: must be between 0 (the default) and 10000000"},
 		{"gpu without model", header + pool + "    gpus:\n      count: 2\n      memoryMiB: 100\n", "c.yaml:9: nodePools[0].gpus.model: Required value"},
 		{"bad compute capability", header + pool + "    gpus: {count: 1, model: T4, memoryMiB: 1, computeCapability: eight}\n", "nodePools[0].gpus.computeCapability: Invalid value: \"eight\""},
 		{"gpus as list", header + pool + "    gpus: [1, 2]\n", "c.yaml:8: nodePools[0].gpus: want a mapping, found a YAML seq"},
@@ -108,10 +110,25 @@ func TestParseErrors(t *testing.T) {
 			if !strings.Contains(err.Error(), tc.wantErr) {
 				t.Errorf("error = %q, want it to contain %q", err, tc.wantErr)
 			}
-			if strings.Contains(err.Error(), "\n") {
-				t.Errorf("error spans several lines: %q", err)
+			for _, line := range strings.Split(err.Error(), "\n") {
+				if !strings.HasPrefix(line, "c.yaml") {
+					t.Errorf("error line %q does not name the file", line)
+				}
 			}
 		})
+	}
+}
+
+// Every error of a file is reported, each at its line.
+func TestParseAllErrors(t *testing.T) {
+	_, err := Parse("c.yaml", []byte(header+"nodePools:\n  - name: p\n    count: 1\n    cpu: 0\n    memory: 0\n"))
+	if err == nil {
+		t.Fatal("Parse succeeded")
+	}
+	for _, want := range []string{`c.yaml:6: nodePools[0].cpu: Invalid value: "0"`, `c.yaml:7: nodePools[0].memory: Invalid value: "0"`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not report %q", err, want)
+		}
 	}
 }
 

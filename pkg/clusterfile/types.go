@@ -5,7 +5,7 @@
 //
 // Every error names the file, the line and the field, for example
 //
-//	cluster.yaml:14: nodePools[1].gpus.memoryMiB: Invalid value: 0: must be greater than 0
+//	cluster.yaml:14: nodePools[1].gpus.memoryMiB: Invalid value: 0: must be between 1 and 1048576
 package clusterfile
 
 import (
@@ -29,6 +29,9 @@ const (
 	MaxNodes = 8192
 	// MaxGPUsPerNode bounds gpus.count.
 	MaxGPUsPerNode = 64
+	// MaxPerfValue bounds the performance figures and the cards' numbers
+	// (MHz, Mbps, MB/s, cores, GB/s): ten times today's largest.
+	MaxPerfValue = 10_000_000
 )
 
 // DefaultEphemeralStorage is the ephemeral-storage capacity of a node whose pool sets none.

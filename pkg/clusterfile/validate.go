@@ -3,11 +3,15 @@ package clusterfile
 import (
 	"fmt"
 	"regexp"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/aisched/aisched/pkg/gpu"
 )
 
 var (
@@ -64,9 +68,9 @@ func (p *NodePool) validate(fp *field.Path) field.ErrorList {
 	if p.Count < 0 || p.Count > MaxNodes {
 		errs = append(errs, field.Invalid(fp.Child("count"), p.Count, fmt.Sprintf("must be between 0 and %d", MaxNodes)))
 	}
-	errs = append(errs, positive(fp.Child("cpu"), p.CPU)...)
-	errs = append(errs, positive(fp.Child("memory"), p.Memory)...)
-	errs = append(errs, positive(fp.Child("ephemeralStorage"), p.EphemeralStorage)...)
+	errs = append(errs, positive(fp.Child("cpu"), p.CPU, corev1.ResourceCPU)...)
+	errs = append(errs, positive(fp.Child("memory"), p.Memory, corev1.ResourceMemory)...)
+	errs = append(errs, positive(fp.Child("ephemeralStorage"), p.EphemeralStorage, corev1.ResourceEphemeralStorage)...)
 	if p.MaxPods < 1 || p.MaxPods > MaxPodsLimit {
 		errs = append(errs, field.Invalid(fp.Child("maxPods"), p.MaxPods, fmt.Sprintf("must be between 1 and %d", MaxPodsLimit)))
 	}
@@ -99,8 +103,8 @@ func (p *NodePool) validate(fp *field.Path) field.ErrorList {
 		name  string
 		value int64
 	}{{"cpuMaxFrequencyMHz", p.Performance.CPUMaxFrequencyMHz}, {"networkMbps", p.Performance.NetworkMbps}, {"diskMBps", p.Performance.DiskMBps}} {
-		if f.value < 0 {
-			errs = append(errs, field.Invalid(perf.Child(f.name), f.value, "must not be negative (0 is the default)"))
+		if f.value < 0 || f.value > MaxPerfValue {
+			errs = append(errs, field.Invalid(perf.Child(f.name), f.value, fmt.Sprintf("must be between 0 (the default) and %d", MaxPerfValue)))
 		}
 	}
 	load := fp.Child("baseLoad")
@@ -123,15 +127,15 @@ func (g *GPUs) validate(fp *field.Path) field.ErrorList {
 	if g.Model == "" {
 		errs = append(errs, field.Required(fp.Child("model"), "the card's product name, e.g. NVIDIA-A100-SXM4-40GB"))
 	}
-	if g.MemoryMiB <= 0 {
-		errs = append(errs, field.Invalid(fp.Child("memoryMiB"), g.MemoryMiB, "must be greater than 0"))
+	if g.MemoryMiB <= 0 || g.MemoryMiB > maxCardMemoryMiB {
+		errs = append(errs, field.Invalid(fp.Child("memoryMiB"), g.MemoryMiB, fmt.Sprintf("must be between 1 and %d", maxCardMemoryMiB)))
 	}
 	for _, f := range []struct {
 		name  string
 		value int64
 	}{{"cudaCores", g.CUDACores}, {"memoryBandwidthGBps", g.MemoryBandwidthGBps}, {"maxClockMHz", g.MaxClockMHz}} {
-		if f.value < 0 {
-			errs = append(errs, field.Invalid(fp.Child(f.name), f.value, "must not be negative"))
+		if f.value < 0 || f.value > MaxPerfValue {
+			errs = append(errs, field.Invalid(fp.Child(f.name), f.value, fmt.Sprintf("must be between 0 and %d", MaxPerfValue)))
 		}
 	}
 	if g.ComputeCapability != "" && !computeCapability.MatchString(g.ComputeCapability) {
@@ -140,12 +144,45 @@ func (g *GPUs) validate(fp *field.Path) field.ErrorList {
 	return errs
 }
 
-func positive(fp *field.Path, q Quantity) field.ErrorList {
+func positive(fp *field.Path, q Quantity, name corev1.ResourceName) field.ErrorList {
 	if !q.IsSet() {
 		return field.ErrorList{field.Required(fp, "a quantity such as 16 or 64Gi")}
 	}
 	if q.Sign() <= 0 {
 		return field.ErrorList{field.Invalid(fp, q.String(), "must be greater than 0")}
 	}
+	return Bounded(fp, q.Quantity, name)
+}
+
+// maxCardMemoryMiB bounds a card's memory: 1 TiB.
+const maxCardMemoryMiB = 1 << 20
+
+// Bounded says why q is more of resource name than one node can have:
+// 100,000 CPUs, 1 PiB of memory, 1 EiB of storage, MaxGPUsPerNode cards,
+// 10^12 of anything else. Each of those is far beyond a real node, and
+// small enough that sums over MaxNodes nodes stay exact.
+func Bounded(fp *field.Path, q resource.Quantity, name corev1.ResourceName) field.ErrorList {
+	if q.Cmp(MaxQuantity(name)) > 0 {
+		return field.ErrorList{field.Invalid(fp, q.String(), fmt.Sprintf("must be at most %s", maxOf(name)))}
+	}
 	return nil
+}
+
+// MaxQuantity is the most of resource name one node can have (Bounded).
+func MaxQuantity(name corev1.ResourceName) resource.Quantity {
+	return resource.MustParse(maxOf(name))
+}
+
+func maxOf(name corev1.ResourceName) string {
+	switch name {
+	case corev1.ResourceCPU:
+		return "100k"
+	case corev1.ResourceMemory:
+		return "1Pi"
+	case corev1.ResourceEphemeralStorage, corev1.ResourceStorage:
+		return "1Ei"
+	case gpu.ResourceName:
+		return strconv.Itoa(MaxGPUsPerNode)
+	}
+	return "1T"
 }

@@ -3,8 +3,6 @@ package gateway
 import (
 	"bufio"
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
@@ -21,7 +19,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/time/rate"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/aisched/aisched/apis/platform/v1alpha1"
@@ -38,6 +35,9 @@ type Options struct {
 	// Dial connects to an endpoint; default a net.Dialer. `aisched up`
 	// dials simulated pods through the demo model runtime.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Pepper checks the API keys the services' statuses publish
+	// (package keys); Run reads it from the platform's namespace.
+	Pepper []byte
 }
 
 // Gateway routes requests to AIServices and enforces their controls. Its
@@ -107,12 +107,12 @@ func (g *Gateway) AdminHandler() http.Handler {
 	return mux
 }
 
-// Apply installs the route of an AIService, with its API-key Secret (nil
-// when it does not exist) and its ready endpoints ("ip:port"), replacing
-// the service's route if it had one. RouteReconciler calls it on every
-// change; requests in flight finish with the route they started with.
-func (g *Gateway) Apply(svc *v1alpha1.AIService, secret *corev1.Secret, endpoints []string) {
-	g.set(compile(svc, secret, endpoints))
+// Apply installs the route of an AIService, with the API keys its status
+// publishes and its ready endpoints ("ip:port"), replacing the service's
+// route if it had one. RouteReconciler calls it on every change; requests
+// in flight finish with the route they started with.
+func (g *Gateway) Apply(svc *v1alpha1.AIService, endpoints []string) {
+	g.set(compile(svc, g.opts.Pepper, endpoints))
 }
 
 // Delete drops the route of an AIService.
@@ -311,15 +311,7 @@ func authenticate(r *http.Request, cfg *routeConfig) (string, *rejection) {
 		rej.header = http.Header{"Www-Authenticate": {`Bearer realm="aisched"`}}
 		return "", rej
 	}
-	digest := sha256.Sum256([]byte(key))
-	consumer, ok := "", false
-	// Every digest is compared, in constant time, whatever matched: how
-	// long the check takes says nothing about the key.
-	for i := range cfg.keys {
-		if subtle.ConstantTimeCompare(cfg.keys[i].digest[:], digest[:]) == 1 {
-			consumer, ok = cfg.keys[i].consumer, true
-		}
-	}
+	consumer, ok := cfg.keys.Consumer(key)
 	if !ok {
 		rej := reject(http.StatusUnauthorized, ReasonInvalidAPIKey, "the API key is not valid for this service")
 		rej.header = http.Header{"Www-Authenticate": {`Bearer realm="aisched", error="invalid_token"`}}

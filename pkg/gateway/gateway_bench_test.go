@@ -25,13 +25,13 @@ func BenchmarkGateway(b *testing.B) {
 		_, _ = io.WriteString(w, `{"model_name":"demo","outputs":[{"name":"sum","shape":[1],"datatype":"FP64","data":[10]}]}`)
 	}))
 	defer be.Close()
-	g := New(Options{})
+	g := New(Options{Pepper: testPepper})
 	svc := utiltesting.MakeService("s", "ns", "i").APIKeys("k").
 		Access(v1alpha1.AccessControl{AllowCIDRs: []string{"127.0.0.0/8"}}).
 		Request(v1alpha1.RequestControl{Methods: []string{"POST"}, Paths: []string{"/v2/models/*/infer"}, MaxBodyBytes: ptr.To[int64](1 << 20), RequiredHeaders: []string{"X-Bench"}, TimeoutMilliseconds: 5000}).
 		RateLimit(v1alpha1.RateLimit{QPS: ptr.To[int32](math.MaxInt32), MaxConcurrency: ptr.To[int32](100000)}).
 		CircuitBreaker(v1alpha1.CircuitBreaker{Strategy: v1alpha1.ErrorRatio, ThresholdPercent: 50, MinRequests: 100, WindowSeconds: 10, OpenSeconds: 5}).Obj()
-	g.Apply(svc, keys(map[string]string{"bench": "key"}), []string{strings.TrimPrefix(be.URL, "http://")})
+	g.Apply(published(svc, secretOf(map[string]string{"bench": "key"})), []string{strings.TrimPrefix(be.URL, "http://")})
 	gw := httptest.NewServer(g)
 	defer gw.Close()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}

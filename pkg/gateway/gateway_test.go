@@ -12,10 +12,12 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/aisched/aisched/apis/platform/v1alpha1"
+	apikeys "github.com/aisched/aisched/pkg/platform/keys"
 	utiltesting "github.com/aisched/aisched/pkg/util/testing"
 )
 
@@ -36,12 +38,33 @@ func backend(t *testing.T) *httptest.Server {
 	return s
 }
 
-func keys(data map[string]string) *corev1.Secret {
+// testPepper is the pepper of the tests' API keys.
+var testPepper = []byte("0123456789abcdef0123456789abcdef")
+
+func secretOf(data map[string]string) *corev1.Secret {
 	s := &corev1.Secret{Type: v1alpha1.APIKeySecretType, Data: map[string][]byte{}}
 	for k, v := range data {
 		s.Data[k] = []byte(v)
 	}
 	return s
+}
+
+// published returns svc with the status the controller gives it for the
+// API-key Secret secret (nil: missing): the keys' digests, or the reason.
+func published(svc *v1alpha1.AIService, secret *corev1.Secret) *v1alpha1.AIService {
+	svc = svc.DeepCopy()
+	cond := metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonReady}
+	if secret == nil {
+		cond = metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonSecretNotFound, Message: "no Secret"}
+	} else {
+		digests, err := apikeys.Digests(testPepper, secret)
+		if err != nil {
+			panic(err)
+		}
+		svc.Status.APIKeys = digests
+	}
+	meta.SetStatusCondition(&svc.Status.Conditions, cond)
+	return svc
 }
 
 // serve sends one request from 192.0.2.1 through a gateway with one route.
@@ -81,20 +104,20 @@ func TestControls(t *testing.T) {
 		{name: "deny wins over allow", svc: svc().Access(v1alpha1.AccessControl{AllowCIDRs: []string{"192.0.2.1"}, DenyCIDRs: []string{"192.0.2.1"}}).Obj(), wantCode: 403, wantReason: ReasonIPDenied},
 		{name: "allow list without the caller", svc: svc().Access(v1alpha1.AccessControl{AllowCIDRs: []string{"10.0.0.0/8"}}).Obj(), wantCode: 403, wantReason: ReasonIPNotAllowed},
 		{name: "allow list with the caller", svc: svc().Access(v1alpha1.AccessControl{AllowCIDRs: []string{"192.0.2.1"}}).Obj(), wantCode: 200},
-		{name: "missing key", svc: svc().APIKeys("k").Obj(), secret: keys(map[string]string{"alice": "a1"}), wantCode: 401, wantReason: ReasonMissingAPIKey,
+		{name: "missing key", svc: svc().APIKeys("k").Obj(), secret: secretOf(map[string]string{"alice": "a1"}), wantCode: 401, wantReason: ReasonMissingAPIKey,
 			wantHeader: map[string]string{"Www-Authenticate": `Bearer realm="aisched"`}},
-		{name: "wrong key", svc: svc().APIKeys("k").Obj(), secret: keys(map[string]string{"alice": "a1"}), header: map[string]string{"X-API-Key": "a2"}, wantCode: 401, wantReason: ReasonInvalidAPIKey},
-		{name: "a key's prefix is not the key", svc: svc().APIKeys("k").Obj(), secret: keys(map[string]string{"alice": "a1"}), header: map[string]string{"X-API-Key": "a"}, wantCode: 401, wantReason: ReasonInvalidAPIKey},
+		{name: "wrong key", svc: svc().APIKeys("k").Obj(), secret: secretOf(map[string]string{"alice": "a1"}), header: map[string]string{"X-API-Key": "a2"}, wantCode: 401, wantReason: ReasonInvalidAPIKey},
+		{name: "a key's prefix is not the key", svc: svc().APIKeys("k").Obj(), secret: secretOf(map[string]string{"alice": "a1"}), header: map[string]string{"X-API-Key": "a"}, wantCode: 401, wantReason: ReasonInvalidAPIKey},
 		{name: "keys Secret missing", svc: svc().APIKeys("k").Obj(), header: map[string]string{"X-API-Key": "a1"}, wantCode: 503, wantReason: ReasonUnavailable},
-		{name: "key from a file, with its newline", svc: svc().APIKeys("k").Obj(), secret: keys(map[string]string{"alice": "a1\n"}), header: map[string]string{"Authorization": "bearer a1"}, wantCode: 200,
+		{name: "key from a file, with its newline", svc: svc().APIKeys("k").Obj(), secret: secretOf(map[string]string{"alice": "a1\n"}), header: map[string]string{"Authorization": "bearer a1"}, wantCode: 200,
 			// The key never reaches the service; the consumer does.
 			wantHeader: map[string]string{"X-Got-Authorization": "", "X-Got-Consumer": "alice"}},
-		{name: "X-API-Key is removed too", svc: svc().APIKeys("k").Obj(), secret: keys(map[string]string{"alice": "a1"}), header: map[string]string{"X-API-Key": "a1"}, wantCode: 200,
+		{name: "X-API-Key is removed too", svc: svc().APIKeys("k").Obj(), secret: secretOf(map[string]string{"alice": "a1"}), header: map[string]string{"X-API-Key": "a1"}, wantCode: 200,
 			wantHeader: map[string]string{"X-Got-Api-Key": "", "X-Got-Consumer": "alice"}},
 		{name: "a caller cannot name the consumer", svc: svc().Obj(), header: map[string]string{"X-Aisched-Consumer": "root"}, wantCode: 200, wantHeader: map[string]string{"X-Got-Consumer": ""}},
-		{name: "consumer denied", svc: svc().APIKeys("k").Access(v1alpha1.AccessControl{DenyConsumers: []string{"bob"}}).Obj(), secret: keys(map[string]string{"alice": "a1", "bob": "b1"}),
+		{name: "consumer denied", svc: svc().APIKeys("k").Access(v1alpha1.AccessControl{DenyConsumers: []string{"bob"}}).Obj(), secret: secretOf(map[string]string{"alice": "a1", "bob": "b1"}),
 			header: map[string]string{"X-API-Key": "b1"}, wantCode: 403, wantReason: ReasonConsumerDenied},
-		{name: "consumer not allowed", svc: svc().APIKeys("k").Access(v1alpha1.AccessControl{AllowConsumers: []string{"alice"}}).Obj(), secret: keys(map[string]string{"alice": "a1", "bob": "b1"}),
+		{name: "consumer not allowed", svc: svc().APIKeys("k").Access(v1alpha1.AccessControl{AllowConsumers: []string{"alice"}}).Obj(), secret: secretOf(map[string]string{"alice": "a1", "bob": "b1"}),
 			header: map[string]string{"X-API-Key": "b1"}, wantCode: 403, wantReason: ReasonConsumerDenied},
 		{name: "method", svc: svc().Request(v1alpha1.RequestControl{Methods: []string{"GET", "HEAD"}}).Obj(), wantCode: 405, wantReason: ReasonMethodNotAllowed,
 			wantHeader: map[string]string{"Allow": "GET, HEAD"}},
@@ -123,7 +146,7 @@ func TestControls(t *testing.T) {
 			if tc.noPods {
 				eps = nil
 			}
-			g.set(compile(tc.svc, tc.secret, eps))
+			g.set(compile(published(tc.svc, tc.secret), testPepper, eps))
 			method, path, body := tc.method, tc.path, tc.body
 			if method == "" {
 				method = http.MethodPost
@@ -251,7 +274,7 @@ func TestFlowControl(t *testing.T) {
 	svc := utiltesting.MakeService("s", "ns", "i").APIKeys("k").RateLimit(v1alpha1.RateLimit{
 		QPS: ptr.To[int32](2), Burst: ptr.To[int32](3), PerConsumerQPS: ptr.To[int32](1), PerConsumerBurst: ptr.To[int32](2),
 	}).Obj()
-	g.set(compile(svc, keys(map[string]string{"alice": "a", "bob": "b"}), []string{"unused:1"}))
+	g.set(compile(published(svc, secretOf(map[string]string{"alice": "a", "bob": "b"})), testPepper, []string{"unused:1"}))
 	rt, _ := g.routes.Load("ns/s")
 	st := rt.(*route).state.Load()
 	t0 := time.Unix(1000, 0)
@@ -322,11 +345,11 @@ func TestUpdateKeepsState(t *testing.T) {
 	g := New(Options{})
 	rule := v1alpha1.CircuitBreaker{Strategy: v1alpha1.ErrorRatio, ThresholdPercent: 50, MinRequests: 1, WindowSeconds: 10, OpenSeconds: 5}
 	svc := utiltesting.MakeService("s", "ns", "i").RateLimit(v1alpha1.RateLimit{QPS: ptr.To[int32](5)}).CircuitBreaker(rule).Obj()
-	g.set(compile(svc, nil, []string{"a:1"}))
+	g.set(compile(svc, testPepper, []string{"a:1"}))
 	v, _ := g.routes.Load("ns/s")
 	rt := v.(*route)
 	before := rt.state.Load()
-	g.set(compile(svc, nil, []string{"a:1", "b:1"}))
+	g.set(compile(svc, testPepper, []string{"a:1", "b:1"}))
 	after := rt.state.Load()
 	if after.limiter != before.limiter || after.breaker != before.breaker {
 		t.Errorf("endpoint change replaced the limiter (%v) or the breaker (%v), want both kept", after.limiter != before.limiter, after.breaker != before.breaker)
@@ -334,7 +357,7 @@ func TestUpdateKeepsState(t *testing.T) {
 	svc.Spec.RateLimit.QPS = ptr.To[int32](6)
 	svc.Spec.RateLimit.Burst = ptr.To[int32](6)
 	svc.Spec.CircuitBreaker.OpenSeconds = 6
-	g.set(compile(svc, nil, []string{"a:1"}))
+	g.set(compile(svc, testPepper, []string{"a:1"}))
 	changed := rt.state.Load()
 	if changed.limiter == before.limiter || changed.breaker == before.breaker {
 		t.Errorf("settings change kept the old limiter (%v) or breaker (%v), want both new", changed.limiter == before.limiter, changed.breaker == before.breaker)
@@ -408,7 +431,7 @@ func TestNotReadyMessage(t *testing.T) {
 	g := New(Options{})
 	svc := utiltesting.MakeService("s", "ns", "i").Obj()
 	svc.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonInstanceOffline, Message: "instance i is offline"}}
-	g.set(compile(svc, nil, nil))
+	g.set(compile(svc, testPepper, nil))
 	rec := serve(g, "GET", "/ns/s/", nil, nil)
 	if rec.Code != 503 || !strings.Contains(rec.Body.String(), "instance i is offline") {
 		t.Errorf("%d %s, want 503 saying the instance is offline", rec.Code, rec.Body)

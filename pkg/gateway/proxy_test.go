@@ -31,7 +31,7 @@ func gatewayServer(t *testing.T, svc *v1alpha1.AIService, be *httptest.Server) (
 	t.Helper()
 	g := New(Options{})
 	svc.Namespace, svc.Name = "ns", "s"
-	g.set(compile(svc, nil, []string{strings.TrimPrefix(be.URL, "http://")}))
+	g.set(compile(svc, testPepper, []string{strings.TrimPrefix(be.URL, "http://")}))
 	gw := httptest.NewServer(g)
 	t.Cleanup(gw.Close)
 	return g, gw

@@ -3,10 +3,8 @@ package gateway
 import (
 	"context"
 
-	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -16,9 +14,10 @@ import (
 	"github.com/aisched/aisched/pkg/platform/refs"
 )
 
-// RouteReconciler compiles each AIService, with its API-key Secret and its
-// ready endpoints, into the gateway's route: an edit, a key rotation or a
-// pod becoming ready applies as soon as the cache sees it.
+// RouteReconciler compiles each AIService, with the API keys its status
+// publishes and its ready endpoints, into the gateway's route: an edit, a
+// key rotation or a pod becoming ready applies as soon as the cache sees
+// it.
 type RouteReconciler struct {
 	Client  client.Client
 	Gateway *Gateway
@@ -34,36 +33,24 @@ func (r *RouteReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		}
 		return ctrl.Result{}, err
 	}
-	var secret *corev1.Secret
-	if a := svc.Spec.Auth; a != nil && a.Method == v1alpha1.AuthAPIKey && a.SecretRef != nil {
-		var s corev1.Secret
-		err := r.Client.Get(ctx, types.NamespacedName{Namespace: svc.Namespace, Name: a.SecretRef.Name}, &s)
-		switch {
-		case err == nil:
-			secret = &s
-		case !apierrors.IsNotFound(err):
-			return ctrl.Result{}, err
-		}
-	}
 	endpoints, err := refs.ReadyEndpoints(ctx, r.Client, svc.Namespace, svc.Name, svc.Spec.Port)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	r.Gateway.Apply(&svc, secret, endpoints)
+	r.Gateway.Apply(&svc, endpoints)
 	return ctrl.Result{}, nil
 }
 
-// SetupWithManager watches AIServices, API-key Secrets and the services'
-// EndpointSlices. It runs on every replica (no leader election): each
-// gateway needs every route. The manager's cache must have been made with
-// refs.CacheOptions.
+// SetupWithManager watches AIServices and their EndpointSlices; it reads
+// no Secret (the controller publishes the keys' digests in the status).
+// It runs on every replica (no leader election): each gateway needs every
+// route. The manager's cache must have been made with refs.CacheOptions.
 func (r *RouteReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	if err := refs.IndexServices(ctx, mgr); err != nil {
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).Named("gateway").
 		For(&v1alpha1.AIService{}).
-		Watches(&corev1.Secret{}, refs.ServicesOfSecret(r.Client)).
 		Watches(&discoveryv1.EndpointSlice{}, refs.ServiceOfSlice()).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4, NeedLeaderElection: ptr.To(false)}).
 		Complete(r)

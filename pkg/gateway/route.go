@@ -1,24 +1,22 @@
 package gateway
 
 import (
-	"crypto/sha256"
 	"fmt"
 	"net/http"
 	"net/netip"
 	"path"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/aisched/aisched/apis/platform/v1alpha1"
+	"github.com/aisched/aisched/pkg/platform/keys"
 )
 
 // Defaults of an AIService that leaves a timeout out.
@@ -44,9 +42,9 @@ type routeConfig struct {
 	allowIPs, denyIPs []netip.Prefix
 
 	apiKey bool
-	// keys are the SHA-256 digests of the keys and their consumers; the
-	// keys themselves are not kept.
-	keys []keyDigest
+	// keys are the digests the controller published and their consumers;
+	// the gateway never sees the keys themselves.
+	keys *keys.Set
 	// keysMissing, when set, is why no key can be checked (503).
 	keysMissing                   string
 	allowConsumers, denyConsumers map[string]bool
@@ -70,9 +68,9 @@ type routeConfig struct {
 	unavailable string
 }
 
-// compile makes the route of an AIService; secret is its API-key Secret
-// (nil when it does not exist) and endpoints its ready "ip:port" addresses.
-func compile(svc *v1alpha1.AIService, secret *corev1.Secret, endpoints []string) *routeConfig {
+// compile makes the route of an AIService; pepper checks the API keys its
+// status publishes, and endpoints are its ready "ip:port" addresses.
+func compile(svc *v1alpha1.AIService, pepper []byte, endpoints []string) *routeConfig {
 	s := &svc.Spec
 	c := &routeConfig{
 		namespace:      svc.Namespace,
@@ -86,8 +84,9 @@ func compile(svc *v1alpha1.AIService, secret *corev1.Secret, endpoints []string)
 	if c.backendPath == "" {
 		c.backendPath = "/"
 	}
-	if cond := meta.FindStatusCondition(svc.Status.Conditions, v1alpha1.ConditionReady); cond != nil && cond.Status != metav1.ConditionTrue {
-		c.unavailable = cond.Message
+	ready := meta.FindStatusCondition(svc.Status.Conditions, v1alpha1.ConditionReady)
+	if ready != nil && ready.Status != metav1.ConditionTrue {
+		c.unavailable = ready.Message
 	}
 	var err error
 	if a := s.Access; a != nil {
@@ -101,19 +100,22 @@ func compile(svc *v1alpha1.AIService, secret *corev1.Secret, endpoints []string)
 	}
 	if a := s.Auth; a != nil && a.Method == v1alpha1.AuthAPIKey {
 		c.apiKey = true
+		published := svc.Status.APIKeys
+		var err error
+		if c.keys, err = keys.NewSet(pepper, published); err != nil {
+			c.broken = err.Error()
+		}
 		switch {
 		case a.SecretRef == nil:
 			c.broken = "spec.auth.secretRef: required for method APIKey"
-		case secret == nil:
+		case len(published) > 0:
+		case ready != nil && ready.Reason == v1alpha1.ReasonSecretNotFound:
 			c.keysMissing = fmt.Sprintf("the service's API keys (Secret %s of type %s) are missing", a.SecretRef.Name, v1alpha1.APIKeySecretType)
-		default:
-			for consumer, key := range secret.Data {
-				// Surrounding white space is never part of a key, and a
-				// Secret made --from-file ends it with a newline.
-				if k := strings.TrimSpace(string(key)); k != "" {
-					c.keys = append(c.keys, keyDigest{digest: sha256.Sum256([]byte(k)), consumer: consumer})
-				}
-			}
+		case ready == nil || svc.Status.ObservedGeneration < svc.Generation:
+			c.keysMissing = "the platform controller has not published the service's API keys yet"
+		case ready.Status != metav1.ConditionTrue && ready.Reason != v1alpha1.ReasonSecretInvalid:
+			// Not ready for another reason, checked before the keys.
+			c.keysMissing = ready.Message
 		}
 	}
 	if rc := s.Request; rc != nil {
@@ -149,12 +151,6 @@ func compile(svc *v1alpha1.AIService, secret *corev1.Secret, endpoints []string)
 		c.breaker = &b
 	}
 	return c
-}
-
-// keyDigest is a valid key, by its digest, and the consumer it names.
-type keyDigest struct {
-	digest   [sha256.Size]byte
-	consumer string
 }
 
 func millis(ms int32, def time.Duration) time.Duration {

@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
@@ -20,6 +21,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/aisched/aisched/apis/platform/v1alpha1"
+	"github.com/aisched/aisched/pkg/platform/keys"
 	"github.com/aisched/aisched/pkg/platform/refs"
 )
 
@@ -41,7 +43,14 @@ type RunOptions struct {
 	// ShutdownTimeout bounds the wait for requests in flight at the end;
 	// 0: 10s.
 	ShutdownTimeout time.Duration
+	// Namespace is the platform's: where the controller keeps the API-key
+	// pepper (keys.PepperSecret), read when Options.Pepper is nil.
+	Namespace string
 }
+
+// pepperPoll is how often the gateway looks for the pepper the controller
+// makes.
+const pepperPoll = 500 * time.Millisecond
 
 // Run runs a gateway against the cluster of cfg until ctx ends. The admin
 // listener serves at once (/readyz 503); the traffic listener once every
@@ -66,6 +75,15 @@ func Run(ctx context.Context, cfg *rest.Config, opts RunOptions, started chan<- 
 	})
 	if err != nil {
 		return err
+	}
+	if opts.Pepper == nil {
+		client, err := kubernetes.NewForConfig(rest.AddUserAgent(rest.CopyConfig(cfg), "aisched-gateway"))
+		if err != nil {
+			return err
+		}
+		if opts.Pepper, err = keys.WaitPepper(ctx, client, opts.Namespace, pepperPoll); err != nil {
+			return err
+		}
 	}
 	g := New(opts.Options)
 	defer g.Close()

@@ -15,6 +15,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	resourcehelper "k8s.io/component-helpers/resource"
+
+	"github.com/aisched/aisched/pkg/util/quote"
 )
 
 // ResourceName is the extended resource of NVIDIA's device plugin.
@@ -142,7 +144,7 @@ type RequestError struct {
 }
 
 func (e *RequestError) Error() string {
-	return fmt.Sprintf("invalid GPU request: %s=%q: %s", e.Key, e.Value, e.Reason)
+	return fmt.Sprintf("invalid GPU request: %s=%s: %s", e.Key, quote.Value(e.Value), e.Reason)
 }
 
 // RequestedCards is the pod's nvidia.com/gpu request: the whole cards the
@@ -317,7 +319,7 @@ func (r *Request) readShare(a map[string]string, requests corev1.ResourceList) e
 func agreed(values []shareValue) (int64, error) {
 	for _, v := range values[min(1, len(values)):] {
 		if v.n != values[0].n {
-			return 0, &RequestError{Key: v.key, Value: v.raw, Reason: fmt.Sprintf("disagrees with %s=%q", values[0].key, values[0].raw)}
+			return 0, &RequestError{Key: v.key, Value: v.raw, Reason: fmt.Sprintf("disagrees with %s=%s", values[0].key, quote.Value(values[0].raw))}
 		}
 	}
 	if len(values) == 0 {
@@ -355,7 +357,7 @@ func memoryMiB(a map[string]string) (int64, string, error) {
 	}
 	switch {
 	case own >= 0 && seed >= 0 && own != seed:
-		return 0, "", &RequestError{Key: SeedMemoryAnnotation, Value: a[SeedMemoryAnnotation], Reason: fmt.Sprintf("disagrees with %s=%q", MemoryAnnotation, a[MemoryAnnotation])}
+		return 0, "", &RequestError{Key: SeedMemoryAnnotation, Value: a[SeedMemoryAnnotation], Reason: fmt.Sprintf("disagrees with %s=%s", MemoryAnnotation, quote.Value(a[MemoryAnnotation]))}
 	case own >= 0:
 		return own, MemoryAnnotation, nil
 	case seed >= 0:
@@ -377,7 +379,7 @@ func cores(a map[string]string) (int64, string, error) {
 			return 0, "", &RequestError{Key: k, Value: v, Reason: fmt.Sprintf("want a whole number of CUDA cores per card, 0 to %d", maxCores)}
 		}
 		if got >= 0 && n != got {
-			return 0, "", &RequestError{Key: k, Value: v, Reason: fmt.Sprintf("disagrees with %s=%q", key, a[key])}
+			return 0, "", &RequestError{Key: k, Value: v, Reason: fmt.Sprintf("disagrees with %s=%s", key, quote.Value(a[key]))}
 		}
 		got, key = n, k
 	}

@@ -256,3 +256,15 @@ func TestParsePeerForms(t *testing.T) {
 		})
 	}
 }
+
+// A value pasted into an annotation is not repeated whole on the pod.
+func TestRequestErrorBounded(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{MilliAnnotation: strings.Repeat("9", 10205)}}}
+	_, err := ParseRequest(pod)
+	if err == nil {
+		t.Fatal("no error for a 10205-digit share")
+	}
+	if msg := err.Error(); len(msg) > 300 || !strings.Contains(msg, "(10205 bytes)") || !strings.Contains(msg, MilliAnnotation) {
+		t.Errorf("error of %d bytes: %s; want the key, the value cut with its length, and the reason", len(msg), msg)
+	}
+}

@@ -29,6 +29,7 @@ import (
 	"github.com/aisched/aisched/charts/aisched/crds"
 	"github.com/aisched/aisched/pkg/clusterfile"
 	"github.com/aisched/aisched/pkg/generated/clientset/versioned"
+	"github.com/aisched/aisched/pkg/local/datadir"
 	"github.com/aisched/aisched/pkg/local/nodesim"
 	"github.com/aisched/aisched/pkg/scheduler"
 )
@@ -81,6 +82,9 @@ type Options struct {
 	// and admission webhook, the gateway, and the demo model servers behind
 	// pods of the demo image.
 	Platform *PlatformOptions
+	// Warn receives warnings for the person running the cluster (the disk
+	// of DataDir running low); nil logs them only.
+	Warn func(string)
 }
 
 // Cluster is a running local cluster.
@@ -181,6 +185,17 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			}
 		}
 	}
+	warn := opts.Warn
+	if warn == nil {
+		warn = func(msg string) { klog.FromContext(ctx).Info("Warning: " + msg) }
+	}
+	disk := &datadir.DiskWatch{Dir: opts.DataDir, Free: datadir.FreeBytes, Warn: warn}
+	if err := disk.Check(); err != nil {
+		return nil, err
+	}
+	if err := datadir.CheckEtcdDB(etcdDir); err != nil {
+		return nil, err
+	}
 
 	listener, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(opts.APIServerPort)))
 	if err != nil {
@@ -274,6 +289,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			return nil, err
 		}
 	}
+	go disk.Run(apiCtx, datadir.CheckInterval, c.fail)
 	go func() {
 		select {
 		case err := <-c.apiDone:

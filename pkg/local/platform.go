@@ -102,6 +102,7 @@ func (pc *platformComponents) components(cfg *rest.Config) []*component {
 		{name: "platform-controller", run: func(ctx context.Context, started chan<- struct{}) error {
 			return platform.Run(ctx, cfg, platform.RunOptions{
 				Options:         platform.Options{GatewayURL: gatewayURL, SchedulerName: scheduler.AischedProfile},
+				Namespace:       metav1.NamespaceSystem,
 				WebhookListener: pc.webhook,
 				GetCertificate:  func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return &pc.webhookCert, nil },
 				ShutdownTimeout: platformShutdownTimeout,
@@ -110,6 +111,7 @@ func (pc *platformComponents) components(cfg *rest.Config) []*component {
 		{name: "gateway", run: func(ctx context.Context, started chan<- struct{}) error {
 			return gateway.Run(ctx, cfg, gateway.RunOptions{
 				Options:         gateway.Options{Dial: pc.runtime.DialContext},
+				Namespace:       metav1.NamespaceSystem,
 				Listener:        pc.gateway,
 				AdminListener:   pc.gatewayAdmin,
 				ShutdownTimeout: platformShutdownTimeout,

@@ -17,6 +17,7 @@ import (
 	"github.com/aisched/aisched/pkg/generated/informers/externalversions"
 	listers "github.com/aisched/aisched/pkg/generated/listers/scheduling/v1alpha1"
 	"github.com/aisched/aisched/pkg/util/crdwatch"
+	"github.com/aisched/aisched/pkg/util/quote"
 )
 
 // syncTimeout bounds the wait for the PodGroup cache at start.
@@ -152,11 +153,11 @@ func (g *Groups) Of(pod *corev1.Pod) (ref Ref, ok bool, err error) {
 		return ref, true, err
 	}
 	if g.lister == nil {
-		return ref, true, fmt.Errorf("%s=%q: the PodGroup CRD (scheduling.x-k8s.io) is not installed", key, name)
+		return ref, true, fmt.Errorf("%s=%s: the PodGroup CRD (scheduling.x-k8s.io) is not installed", key, quote.Value(name))
 	}
 	pg, err := g.lister.PodGroups(pod.Namespace).Get(name)
 	if err != nil {
-		return ref, true, fmt.Errorf("%s=%q: waiting for PodGroup %s: %w", key, name, ref.Key(), err)
+		return ref, true, fmt.Errorf("%s=%s: waiting for PodGroup %s: %w", key, quote.Value(name), ref.Key(), err)
 	}
 	if pg.Spec.MinMember < 1 || pg.Spec.MinMember > MaxMinAvailable {
 		return ref, true, fmt.Errorf("PodGroup %s: spec.minMember %d: must be between 1 and %d", ref.Key(), pg.Spec.MinMember, MaxMinAvailable)

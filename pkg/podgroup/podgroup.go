@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	schedulingv1alpha1 "github.com/aisched/aisched/apis/scheduling/v1alpha1"
+	"github.com/aisched/aisched/pkg/util/quote"
 )
 
 // The seed labels: all pods of one group carry the same two values.
@@ -171,7 +172,7 @@ func FromPod(pod *corev1.Pod) (ref Ref, ok bool, err error) {
 		case !hasName && !hasMin:
 			continue
 		case !hasName:
-			return Ref{}, true, fmt.Errorf("%s %s=%q needs %s %s to name the group", kind(f.minInAnn), f.minKey, minValue, kind(f.nameInAnnotations), f.nameKey)
+			return Ref{}, true, fmt.Errorf("%s %s=%s needs %s %s to name the group", kind(f.minInAnn), f.minKey, quote.Value(minValue), kind(f.nameInAnnotations), f.nameKey)
 		case form != nil:
 			return Ref{}, true, fmt.Errorf("%s %s and %s %s both name a group; keep one", kind(form.nameInAnnotations), form.nameKey, kind(f.nameInAnnotations), f.nameKey)
 		}
@@ -185,20 +186,20 @@ func FromPod(pod *corev1.Pod) (ref Ref, ok bool, err error) {
 	}
 	name, _ := form.name(pod)
 	for _, msg := range validation.IsDNS1123Subdomain(name) {
-		return Ref{}, true, fmt.Errorf("%s %s=%q: %s", kind(form.nameInAnnotations), form.nameKey, name, msg)
+		return Ref{}, true, fmt.Errorf("%s %s=%s: %s", kind(form.nameInAnnotations), form.nameKey, quote.Value(name), msg)
 	}
 	ref = Ref{Namespace: pod.Namespace, Name: name, MinAvailable: 1}
 	minValue, hasMin := form.min(pod)
 	switch {
 	case !hasMin && form.minRequired:
-		return Ref{}, true, fmt.Errorf("%s %s=%q needs %s %s, the group's number of pods", kind(form.nameInAnnotations), form.nameKey, name, kind(form.minInAnn), form.minKey)
+		return Ref{}, true, fmt.Errorf("%s %s=%s needs %s %s, the group's number of pods", kind(form.nameInAnnotations), form.nameKey, quote.Value(name), kind(form.minInAnn), form.minKey)
 	case hasMin:
 		n, err := strconv.Atoi(strings.TrimSpace(minValue))
 		switch {
 		case err != nil:
-			return Ref{}, true, fmt.Errorf("%s %s=%q: not a whole number", kind(form.minInAnn), form.minKey, minValue)
+			return Ref{}, true, fmt.Errorf("%s %s=%s: not a whole number", kind(form.minInAnn), form.minKey, quote.Value(minValue))
 		case n < 1 || n > MaxMinAvailable:
-			return Ref{}, true, fmt.Errorf("%s %s=%q: must be between 1 and %d", kind(form.minInAnn), form.minKey, minValue, MaxMinAvailable)
+			return Ref{}, true, fmt.Errorf("%s %s=%s: must be between 1 and %d", kind(form.minInAnn), form.minKey, quote.Value(minValue), MaxMinAvailable)
 		}
 		ref.MinAvailable = n
 	}
@@ -217,15 +218,15 @@ func readKoordinator(pod *corev1.Pod, ref *Ref) error {
 	if v, ok := a[KoordinatorWaitingTimeAnnotation]; ok {
 		d, err := time.ParseDuration(strings.TrimSpace(v))
 		if err != nil || d < time.Second || d > MaxTimeout {
-			return fmt.Errorf("annotation %s=%q: want a duration from 1s to %s, such as 600s", KoordinatorWaitingTimeAnnotation, v, MaxTimeout)
+			return fmt.Errorf("annotation %s=%s: want a duration from 1s to %s, such as 600s", KoordinatorWaitingTimeAnnotation, quote.Value(v), MaxTimeout)
 		}
 		ref.Timeout = d
 	}
 	if v, ok := a[KoordinatorModeAnnotation]; ok && v != "Strict" {
-		return fmt.Errorf("annotation %s=%q: not supported: aisched's gangs are Strict (members placed together or not at all); set Strict or remove it", KoordinatorModeAnnotation, v)
+		return fmt.Errorf("annotation %s=%s: not supported: aisched's gangs are Strict (members placed together or not at all); set Strict or remove it", KoordinatorModeAnnotation, quote.Value(v))
 	}
 	if v, ok := a[KoordinatorGroupsAnnotation]; ok {
-		return fmt.Errorf("annotation %s=%q: not supported: aisched gangs one group at a time; put the pods in one group", KoordinatorGroupsAnnotation, v)
+		return fmt.Errorf("annotation %s=%s: not supported: aisched gangs one group at a time; put the pods in one group", KoordinatorGroupsAnnotation, quote.Value(v))
 	}
 	return nil
 }

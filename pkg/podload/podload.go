@@ -13,6 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	resourcehelper "k8s.io/component-helpers/resource"
+
+	"github.com/aisched/aisched/pkg/util/quote"
 )
 
 // ExpectedLoadAnnotation declares the load a pod puts on its node, as
@@ -68,14 +70,14 @@ func Of(pod *corev1.Pod) (Load, error) {
 		key, value, found := strings.Cut(item, "=")
 		key, value = strings.TrimSpace(key), strings.TrimSpace(value)
 		if !found {
-			return Load{}, fmt.Errorf("annotation %s: %q is not key=value", ExpectedLoadAnnotation, item)
+			return Load{}, fmt.Errorf("annotation %s: %s is not key=value", ExpectedLoadAnnotation, quote.Value(item))
 		}
 		if seen[key] {
-			return Load{}, fmt.Errorf("annotation %s: key %q given twice", ExpectedLoadAnnotation, key)
+			return Load{}, fmt.Errorf("annotation %s: key %s given twice", ExpectedLoadAnnotation, quote.Value(key))
 		}
 		seen[key] = true
 		bad := func(why string) error {
-			return fmt.Errorf("annotation %s: %s=%q: %s", ExpectedLoadAnnotation, key, value, why)
+			return fmt.Errorf("annotation %s: %s=%s: %s", ExpectedLoadAnnotation, key, quote.Value(value), why)
 		}
 		switch key {
 		case "cpu", "memory", "network":
@@ -104,7 +106,7 @@ func Of(pod *corev1.Pod) (Load, error) {
 			}
 			l.DiskPercent = n
 		default:
-			return Load{}, fmt.Errorf("annotation %s: unknown key %q (want cpu, memory, network or disk)", ExpectedLoadAnnotation, key)
+			return Load{}, fmt.Errorf("annotation %s: unknown key %s (want cpu, memory, network or disk)", ExpectedLoadAnnotation, quote.Value(key))
 		}
 	}
 	return l, nil

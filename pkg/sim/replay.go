@@ -104,6 +104,9 @@ var ReplayMetrics = []string{
 // cluster cannot express (see tracePod) are not created; they count as
 // arrived and not allocated, and their number is reported.
 func Replay(ctx context.Context, opts ReplayOptions) (*report.Report, error) {
+	if err := trace.CheckInflate(opts.Inflate); err != nil {
+		return nil, fmt.Errorf("inflate %w", err)
+	}
 	if opts.SchedulerConfig == nil {
 		cfg, err := scheduler.LocalConfig()
 		if err != nil {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/aisched/aisched/pkg/clusterfile"
 	"github.com/aisched/aisched/pkg/gpu"
+	"github.com/aisched/aisched/pkg/local/datadir"
 	"github.com/aisched/aisched/pkg/local/localtest"
 	"github.com/aisched/aisched/pkg/scheduler"
 	utiltesting "github.com/aisched/aisched/pkg/util/testing"
@@ -165,21 +166,34 @@ func TestUpBadInput(t *testing.T) {
 	badScheduler := filepath.Join(dir, "scheduler.yaml")
 	writeFile(t, badScheduler, "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: x\n  plugins: {score: {enabled: [{name: NoSuchPlugin}]}}\n- schedulerName: x\n")
 
+	corruptDB := func(dataDir string) {
+		db := datadir.EtcdDBPath(filepath.Join(dataDir, "etcd"))
+		if err := os.MkdirAll(filepath.Dir(db), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, db, strings.Repeat("not a bolt page ", 1024))
+	}
 	tests := []struct {
-		name string
-		args []string
-		want string
+		name  string
+		args  []string
+		want  string
+		setup func(dataDir string)
 	}{
-		{"busy port", []string{"--port", strconv.Itoa(busyPort)}, fmt.Sprintf("port %d on 127.0.0.1 is already in use", busyPort)},
-		{"missing cluster file", []string{"--cluster", filepath.Join(dir, "nope.yaml")}, "cluster file: open " + filepath.Join(dir, "nope.yaml")},
-		{"bad field", []string{"--cluster", badCluster}, badCluster + ":11: nodePools[0].gpus.memoryMiB: Invalid value: 0"},
-		{"bad scheduler config", []string{"--scheduler-config", badScheduler}, badScheduler + ": "},
-		{"unknown feature gate", []string{"--feature-gates", "Nonsense=true"}, `invalid argument "Nonsense=true" for "--feature-gates" flag: unrecognized feature gate: Nonsense`},
-		{"bad plugin argument", []string{"--port", "0", "--scheduler-config", badArgs}, `pluginConfig[PCCBalance].args.mode: Unsupported value: "square"`},
+		{"busy port", []string{"--port", strconv.Itoa(busyPort)}, fmt.Sprintf("port %d on 127.0.0.1 is already in use", busyPort), nil},
+		{"missing cluster file", []string{"--cluster", filepath.Join(dir, "nope.yaml")}, "cluster file: open " + filepath.Join(dir, "nope.yaml"), nil},
+		{"bad field", []string{"--cluster", badCluster}, badCluster + ":11: nodePools[0].gpus.memoryMiB: Invalid value: 0", nil},
+		{"bad scheduler config", []string{"--scheduler-config", badScheduler}, badScheduler + ": ", nil},
+		{"unknown feature gate", []string{"--feature-gates", "Nonsense=true"}, `invalid argument "Nonsense=true" for "--feature-gates" flag: unrecognized feature gate: Nonsense`, nil},
+		{"bad plugin argument", []string{"--port", "0", "--scheduler-config", badArgs}, `pluginConfig[PCCBalance].args.mode: Unsupported value: "square"`, nil},
+		{"corrupt etcd database", []string{"--port", "0"}, "cannot be read", corruptDB},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			args := append([]string{"up", "--data-dir", filepath.Join(dir, tc.name)}, tc.args...)
+			dataDir := filepath.Join(dir, tc.name)
+			if tc.setup != nil {
+				tc.setup(dataDir)
+			}
+			args := append([]string{"up", "--data-dir", dataDir}, tc.args...)
 			out, err := runCommand(t, args...)
 			if err == nil {
 				t.Fatalf("aisched %v succeeded, want an error", args)

@@ -278,11 +278,31 @@ type AIServiceStatus struct {
 	// readyEndpoints is the number of ready pod endpoints.
 	// +optional
 	ReadyEndpoints int32 `json:"readyEndpoints"`
+	// apiKeys are the service's API keys as the gateway checks them: each
+	// consumer with the HMAC-SHA256 of its key under the platform's key
+	// pepper, never the key. The controller publishes them from
+	// spec.auth.secretRef, so the gateway reads no Secret of the services.
+	// +listType=map
+	// +listMapKey=consumer
+	// +kubebuilder:validation:MaxItems=1000
+	// +optional
+	APIKeys []APIKeyDigest `json:"apiKeys,omitempty"`
 	// conditions: Ready, with the reason when not.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// APIKeyDigest is one consumer's API key as the gateway checks it.
+type APIKeyDigest struct {
+	// consumer is the data key of the API-key Secret.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Consumer string `json:"consumer"`
+	// digest is the base64 of HMAC-SHA256(pepper, key).
+	// +kubebuilder:validation:MaxLength=64
+	Digest string `json:"digest"`
 }
 
 // AIServiceList is a list of AIServices.

@@ -27,10 +27,15 @@ const (
 
 // APIKeySecretType is the type of the Secrets that hold an AIService's API
 // keys: each data key names a consumer, its value is that consumer's key.
-// The gateway reads only Secrets of this type.
+// The controller reads only Secrets of this type, and publishes their
+// digests in the AIService's status.apiKeys; the gateway reads no Secret
+// of the services.
 //
 //	kubectl create secret generic demo-keys --type=platform.aisched.io/api-keys --from-literal=alice=KEY
 const APIKeySecretType = "platform.aisched.io/api-keys"
+
+// MaxAPIKeys bounds the keys of one AIService.
+const MaxAPIKeys = 1000
 
 // Condition types and reasons shared by the platform's objects.
 const (

@@ -42,12 +42,9 @@ type controllerOptions struct {
 
 func newControllerCommand() *cobra.Command {
 	o := controllerOptions{
-		namespace: os.Getenv("POD_NAMESPACE"), schedulerName: scheduler.AischedProfile, leaderElect: true,
+		namespace: platformNamespace(), schedulerName: scheduler.AischedProfile, leaderElect: true,
 		webhookPort: 9443, webhookSvc: "aisched-controller", webhookSecret: "aisched-controller-webhook-tls",
 		metricsAddr: ":8080", healthAddr: ":8081",
-	}
-	if o.namespace == "" {
-		o.namespace = "aisched-system"
 	}
 	cmd := &cobra.Command{
 		Use:   "controller",
@@ -71,7 +68,7 @@ It runs as a Deployment (the Helm chart charts/aisched); the replicas elect a le
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file of the cluster (default: the in-cluster configuration of the pod)")
-	fs.StringVar(&o.namespace, "namespace", o.namespace, "namespace of the leader lease and the webhook's Service and Secret (default $POD_NAMESPACE, else aisched-system)")
+	fs.StringVar(&o.namespace, "namespace", o.namespace, "namespace of the leader lease, the webhook's Service and Secret, and the API-key pepper (default $POD_NAMESPACE, else aisched-system)")
 	fs.StringVar(&o.gatewayURL, "gateway-url", "", "the gateway's base URL as callers reach it, for each AIService's status.url (empty: no URL)")
 	fs.StringVar(&o.schedulerName, "scheduler-name", o.schedulerName, "scheduler of the instances' pods when an OperatorInstance names none")
 	fs.BoolVar(&o.leaderElect, "leader-elect", o.leaderElect, "elect one active controller among the replicas")
@@ -106,6 +103,7 @@ func runController(o controllerOptions) error {
 	ctx = klog.NewContext(ctx, klog.Background())
 	opts := platform.RunOptions{
 		Options:     platform.Options{GatewayURL: o.gatewayURL, SchedulerName: o.schedulerName},
+		Namespace:   o.namespace,
 		MetricsAddr: o.metricsAddr,
 		HealthAddr:  o.healthAddr,
 	}
@@ -163,4 +161,13 @@ func webhookCertificate(ctx context.Context, cfg *rest.Config, o controllerOptio
 	case <-ctx.Done():
 		return nil, nil
 	}
+}
+
+// platformNamespace is where the platform's components run: the pod's
+// namespace, else aisched-system.
+func platformNamespace() string {
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	return "aisched-system"
 }

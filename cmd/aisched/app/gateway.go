@@ -17,6 +17,7 @@ import (
 
 type gatewayOptions struct {
 	kubeconfig     string
+	namespace      string
 	listen         string
 	adminListen    string
 	trustedProxies []string
@@ -24,15 +25,18 @@ type gatewayOptions struct {
 }
 
 func newGatewayCommand() *cobra.Command {
-	o := gatewayOptions{listen: ":8480", adminListen: ":9090"}
+	o := gatewayOptions{listen: ":8480", adminListen: ":9090", namespace: platformNamespace()}
 	cmd := &cobra.Command{
 		Use:   "gateway",
 		Short: "Serve the AI services of the cluster, enforcing their security controls",
 		Long: `Serve every AIService of the cluster at /<namespace>/<service>/<path>,
 proxied to its ready pods, with its security controls enforced in this
 order: caller IP lists, API key and consumer lists, request control, kill
-switch, flow control, circuit breaker. Changes to an AIService, its API-key
-Secret or its endpoints apply within a second, without restart. /metrics,
+switch, flow control, circuit breaker. API keys are checked against the
+digests the platform controller publishes in each AIService's status; the
+gateway reads no Secret but the controller's pepper in --namespace.
+Changes to an AIService, its API keys or its endpoints apply within a
+second, without restart. /metrics,
 /healthz and /readyz are served on --admin-bind-address. It runs as a
 Deployment behind a Service (the Helm chart charts/aisched); replicas share nothing.
 
@@ -42,6 +46,7 @@ Deployment behind a Service (the Helm chart charts/aisched); replicas share noth
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file of the cluster (default: the in-cluster configuration of the pod)")
+	fs.StringVar(&o.namespace, "namespace", o.namespace, "namespace of the platform controller, where it keeps the API-key pepper (default $POD_NAMESPACE, else aisched-system)")
 	fs.StringVar(&o.listen, "bind-address", o.listen, "address of the traffic")
 	fs.StringVar(&o.adminListen, "admin-bind-address", o.adminListen, `address of /metrics, /healthz and /readyz ("0": none)`)
 	fs.StringSliceVar(&o.trustedProxies, "trusted-proxies", nil, "CIDRs of the proxies in front of the gateway, whose X-Forwarded-For is believed, comma-separated (default: none; the caller is the peer)")
@@ -70,7 +75,7 @@ func runGateway(o gatewayOptions) error {
 	if err != nil {
 		return fmt.Errorf("--bind-address: %w", err)
 	}
-	opts := gateway.RunOptions{Options: gateway.Options{TrustedProxies: trusted}, Listener: l}
+	opts := gateway.RunOptions{Options: gateway.Options{TrustedProxies: trusted}, Listener: l, Namespace: o.namespace}
 	if o.adminListen != "0" {
 		if opts.AdminListener, err = net.Listen("tcp", o.adminListen); err != nil {
 			return fmt.Errorf("--admin-bind-address: %w", err)

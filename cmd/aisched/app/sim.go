@@ -209,6 +209,9 @@ cluster cannot express. With several seeds each metric is the median, and
 			if len(policies) == 0 {
 				return errors.New("--policy: name at least one scheduler profile")
 			}
+			if err := trace.CheckInflate(inflate); err != nil {
+				return fmt.Errorf("--inflate %w", err)
+			}
 			nodes, pods, err := trace.ReadFiles(nodesPath, podsPath)
 			if err != nil {
 				return err
@@ -262,6 +265,9 @@ cluster cannot express. With several seeds each metric is the median, and
 	return cmd
 }
 
+// maxSeeds bounds --seeds: each seed is a whole run per policy.
+const maxSeeds = 1000
+
 // parseSeeds reads "42-51", "42,45" or a mix into seeds, in order.
 func parseSeeds(s string) ([]int64, error) {
 	var seeds []int64
@@ -272,8 +278,8 @@ func parseSeeds(s string) ([]int64, error) {
 		if err == nil && isRange {
 			last, err = strconv.ParseInt(hi, 10, 64)
 		}
-		if err != nil || last < first || last-first >= 1000 {
-			return nil, fmt.Errorf("--seeds %q: want whole numbers and ranges such as 42-51 (at most 1000 per range)", s)
+		if err != nil || last < first || last-first >= maxSeeds || len(seeds)+int(last-first) >= maxSeeds {
+			return nil, fmt.Errorf("--seeds %q: want whole numbers and ranges such as 42-51 (at most %d seeds)", s, maxSeeds)
 		}
 		for seed := first; seed <= last; seed++ {
 			seeds = append(seeds, seed)

@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -121,6 +122,7 @@ func runUp(out io.Writer, o upOptions) error {
 	// cancelled mid-request complain on stderr; that goes to the log, the
 	// error to the terminal.
 	terminal, restore := redirectStderr(logOut)
+	crashTo(terminal)
 	c, err := local.Start(ctx, local.Options{
 		DataDir:         o.dataDir,
 		Fresh:           o.fresh,
@@ -131,6 +133,7 @@ func runUp(out io.Writer, o upOptions) error {
 		LogOutput:       logOut,
 		APIServerArgs:   apiserverArgsForGates(),
 		Platform:        &local.PlatformOptions{GatewayAddr: o.gatewayAddr},
+		Warn:            func(msg string) { fmt.Fprintln(terminal, "aisched up: warning: "+msg) },
 	})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -140,6 +143,7 @@ func runUp(out io.Writer, o upOptions) error {
 	}
 	// Running, stderr is the terminal's again, for errors and crashes.
 	restore()
+	crashTo(nil)
 	printReady(out, c, cluster, profileNames(schedCfg), logPath, time.Since(begin))
 
 	idle := time.NewTimer(idleReportDelay)
@@ -164,6 +168,7 @@ loop:
 	// Components cancelled mid-request complain on stderr, also after Stop
 	// returns: stderr goes to the log for good, errors to the terminal.
 	terminal, _ = redirectStderr(logOut)
+	crashTo(terminal)
 	if err := c.Stop(); err != nil {
 		return reported(terminal, fmt.Errorf("stop: %w", err))
 	}
@@ -239,6 +244,16 @@ func setupKlog(w io.Writer, v int) error {
 	// Silence client-go's deprecation warnings on the terminal; they go to the log.
 	rest.SetDefaultWarningHandler(rest.NewWarningWriter(w, rest.WarningWriterOptions{}))
 	return nil
+}
+
+// crashTo sends the report of a crash (an unrecovered panic, a fatal
+// error) to terminal as well as to stderr, while stderr goes to the log;
+// nil stops that. A library that panics then still shows on the terminal.
+func crashTo(terminal *os.File) {
+	if terminal == os.Stderr {
+		return
+	}
+	_ = debug.SetCrashOutput(terminal, debug.CrashOptions{})
 }
 
 // redirectStderr points file descriptor 2 at the log w (when w is a file

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/aisched/aisched/apis/platform/v1alpha1"
+	"github.com/aisched/aisched/pkg/platform/keys"
 	"github.com/aisched/aisched/pkg/platform/refs"
 )
 
@@ -29,6 +30,8 @@ type AIServiceReconciler struct {
 	Client client.Client
 	// GatewayURL is the gateway's base URL; empty leaves status.url empty.
 	GatewayURL string
+	// Pepper makes the digests of the API keys (package keys).
+	Pepper []byte
 }
 
 // Reconcile makes the Service and the status.
@@ -68,12 +71,48 @@ func (r *AIServiceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		return ctrl.Result{}, err
 	}
 	svc.Status.ReadyEndpoints = int32(len(endpoints))
-	ok, reason, msg, err := r.readiness(ctx, &svc)
+	keyErr, err := r.publishKeys(ctx, &svc)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	ok, reason, msg, err := r.readiness(ctx, &svc, keyErr)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	setReady(&svc.Status.Conditions, svc.Generation, ok, reason, msg)
 	return ctrl.Result{}, r.patchStatus(ctx, orig, &svc)
+}
+
+// keysProblem is why a service's API keys cannot be published.
+type keysProblem struct{ reason, message string }
+
+// publishKeys sets status.apiKeys to the digests of the keys of the
+// service's API-key Secret, which the gateway checks callers' keys
+// against; it returns why not when it cannot (the Ready condition says
+// so).
+func (r *AIServiceReconciler) publishKeys(ctx context.Context, svc *v1alpha1.AIService) (*keysProblem, error) {
+	svc.Status.APIKeys = nil
+	a := svc.Spec.Auth
+	if a == nil || a.Method != v1alpha1.AuthAPIKey || a.SecretRef == nil {
+		return nil, nil
+	}
+	var secret corev1.Secret
+	err := r.Client.Get(ctx, types.NamespacedName{Namespace: svc.Namespace, Name: a.SecretRef.Name}, &secret)
+	if apierrors.IsNotFound(err) {
+		return &keysProblem{v1alpha1.ReasonSecretNotFound, fmt.Sprintf("spec.auth.secretRef.name: no Secret %q of type %s: callers get 503", a.SecretRef.Name, v1alpha1.APIKeySecretType)}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	digests, err := keys.Digests(r.Pepper, &secret)
+	switch {
+	case err != nil:
+		return &keysProblem{v1alpha1.ReasonSecretInvalid, err.Error() + ": every caller gets 401"}, nil
+	case len(digests) == 0:
+		return &keysProblem{v1alpha1.ReasonSecretInvalid, fmt.Sprintf("Secret %s holds no API key: every caller gets 401", secret.Name)}, nil
+	}
+	svc.Status.APIKeys = digests
+	return nil, nil
 }
 
 // ServiceURL is the URL of an AIService on the gateway at base:
@@ -106,7 +145,7 @@ func applyService(s *corev1.Service, svc *v1alpha1.AIService) {
 
 // readiness says whether the service answers, and if not, why, the first
 // reason in the order a caller would hit it.
-func (r *AIServiceReconciler) readiness(ctx context.Context, svc *v1alpha1.AIService) (ok bool, reason, msg string, err error) {
+func (r *AIServiceReconciler) readiness(ctx context.Context, svc *v1alpha1.AIService, keyErr *keysProblem) (ok bool, reason, msg string, err error) {
 	if ks := svc.Spec.KillSwitch; ks != nil && ks.Enabled {
 		return false, v1alpha1.ReasonKillSwitch, "the kill switch is on: " + ks.Reason, nil
 	}
@@ -130,18 +169,8 @@ func (r *AIServiceReconciler) readiness(ctx context.Context, svc *v1alpha1.AISer
 	if err == nil && !servesPort(&op, svc.Spec.Port) {
 		return false, v1alpha1.ReasonPortNotFound, fmt.Sprintf("spec.port: operator %s declares no container port %d", op.Name, svc.Spec.Port), nil
 	}
-	if a := svc.Spec.Auth; a != nil && a.Method == v1alpha1.AuthAPIKey && a.SecretRef != nil {
-		var secret corev1.Secret
-		err := r.Client.Get(ctx, types.NamespacedName{Namespace: svc.Namespace, Name: a.SecretRef.Name}, &secret)
-		if apierrors.IsNotFound(err) {
-			return false, v1alpha1.ReasonSecretNotFound, fmt.Sprintf("spec.auth.secretRef.name: no Secret %q of type %s: callers get 503", a.SecretRef.Name, v1alpha1.APIKeySecretType), nil
-		}
-		if err != nil {
-			return false, "", "", err
-		}
-		if len(secret.Data) == 0 {
-			return false, v1alpha1.ReasonSecretInvalid, fmt.Sprintf("Secret %s holds no API key: every caller gets 401", secret.Name), nil
-		}
+	if keyErr != nil {
+		return false, keyErr.reason, keyErr.message, nil
 	}
 	if svc.Status.ReadyEndpoints == 0 {
 		why := ""

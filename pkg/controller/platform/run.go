@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/aisched/aisched/pkg/platform/keys"
 	"github.com/aisched/aisched/pkg/platform/refs"
 	"github.com/aisched/aisched/pkg/webhook/schedulername"
 )
@@ -28,6 +30,9 @@ type RunOptions struct {
 	// LeaderElectionNamespace, when set, elects one active controller
 	// among the replicas with the Lease aisched-controller there.
 	LeaderElectionNamespace string
+	// Namespace is the platform's: the API-key pepper (keys.PepperSecret)
+	// is kept there, made when Options.Pepper is nil.
+	Namespace string
 	// MetricsAddr serves controller-runtime's /metrics; "0" or "": none.
 	MetricsAddr string
 	// HealthAddr serves /healthz and /readyz; "0" or "": none.
@@ -75,6 +80,15 @@ func Run(ctx context.Context, cfg *rest.Config, opts RunOptions, started chan<- 
 	})
 	if err != nil {
 		return err
+	}
+	if opts.Pepper == nil {
+		client, err := kubernetes.NewForConfig(rest.AddUserAgent(rest.CopyConfig(cfg), "aisched-controller"))
+		if err != nil {
+			return err
+		}
+		if opts.Pepper, err = keys.EnsurePepper(ctx, client, opts.Namespace); err != nil {
+			return err
+		}
 	}
 	if err := Setup(ctx, mgr, opts.Options); err != nil {
 		return err

@@ -25,6 +25,9 @@ type Options struct {
 	// SchedulerName is the scheduler of the instances' pods when an
 	// OperatorInstance does not name one.
 	SchedulerName string
+	// Pepper makes the digests of API keys that AIServices publish for
+	// the gateway (package keys); Run makes or reads it.
+	Pepper []byte
 }
 
 // NewScheme returns a scheme with the Kubernetes types and the platform's.
@@ -71,7 +74,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		Watches(&v1alpha1.Operator{}, refs.ServicesOfOperator(c)).
 		Watches(&corev1.Secret{}, refs.ServicesOfSecret(c)).
 		Watches(&discoveryv1.EndpointSlice{}, refs.ServiceOfSlice()).
-		Complete(&AIServiceReconciler{Client: c, GatewayURL: opts.GatewayURL})
+		Complete(&AIServiceReconciler{Client: c, GatewayURL: opts.GatewayURL, Pepper: opts.Pepper})
 }
 
 // setReady sets the Ready condition and reports whether it changed.

@@ -1,6 +1,6 @@
 // Package refs follows the references between the service platform's
 // objects (AIService -> OperatorInstance -> Operator, AIService -> API-key
-// Secret and EndpointSlices) for the controller and the gateway, which both
+// Secret and EndpointSlices) for the controller and the gateway, which
 // must hear when a referenced object changes: cache indexes, the map
 // functions from a changed object to the objects that refer to it, the
 // cache filters that keep the caches to the platform's own objects, and the
@@ -36,7 +36,8 @@ const (
 // CacheOptions keeps a cache to the objects of the platform: pods of
 // OperatorInstances, EndpointSlices of AIServices' Services and Secrets of
 // type APIKeySecretType, rather than every pod, slice and Secret of the
-// cluster (memory, and the gateway reads no other Secret).
+// cluster (memory, and the controller reads no other Secret; the gateway
+// reads none).
 func CacheOptions() cache.Options {
 	has := func(key string) labels.Selector {
 		r, err := labels.NewRequirement(key, selection.Exists, nil)

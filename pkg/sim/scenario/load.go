@@ -8,13 +8,16 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/aisched/aisched/pkg/clusterfile"
+	"github.com/aisched/aisched/pkg/gpu"
 	"github.com/aisched/aisched/pkg/podload"
+	simtrace "github.com/aisched/aisched/pkg/sim/trace"
 	"github.com/aisched/aisched/pkg/util/yamlfile"
 )
 
@@ -149,14 +152,24 @@ func (s *Scenario) Validate() field.ErrorList {
 		}
 		namespaces.Insert(ns.Name)
 		for _, r := range sets.List(sets.KeySet(ns.Quota)) {
-			if msgs := validation.IsQualifiedName(r); len(msgs) > 0 {
-				errs = append(errs, field.Invalid(np.Child("quota").Key(r), r, strings.Join(msgs, "; ")))
+			qp := np.Child("quota").Key(r)
+			switch q := ns.Quota[r]; {
+			case len(validation.IsQualifiedName(r)) > 0:
+				errs = append(errs, field.Invalid(qp, r, strings.Join(validation.IsQualifiedName(r), "; ")))
+			case q.Sign() < 0:
+				errs = append(errs, field.Invalid(qp, q.String(), "must not be negative"))
+			case q.Cmp(maxQuota) > 0:
+				errs = append(errs, field.Invalid(qp, q.String(), "must be at most "+maxQuota.String()))
 			}
 		}
 	}
 	errs = append(errs, s.validateWorkload(namespaces)...)
 	return errs
 }
+
+// maxQuota bounds a quota: more than every node of the largest cluster
+// holds of anything.
+var maxQuota = resource.MustParse("1P")
 
 // validateTrace checks a trace replay: the trace's files and inflate, and
 // no cluster or workload beside it.
@@ -171,8 +184,8 @@ func (s *Scenario) validateTrace() field.ErrorList {
 			errs = append(errs, field.Invalid(tp.Child(f.name), f.value, "a file name, without a directory: the directory is given with --trace-dir"))
 		}
 	}
-	if v := s.Trace.Inflate; v < 1 || v > MaxInflate {
-		errs = append(errs, field.Invalid(tp.Child("inflate"), v, fmt.Sprintf("must be between 1 and %d", MaxInflate)))
+	if err := simtrace.CheckInflate(s.Trace.Inflate); err != nil {
+		errs = append(errs, field.Invalid(tp.Child("inflate"), s.Trace.Inflate, fmt.Sprintf("must be between 1 and %d", simtrace.MaxInflate)))
 	}
 	for _, f := range []struct {
 		name string
@@ -229,6 +242,11 @@ func (s *Scenario) validateWorkload(namespaces sets.Set[string]) field.ErrorList
 				errs = append(errs, field.Invalid(ip.Child("requests").Key(r), r, strings.Join(msgs, "; ")))
 			} else if q := it.Requests[r]; q.Sign() < 0 {
 				errs = append(errs, field.Invalid(ip.Child("requests").Key(r), q.String(), "must not be negative"))
+			} else {
+				errs = append(errs, clusterfile.Bounded(ip.Child("requests").Key(r), q.Quantity, corev1.ResourceName(r))...)
+				if corev1.ResourceName(r) == gpu.ResourceName && q.MilliValue()%1000 != 0 {
+					errs = append(errs, field.Invalid(ip.Child("requests").Key(r), q.String(), "must be a whole number of cards (a share is the "+gpu.MilliAnnotation+" annotation)"))
+				}
 			}
 		}
 		if it.Load != "" {

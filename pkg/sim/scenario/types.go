@@ -82,11 +82,9 @@ type Trace struct {
 	TypicalPodsFromTrace bool `yaml:"typicalPodsFromTrace"`
 }
 
-// DefaultInflate is a trace's inflate unless given; MaxInflate bounds it.
-const (
-	DefaultInflate = 1.3
-	MaxInflate     = 10
-)
+// DefaultInflate is a trace's inflate unless given (trace.CheckInflate
+// bounds it).
+const DefaultInflate = 1.3
 
 // TraceMetricKeys are the metrics a trace replay reports.
 var TraceMetricKeys = []string{

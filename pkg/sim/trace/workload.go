@@ -17,6 +17,21 @@ func CapacityMilli(nodes []Node) int64 {
 	return sum
 }
 
+// MaxInflate bounds inflate: the sequence holds about inflate times the
+// trace's pods, and more than ten times the cluster's GPU capacity
+// measures nothing the paper's range (0.8 to 1.3) does not.
+const MaxInflate = 10
+
+// CheckInflate says why inflate cannot build a sequence: it must be a
+// number from 1 (the sequence must reach the cluster's capacity, where
+// the protocol reads its result) to MaxInflate.
+func CheckInflate(inflate float64) error {
+	if !(inflate >= 1 && inflate <= MaxInflate) {
+		return fmt.Errorf("%g: want a number from 1 to %d", inflate, MaxInflate)
+	}
+	return nil
+}
+
 // Workload builds the arrival sequence of the FGD protocol. It shuffles a
 // copy of pods, then appends pods drawn uniformly at random, with
 // replacement, from pods (in the order given) until the summed TotalGPUMilli

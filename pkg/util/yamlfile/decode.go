@@ -87,15 +87,32 @@ func typeError(name string, root *yaml.Node, te *yaml.TypeError) error {
 		all = append(all, located{line: line, msg: msg})
 	}
 	sort.SliceStable(all, func(i, j int) bool { return all[i].line < all[j].line })
-	first := all[0]
-	more := ""
-	if len(all) > 1 {
-		more = fmt.Sprintf(" (and %d more)", len(all)-1)
+	lines := make([]string, len(all))
+	for i, e := range all {
+		lines[i] = at(name, e.line, e.msg)
 	}
-	if first.line == 0 {
-		return fmt.Errorf("%s: %s%s", name, first.msg, more)
+	return joinErrors(lines)
+}
+
+// maxErrors bounds the errors of one file that are listed; the rest are
+// counted.
+const maxErrors = 20
+
+// joinErrors makes one error of lines, one per line, the first maxErrors
+// of them.
+func joinErrors(lines []string) error {
+	if len(lines) > maxErrors {
+		lines = append(lines[:maxErrors:maxErrors], fmt.Sprintf("and %d more", len(lines)-maxErrors))
 	}
-	return fmt.Errorf("%s:%d: %s%s", name, first.line, first.msg, more)
+	return errors.New(strings.Join(lines, "\n"))
+}
+
+// at prefixes msg with the file and, when known, the line.
+func at(name string, line int, msg string) string {
+	if line == 0 {
+		return fmt.Sprintf("%s: %s", name, msg)
+	}
+	return fmt.Sprintf("%s:%d: %s", name, line, msg)
 }
 
 func goTypeWord(t string) string {
@@ -115,16 +132,12 @@ func goTypeWord(t string) string {
 	}
 }
 
-// FieldError reports the first validation error at the line of its field,
-// with the number of others.
+// FieldError reports every validation error, one per line, each at the
+// line of its field.
 func FieldError(name string, root *yaml.Node, errs field.ErrorList) error {
-	first := errs[0]
-	more := ""
-	if len(errs) > 1 {
-		more = fmt.Sprintf(" (and %d more)", len(errs)-1)
+	lines := make([]string, len(errs))
+	for i, e := range errs {
+		lines[i] = at(name, lineOfPath(root, e.Field), e.Error())
 	}
-	if line := lineOfPath(root, first.Field); line > 0 {
-		return fmt.Errorf("%s:%d: %s%s", name, line, first.Error(), more)
-	}
-	return fmt.Errorf("%s: %s%s", name, first.Error(), more)
+	return joinErrors(lines)
 }
