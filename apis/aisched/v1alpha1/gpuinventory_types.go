@@ -108,10 +108,12 @@ type GPU struct {
 	Model string `json:"model"`
 	// memoryMiB is the card's memory in MiB.
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1048576
 	MemoryMiB int64 `json:"memoryMiB"`
 	// cudaCores is the number of CUDA cores; 0 when unknown.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
+	// +kubebuilder:validation:Maximum=10000000
 	CUDACores int64 `json:"cudaCores,omitempty"`
 	// computeCapability is major.minor, e.g. "8.0".
 	// +kubebuilder:validation:Pattern=`^[0-9]+\.[0-9]+$`
@@ -120,10 +122,12 @@ type GPU struct {
 	// memoryBandwidthGBps is the memory bandwidth in GB/s; 0 when unknown.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
+	// +kubebuilder:validation:Maximum=10000000
 	MemoryBandwidthGBps int64 `json:"memoryBandwidthGBps,omitempty"`
 	// maxClockMHz is the maximum SM clock in MHz; 0 when unknown.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
+	// +kubebuilder:validation:Maximum=10000000
 	MaxClockMHz int64 `json:"maxClockMHz,omitempty"`
 	// health says whether the card may be assigned.
 	// +kubebuilder:default=Healthy

@@ -105,10 +105,12 @@ type Performance struct {
 	// cores is the number of logical CPUs.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100000
 	Cores int32 `json:"cores,omitempty"`
 	// maxFrequencyMHz is the highest CPU clock.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10000000
 	MaxFrequencyMHz int64 `json:"maxFrequencyMHz,omitempty"`
 	// memory is the total memory.
 	// +optional
@@ -116,11 +118,13 @@ type Performance struct {
 	// networkMbps is the summed link speed of the physical interfaces.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10000000
 	NetworkMbps int64 `json:"networkMbps,omitempty"`
 	// diskMBps is the disk write throughput, configured or measured once
 	// when the publisher started.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10000000
 	DiskMBps int64 `json:"diskMBps,omitempty"`
 }
 
@@ -128,6 +132,7 @@ type Performance struct {
 type GPUMetrics struct {
 	// index is the card's index on the node, as in the GPUInventory.
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=63
 	Index int32 `json:"index"`
 	// utilization is the busy share of the card in percent, absent when
 	// the driver does not report it.

@@ -171,6 +171,7 @@ type RequestControl struct {
 	// maxBodyBytes bounds the request body (413 otherwise).
 	// +kubebuilder:validation:Minimum=1
 	// +optional
+	// +kubebuilder:validation:Maximum=17179869184
 	MaxBodyBytes *int64 `json:"maxBodyBytes,omitempty"`
 	// requiredHeaders must be present (400 otherwise).
 	// +kubebuilder:validation:MaxItems=32
@@ -205,22 +206,27 @@ type KillSwitch struct {
 type RateLimit struct {
 	// qps is the sustained requests per second of the service.
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000
 	// +optional
 	QPS *int32 `json:"qps,omitempty"`
 	// burst is the bucket size; default qps.
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000
 	// +optional
 	Burst *int32 `json:"burst,omitempty"`
 	// maxConcurrency bounds the requests in flight.
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100000
 	// +optional
 	MaxConcurrency *int32 `json:"maxConcurrency,omitempty"`
 	// perConsumerQPS is the sustained requests per second of each API key.
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000
 	// +optional
 	PerConsumerQPS *int32 `json:"perConsumerQPS,omitempty"`
 	// perConsumerBurst is each API key's bucket size; default perConsumerQPS.
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000
 	// +optional
 	PerConsumerBurst *int32 `json:"perConsumerBurst,omitempty"`
 }
@@ -246,6 +252,7 @@ type CircuitBreaker struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:default=5
 	// +optional
+	// +kubebuilder:validation:Maximum=1000000
 	MinRequests int32 `json:"minRequests,omitempty"`
 	// windowSeconds is the rolling window.
 	// +kubebuilder:validation:Minimum=1

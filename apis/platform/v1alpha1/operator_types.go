@@ -143,6 +143,7 @@ type GPUConstraints struct {
 	// cores is the least number of CUDA cores of each card.
 	// +kubebuilder:validation:Minimum=1
 	// +optional
+	// +kubebuilder:validation:Maximum=10000000
 	Cores *int64 `json:"cores,omitempty"`
 	// milli asks for a share of one card in thousandths (1..999) instead of
 	// whole cards.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"sync/atomic"
@@ -152,6 +153,11 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	if math.IsInf(sum, 0) || math.IsNaN(sum) {
+		// JSON has no number for it: say so rather than answer 200 empty.
+		writeError(w, http.StatusUnprocessableEntity, fmt.Sprintf("the sum of the inputs is %v, which FP64 in JSON cannot carry", sum))
+		return
+	}
 	writeJSON(w, http.StatusOK, InferResponse{
 		ModelName: s.Name, ModelVersion: "1", ID: req.ID,
 		Outputs: []Tensor{{Name: "sum", Shape: []int64{1}, Datatype: "FP64", Data: []float64{sum}}},
@@ -193,9 +199,13 @@ func sumInputs(inputs []Tensor) (float64, error) {
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		code, body = http.StatusInternalServerError, []byte(`{"error":"the answer cannot be written as JSON"}`)
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(v)
+	_, _ = w.Write(append(body, '\n'))
 }
 
 // writeError answers as the protocol says: {"error": "<message>"}.

@@ -34,6 +34,8 @@ func TestServer(t *testing.T) {
 			// 1+2+3+4-0.5
 			wantBody: `{"model_name":"demo","model_version":"1","id":"7","outputs":[{"name":"sum","shape":[1],"datatype":"FP64","data":[9.5]}]}`},
 		{name: "no inputs", method: "POST", path: "/v2/models/demo/infer", body: `{"inputs":[]}`, wantCode: 400, wantBody: `{"error":"inputs: at least one tensor is required"}`},
+		{name: "sum beyond FP64", method: "POST", path: "/v2/models/demo/infer", body: `{"inputs":[{"name":"a","shape":[2],"datatype":"FP64","data":[1.7e308,1.7e308]}]}`,
+			wantCode: 422, wantBody: `{"error":"the sum of the inputs is +Inf, which FP64 in JSON cannot carry"}`},
 		{name: "shape against data", method: "POST", path: "/v2/models/demo/infer", body: `{"inputs":[{"name":"a","shape":[3],"datatype":"FP64","data":[1,2]}]}`,
 			wantCode: 400, wantBody: `{"error":"inputs[0].data: 2 elements, shape [3] wants 3"}`},
 		{name: "negative dimension", method: "POST", path: "/v2/models/demo/infer", body: `{"inputs":[{"name":"a","shape":[-1],"datatype":"FP64","data":[]}]}`,
