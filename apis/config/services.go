@@ -53,6 +53,14 @@ type JobQueueConfig struct {
 	// where they cannot delay it; false makes them wait behind it.
 	// Default true.
 	Backfill *bool `json:"backfill,omitempty"`
+	// partialGroupSeconds is how long a group may hold some but fewer
+	// than min-available members bound while the job queue cannot admit
+	// the rest (after a scheduler restart, say, when the capacity for them
+	// was taken meanwhile): then the queue deletes the bound members, with
+	// the reason on them, so that their cards are free and the group
+	// starts over as a whole (their controllers make them again).
+	// Default 300, 10 to 86400.
+	PartialGroupSeconds *int64 `json:"partialGroupSeconds,omitempty"`
 }
 
 // DefaultServices returns the defaulted services configuration.
@@ -78,6 +86,9 @@ func (s *SchedulerServices) Default() {
 	if q.Backfill == nil {
 		q.Backfill = ptr.To(true)
 	}
+	if q.PartialGroupSeconds == nil {
+		q.PartialGroupSeconds = ptr.To[int64](300)
+	}
 }
 
 // Validate checks the defaulted configuration; every error names its field.
@@ -95,6 +106,9 @@ func (s *SchedulerServices) Validate() field.ErrorList {
 	}
 	if v := *q.MaxBackoffSeconds; v < *q.BackoffSeconds || v > 3600 {
 		errs = append(errs, field.Invalid(p.Child("maxBackoffSeconds"), v, "must be between backoffSeconds and 3600"))
+	}
+	if v := *q.PartialGroupSeconds; v < 10 || v > 86400 {
+		errs = append(errs, field.Invalid(p.Child("partialGroupSeconds"), v, "must be between 10 and 86400"))
 	}
 	return errs
 }

@@ -69,8 +69,11 @@ func (e *evictor) evict(ctx context.Context, p Preemption) {
 
 func (e *evictor) evictOne(ctx context.Context, v *corev1.Pod, p Preemption) error {
 	msg := fmt.Sprintf("preempted by aisched's job queue for pod group %s of priority %d", p.Group, p.Priority)
-	if p.brokenGroup {
+	switch {
+	case p.brokenGroup:
 		msg = fmt.Sprintf("preempted by aisched's job queue: a member of its pod group %s was preempted, and a group is preempted whole", p.Group)
+	case p.partial:
+		msg = fmt.Sprintf("released by aisched's job queue: its pod group %s held fewer than min-available members bound for longer than partialGroupSeconds, and the rest cannot be placed (%s); the group starts over whole", p.Group, p.why)
 	}
 	cond := corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: corev1.PodReasonPreemptionByScheduler,
 		Message: msg, LastTransitionTime: metav1.NewTime(e.clock.Now())}

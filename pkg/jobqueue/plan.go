@@ -148,6 +148,11 @@ type Preemption struct {
 	// brokenGroup: the victims are the rest of group Group, a member of
 	// which was preempted.
 	brokenGroup bool
+	// partial: the victims are the bound members of group Group, which
+	// held fewer than min-available members bound for too long; why is
+	// the queue's reason for not admitting the rest.
+	partial bool
+	why     string
 }
 
 // Compute decides which groups are admitted. Groups are taken in queue

@@ -40,6 +40,10 @@ type Options struct {
 	Backoff, MaxBackoff time.Duration
 	// Backfill: see Input.Backfill.
 	Backfill bool
+	// PartialGroup is how long a group may hold some but fewer than
+	// min-available members bound while it is not admitted, before its
+	// bound members are deleted so that it starts over whole; 0: never.
+	PartialGroup time.Duration
 	// Clock times backoffs and passes; nil is the real clock.
 	Clock clock.WithDelayedExecution
 }
@@ -96,6 +100,9 @@ type Queue struct {
 	// preempted are the groups a member of which a scheduler preempted
 	// since the last pass.
 	preempted map[string]bool
+	// partialSince is when each group that holds some but fewer than
+	// min-available members bound, and is not admitted, was first seen so.
+	partialSince map[string]time.Time
 	// started and completed count the passes.
 	started, completed uint64
 	// fences are the nodes Fence holds, with the capacity each was fenced
@@ -131,10 +138,11 @@ func New(groups *podgroup.Groups, gpus *gpustate.State, opts Options) *Queue {
 		failures: map[string]int{},
 		backoff:  map[string]time.Time{},
 
-		preempted:  map[string]bool{},
-		admittedAt: map[string]time.Time{},
-		fences:     map[string]fence{},
-		fenced:     map[string]*corev1.Pod{},
+		preempted:    map[string]bool{},
+		admittedAt:   map[string]time.Time{},
+		fences:       map[string]fence{},
+		partialSince: map[string]time.Time{},
+		fenced:       map[string]*corev1.Pod{},
 	}
 }
 
@@ -498,6 +506,7 @@ func (q *Queue) pass(ctx context.Context) {
 			delete(q.backoff, key)
 		}
 	}
+	stuck := q.stuckPartial(plan, members, start)
 	q.mu.Unlock()
 	q.metrics.record(plan, members)
 	q.waiting.Store(waiting)
@@ -511,10 +520,46 @@ func (q *Queue) pass(ctx context.Context) {
 		q.status.publish(plan, members, q.ended.counts)
 	}
 	q.held.publish(plan, members)
-	for _, p := range slices.Concat(plan.Preemptions, broken) {
+	for _, p := range slices.Concat(plan.Preemptions, broken, stuck) {
 		q.evict.evict(ctx, p)
 	}
 	logger.V(4).Info("Job queue pass", "groups", len(in.Groups), "admitted", admittedPods, "fenced", len(fenced), "reservation", plan.Reservation != nil, "took", q.opts.Clock.Since(start))
+}
+
+// stuckPartial returns the groups that have held some but fewer than
+// min-available members bound, without admission, for longer than
+// Options.PartialGroup: their bound members are deleted, so that no card
+// stays held by a group that cannot run, and the group starts over whole.
+// A group is partial so only when its placement was cut short (a
+// scheduler restart between its bindings) and the queue cannot admit the
+// rest; it completes as soon as the queue can. q.mu is held.
+func (q *Queue) stuckPartial(plan Plan, groups map[string]*Group, now time.Time) []Preemption {
+	var stuck []Preemption
+	for key, g := range groups {
+		d := plan.Decisions[key]
+		partial := len(g.Bound) > 0 && len(g.Bound)+g.Succeeded < g.MinAvailable && !d.Admitted
+		if !partial || q.opts.PartialGroup <= 0 {
+			delete(q.partialSince, key)
+			continue
+		}
+		since, ok := q.partialSince[key]
+		if !ok {
+			q.partialSince[key] = now
+			q.opts.Clock.AfterFunc(q.opts.PartialGroup, q.Kick)
+			continue
+		}
+		if now.Sub(since) >= q.opts.PartialGroup {
+			stuck = append(stuck, Preemption{Group: key, Priority: g.Priority, Victims: g.Bound, partial: true,
+				why: fmt.Sprintf("%s %s", d.Reason, d.Message)})
+			delete(q.partialSince, key)
+		}
+	}
+	for key := range q.partialSince {
+		if groups[key] == nil {
+			delete(q.partialSince, key)
+		}
+	}
+	return stuck
 }
 
 // input gathers the state a plan depends on from the informers.

@@ -75,8 +75,9 @@ func NewServicesWith(cfg *config.SchedulerServices, clk clock.WithTickerAndDelay
 	queue := jobqueue.New(groups, gpus, jobqueue.Options{
 		Backoff:    time.Duration(*q.BackoffSeconds) * time.Second,
 		MaxBackoff: time.Duration(*q.MaxBackoffSeconds) * time.Second,
-		Backfill:   *q.Backfill,
-		Clock:      clk,
+		Backfill:     *q.Backfill,
+		PartialGroup: time.Duration(*q.PartialGroupSeconds) * time.Second,
+		Clock:        clk,
 	})
 	return &Services{GPUs: gpus, Groups: groups, Queue: queue, Workload: workload.New(), Clock: clk, client: client}
 }

@@ -1,0 +1,167 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/aisched/aisched/pkg/clusterfile"
+	"github.com/aisched/aisched/pkg/local"
+	"github.com/aisched/aisched/pkg/local/localtest"
+	"github.com/aisched/aisched/pkg/podgroup"
+	"github.com/aisched/aisched/pkg/scheduler"
+	utiltesting "github.com/aisched/aisched/pkg/util/testing"
+)
+
+// TestGangSchedulerCrash kills `aisched scheduler` (SIGKILL) between the
+// first and the last binding of a 48-member gang, twice. First with the
+// capacity for the rest still free: the restarted scheduler completes the
+// gang, and no card is given twice. Then with that capacity taken while
+// the scheduler is down: the gang cannot complete, and after
+// partialGroupSeconds the job queue deletes its bound members, so that no
+// card stays held by a gang that cannot run, saying why on each.
+func TestGangSchedulerCrash(t *testing.T) {
+	t.Parallel()
+	cfg, err := scheduler.DecodeConfig([]byte("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nleaderElection: {leaderElect: false}\nprofiles: [{schedulerName: default-scheduler}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, err := clusterfile.Parse(t.Name(), []byte(`apiVersion: aisched.io/v1alpha1
+kind: Cluster
+nodePools:
+  - {name: gpu, count: 6, cpu: "64", memory: 256Gi, maxPods: 200, gpus: {count: 8, model: NVIDIA-A100-SXM4-40GB, memoryMiB: 40960}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := localtest.Start(t, local.Options{SchedulerConfig: cfg, Cluster: nodes})
+	ctx := context.Background()
+	manifests := renderChart(t, append(onlyComponents("scheduler"), "--set", "scheduler.services.jobQueue.partialGroupSeconds=10",
+		"--set", "scheduler.replicas=1")...)
+	installChart(t, c, manifests)
+	config := configMapFiles(t, manifests, "aisched-scheduler-config")
+	kubeconfig := serviceAccountKubeconfig(t, c, systemNamespace, "aisched-scheduler")
+	start := func() *command {
+		s := startCommand(t, nil, "scheduler", "--kubeconfig", kubeconfig,
+			"--config", config+"/scheduler-config.yaml", "--services-config", config+"/services-config.yaml", "--secure-port", "0")
+		waitOutput(t, s, acquired)
+		return s
+	}
+	const size = 48
+	gang := func(ns, name string) {
+		t.Helper()
+		var pods []*corev1.Pod
+		for i := range size {
+			pods = append(pods, utiltesting.MakePod(fmt.Sprintf("%s-%d", name, i), ns).SchedulerName(scheduler.AischedProfile).
+				Req(corev1.ResourceCPU, "100m").GPU(1).Label(podgroup.NameLabel, name).Label(podgroup.MinAvailableLabel, fmt.Sprint(size)).Obj())
+		}
+		createPods(t, c, pods...)
+	}
+	// killMidway kills the scheduler as soon as a member of the group is
+	// bound, and returns how many were bound then.
+	killMidway := func(s *command, ns, name string) int {
+		t.Helper()
+		deadline := time.Now().Add(time.Minute)
+		for time.Now().Before(deadline) {
+			if n := boundMembers(t, c, ns, name); n > 0 {
+				if err := s.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+					t.Fatal(err)
+				}
+				_ = s.wait(ctx)
+				return boundMembers(t, c, ns, name)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		t.Fatalf("no member of %s bound within a minute", name)
+		return 0
+	}
+
+	// The capacity stays free: the restarted scheduler completes the gang.
+	ns := createNamespace(t, c.Client)
+	s := start()
+	gang(ns, "a")
+	bound := killMidway(s, ns, "a")
+	t.Logf("gang a: %d of %d members bound at the kill", bound, size)
+	if bound == size {
+		t.Fatalf("gang a was bound whole before the kill landed; the test needs a kill between its bindings")
+	}
+	s = start()
+	localtest.Eventually(t, 2*time.Minute, "gang a complete after the restart", func(context.Context) (bool, error) {
+		return boundMembers(t, c, ns, "a") == size, nil
+	})
+	waitPodsRunning(t, c, ns, size)
+	checkCardsOnce(t, c, ns)
+	deletePods(t, c, ns)
+
+	// The capacity is taken while the scheduler is down: the gang is
+	// released after partialGroupSeconds.
+	ns = createNamespace(t, c.Client)
+	gang(ns, "b")
+	bound = killMidway(s, ns, "b")
+	t.Logf("gang b: %d of %d members bound at the kill", bound, size)
+	if bound == size {
+		t.Fatalf("gang b was bound whole before the kill landed; the test needs a kill between its bindings")
+	}
+	// Pods bound past the scheduler take every card the gang did not.
+	other := createNamespace(t, c.Client)
+	free := map[string]int64{}
+	for _, n := range nodesOf(t, c) {
+		free[n] = 8
+	}
+	pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if p.Spec.NodeName != "" {
+			free[p.Spec.NodeName]--
+		}
+	}
+	for node, cards := range free {
+		if cards > 0 {
+			createPods(t, c, utiltesting.MakePod("taker-"+node, other).Node(node).Req(corev1.ResourceCPU, "100m").GPU(cards).Obj())
+		}
+	}
+	released := time.Now()
+	start()
+	localtest.Eventually(t, 2*time.Minute, "gang b's bound members released", func(context.Context) (bool, error) {
+		n := boundMembers(t, c, ns, "b")
+		return n == 0, fmt.Errorf("%d members of b still bound", n)
+	})
+	if waited := time.Since(released); waited < 10*time.Second {
+		t.Errorf("gang b released after %s, before partialGroupSeconds (10s)", waited)
+	}
+	events, err := c.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	said := 0
+	for _, e := range events.Items {
+		if e.Reason == "Preempted" && strings.Contains(e.Message, "released by aisched's job queue: its pod group "+ns+"/b held fewer than min-available members bound") {
+			said++
+		}
+	}
+	if said != bound {
+		t.Errorf("%d members say why they were released, want the %d bound", said, bound)
+	}
+}
+
+// nodesOf lists the names of the cluster's nodes.
+func nodesOf(t *testing.T, c *local.Cluster) []string {
+	t.Helper()
+	list, err := c.Client.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, n := range list.Items {
+		names = append(names, n.Name)
+	}
+	return names
+}
