@@ -87,6 +87,16 @@ test-unit: ## Unit tests, with the race detector where it does not instrument Ku
 test-integration: bin/helm ## Tests against the embedded control plane (real apiserver and scheduler).
 	AISCHED_HELM=$(abspath bin/helm) $(GO) test -timeout 30m -ldflags '$(KUBE_LDFLAGS)' ./test/integration/...
 
+# SOAK is how long make soak churns the local cluster; its samples (every
+# SOAK_INTERVAL) go to bin/soak.csv.
+SOAK ?= 60m
+SOAK_INTERVAL ?= 1m
+.PHONY: soak
+soak: ## The local cluster under steady pod, Job, gang and gateway churn for SOAK (60m): RSS, heap, goroutines, files, etcd size and binding latency every SOAK_INTERVAL into bin/soak.csv.
+	@mkdir -p bin
+	AISCHED_SOAK=$(SOAK) AISCHED_SOAK_INTERVAL=$(SOAK_INTERVAL) AISCHED_SOAK_OUT=$(abspath bin/soak.csv) \
+	  $(GO) test -timeout 0 -ldflags '$(KUBE_LDFLAGS)' -run '^TestSoak$$' -v ./test/integration/
+
 .PHONY: test-node
 test-node: ## The device path on a real node (root, runc): containerd with NRI, a kubelet, aisched up, the agent's hook; a few minutes, not part of test.
 	hack/node-e2e/run.sh
