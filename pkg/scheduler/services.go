@@ -73,8 +73,8 @@ func NewServicesWith(cfg *config.SchedulerServices, clk clock.WithTickerAndDelay
 	groups := podgroup.New()
 	q := cfg.JobQueue
 	queue := jobqueue.New(groups, gpus, jobqueue.Options{
-		Backoff:    time.Duration(*q.BackoffSeconds) * time.Second,
-		MaxBackoff: time.Duration(*q.MaxBackoffSeconds) * time.Second,
+		Backoff:      time.Duration(*q.BackoffSeconds) * time.Second,
+		MaxBackoff:   time.Duration(*q.MaxBackoffSeconds) * time.Second,
 		Backfill:     *q.Backfill,
 		PartialGroup: time.Duration(*q.PartialGroupSeconds) * time.Second,
 		Clock:        clk,
