@@ -87,6 +87,12 @@ test-unit: ## Unit tests, with the race detector where it does not instrument Ku
 test-integration: bin/helm ## Tests against the embedded control plane (real apiserver and scheduler).
 	AISCHED_HELM=$(abspath bin/helm) $(GO) test -timeout 30m -ldflags '$(KUBE_LDFLAGS)' ./test/integration/...
 
+.PHONY: faults
+faults: bin/helm ## The fault tests (docs/hardening.md): kill -9 of the scheduler and controller, a gang cut short, the queue's fence, corrupt data, etcd and apiserver access.
+	AISCHED_HELM=$(abspath bin/helm) $(GO) test -timeout 30m -ldflags '$(KUBE_LDFLAGS)' -count=1 -v \
+	  -run '^(TestSchedulerFailover|TestControllerFailover|TestGangSchedulerCrash|TestJobQueueFence|TestUpBadInput|TestLocalClusterAuth)$$' ./test/integration/
+	$(GO) test -count=1 ./pkg/local/datadir/ ./pkg/platform/keys/
+
 # SOAK is how long make soak churns the local cluster; its samples (every
 # SOAK_INTERVAL) go to bin/soak.csv.
 SOAK ?= 60m
