@@ -527,8 +527,8 @@ func (q *Queue) pass(ctx context.Context) {
 }
 
 // stuckPartial returns the groups that have held some but fewer than
-// min-available members bound, without admission, for longer than
-// Options.PartialGroup: their bound members are deleted, so that no card
+// min-available members bound, with others pending and without admission,
+// for longer than Options.PartialGroup: their bound members are deleted, so that no card
 // stays held by a group that cannot run, and the group starts over whole.
 // A group is partial so only when its placement was cut short (a
 // scheduler restart between its bindings) and the queue cannot admit the
@@ -537,7 +537,10 @@ func (q *Queue) stuckPartial(plan Plan, groups map[string]*Group, now time.Time)
 	var stuck []Preemption
 	for key, g := range groups {
 		d := plan.Decisions[key]
-		partial := len(g.Bound) > 0 && len(g.Bound)+g.Succeeded < g.MinAvailable && !d.Admitted
+		// Members pending too: the group tries to complete. One that lost
+		// a member and waits for its controller to make another is left
+		// to that controller.
+		partial := len(g.Bound) > 0 && len(g.Pending) > 0 && len(g.Bound)+g.Succeeded < g.MinAvailable && !d.Admitted
 		if !partial || q.opts.PartialGroup <= 0 {
 			delete(q.partialSince, key)
 			continue

@@ -1,0 +1,118 @@
+package jobqueue
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	testingclock "k8s.io/utils/clock/testing"
+)
+
+func TestFence(t *testing.T) {
+	q := New(nil, nil, Options{})
+	pod := func(name string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}
+	}
+	seen := Capacity{Free: Resources{MilliCPU: 1000, Memory: 1 << 30, Pods: 10}, GPUMilli: 0}
+	freed := Capacity{Free: seen.Free, GPUMilli: 4000}
+	q.plan.Store(&Plan{
+		Reservation: &Reservation{Holder: "ns/gang", Priority: 10},
+		Seen:        map[string]Capacity{"n1": seen},
+	})
+
+	if f := q.Fence("ns/gang", 0); f != nil {
+		t.Error("the holder's own members are fenced")
+	}
+	if f := q.Fence("", 11); f != nil {
+		t.Error("a pod of higher priority than the holder is fenced")
+	}
+	f := q.Fence("", 10)
+	if f == nil {
+		t.Fatal("a pod of the holder's priority is not fenced")
+	}
+	if f.Holds(pod("a"), "n1", seen) {
+		t.Error("fenced off what the pass saw")
+	}
+	if !f.Holds(pod("a"), "n1", freed) {
+		t.Error("not fenced off cards freed since the pass")
+	}
+	if len(q.kick) != 1 {
+		t.Error("the fence asked for no pass")
+	}
+	if !f.Holds(pod("b"), "n2", seen) {
+		t.Error("not fenced off a node the pass did not see")
+	}
+	// A pass starts; until it completes, the fence holds.
+	q.started++
+	if !f.Holds(pod("c"), "n1", freed) {
+		t.Error("the fence lifted before a pass that started after it completed")
+	}
+	q.completed = q.started
+	// The pass saw the same free capacity (the scheduler counts otherwise
+	// than the queue): the node is held once only.
+	if f.Holds(pod("d"), "n1", freed) {
+		t.Error("fenced twice for the same capacity")
+	}
+	// More freed since: held again.
+	more := freed
+	more.Free.MilliCPU += 500
+	if !f.Holds(pod("e"), "n1", more) {
+		t.Error("not fenced off capacity freed after the last fence")
+	}
+	var got []string
+	for k := range q.fenced {
+		got = append(got, k)
+	}
+	if len(got) != 4 {
+		t.Errorf("pods to activate after the next pass: %v, want a, b, c and e", got)
+	}
+
+	q.plan.Store(&Plan{})
+	if f := q.Fence("", 0); f != nil {
+		t.Error("fenced without a waiting group")
+	}
+}
+
+func TestStuckPartial(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Now())
+	q := New(nil, nil, Options{PartialGroup: time.Minute, Clock: clk})
+	pod := func(name, node string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}, Spec: corev1.PodSpec{NodeName: node}}
+	}
+	groups := map[string]*Group{
+		// Cut short: two of four bound, two pending.
+		"ns/cut": {Key: "ns/cut", MinAvailable: 4, Bound: []*corev1.Pod{pod("a", "n1"), pod("b", "n1")}, Pending: []*corev1.Pod{pod("c", ""), pod("d", "")}},
+		// Lost a member, none pending: its controller's to mend.
+		"ns/lost": {Key: "ns/lost", MinAvailable: 4, Bound: []*corev1.Pod{pod("e", "n1"), pod("f", "n1"), pod("g", "n1")}},
+		// Being placed.
+		"ns/placing": {Key: "ns/placing", MinAvailable: 2, Bound: []*corev1.Pod{pod("h", "n2")}, Pending: []*corev1.Pod{pod("i", "")}},
+	}
+	plan := Plan{Decisions: map[string]Decision{
+		"ns/cut":     {Reason: ReasonWaitingForCapacity, Message: "no room"},
+		"ns/lost":    {Reason: ReasonWaitingForMembers},
+		"ns/placing": admitted,
+	}}
+	if stuck := q.stuckPartial(plan, groups, clk.Now()); len(stuck) != 0 {
+		t.Fatalf("released at once: %+v", stuck)
+	}
+	clk.Step(59 * time.Second)
+	if stuck := q.stuckPartial(plan, groups, clk.Now()); len(stuck) != 0 {
+		t.Fatalf("released before PartialGroup: %+v", stuck)
+	}
+	clk.Step(time.Second)
+	stuck := q.stuckPartial(plan, groups, clk.Now())
+	if len(stuck) != 1 || stuck[0].Group != "ns/cut" || len(stuck[0].Victims) != 2 || !stuck[0].partial || !strings.Contains(stuck[0].why, "no room") {
+		t.Fatalf("released %+v, want the bound members of ns/cut with the reason", stuck)
+	}
+	// Whole again, then cut short again: the wait starts over.
+	groups["ns/cut"].Pending = nil
+	_ = q.stuckPartial(plan, groups, clk.Now())
+	groups["ns/cut"].Pending = []*corev1.Pod{pod("c", "")}
+	_ = q.stuckPartial(plan, groups, clk.Now())
+	clk.Step(30 * time.Second)
+	if stuck := q.stuckPartial(plan, groups, clk.Now()); len(stuck) != 0 {
+		t.Errorf("released 30s after it was cut short again: %+v", stuck)
+	}
+}
