@@ -72,17 +72,7 @@ func TestAssignScheduler(t *testing.T) {
 	}
 
 	// The handlers, over TLS, as the controller serves them.
-	caCert, caKey, err := certs.NewCA("test-ca")
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf, key, err := certs.SignLeaf(&x509.Certificate{
-		Subject: pkix.Name{CommonName: "webhook"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}, caCert, caKey, time.Now(), time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
+	leaf, key, caCert := servingCert(t, &x509.Certificate{Subject: pkix.Name{CommonName: "webhook"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}})
 	serving := &tls.Certificate{Certificate: [][]byte{leaf.Raw}, PrivateKey: key}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

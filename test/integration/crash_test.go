@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/aisched/aisched/pkg/clusterfile"
 	"github.com/aisched/aisched/pkg/local"
 	"github.com/aisched/aisched/pkg/local/localtest"
 	"github.com/aisched/aisched/pkg/podgroup"
@@ -28,28 +27,12 @@ import (
 // card stays held by a gang that cannot run, saying why on each.
 func TestGangSchedulerCrash(t *testing.T) {
 	t.Parallel()
-	cfg, err := scheduler.DecodeConfig([]byte("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nleaderElection: {leaderElect: false}\nprofiles: [{schedulerName: default-scheduler}]\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodes, err := clusterfile.Parse(t.Name(), []byte(`apiVersion: aisched.io/v1alpha1
-kind: Cluster
-nodePools:
-  - {name: gpu, count: 6, cpu: "64", memory: 256Gi, maxPods: 200, gpus: {count: 8, model: NVIDIA-A100-SXM4-40GB, memoryMiB: 40960}}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := localtest.Start(t, local.Options{SchedulerConfig: cfg, Cluster: nodes})
+	c := startWithoutAisched(t, `  - {name: gpu, count: 6, cpu: "64", memory: 256Gi, maxPods: 200, gpus: {count: 8, model: NVIDIA-A100-SXM4-40GB, memoryMiB: 40960}}
+`)
 	ctx := context.Background()
-	manifests := renderChart(t, append(onlyComponents("scheduler"), "--set", "scheduler.services.jobQueue.partialGroupSeconds=10",
-		"--set", "scheduler.replicas=1")...)
-	installChart(t, c, manifests)
-	config := configMapFiles(t, manifests, "aisched-scheduler-config")
-	kubeconfig := serviceAccountKubeconfig(t, c, systemNamespace, "aisched-scheduler")
+	startScheduler := externalScheduler(t, c, "--set", "scheduler.services.jobQueue.partialGroupSeconds=10", "--set", "scheduler.replicas=1")
 	start := func() *command {
-		s := startCommand(t, nil, "scheduler", "--kubeconfig", kubeconfig,
-			"--config", config+"/scheduler-config.yaml", "--services-config", config+"/services-config.yaml", "--secure-port", "0")
+		s := startScheduler()
 		waitOutput(t, s, acquired)
 		return s
 	}

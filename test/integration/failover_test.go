@@ -38,30 +38,10 @@ const acquired = "Successfully acquired lease"
 // would hold, is not placed on the reserved capacity until it frees.
 func TestSchedulerFailover(t *testing.T) {
 	t.Parallel()
-	cfg, err := scheduler.DecodeConfig([]byte("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nleaderElection: {leaderElect: false}\nprofiles: [{schedulerName: default-scheduler}]\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodes, err := clusterfile.Parse(t.Name(), []byte(`apiVersion: aisched.io/v1alpha1
-kind: Cluster
-nodePools:
-  - {name: gpu, count: 4, cpu: "32", memory: 128Gi, gpus: {count: 4, model: NVIDIA-A100-SXM4-40GB, memoryMiB: 40960}}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := localtest.Start(t, local.Options{SchedulerConfig: cfg, Cluster: nodes})
+	c := startWithoutAisched(t, `  - {name: gpu, count: 4, cpu: "32", memory: 128Gi, gpus: {count: 4, model: NVIDIA-A100-SXM4-40GB, memoryMiB: 40960}}
+`)
 	ctx := context.Background()
-	manifests := renderChart(t, onlyComponents("scheduler")...)
-	installChart(t, c, manifests)
-	config := configMapFiles(t, manifests, "aisched-scheduler-config")
-	kubeconfig := serviceAccountKubeconfig(t, c, systemNamespace, "aisched-scheduler")
-	start := func() *command {
-		return startCommand(t, nil, "scheduler", "--kubeconfig", kubeconfig,
-			"--config", config+"/scheduler-config.yaml", "--services-config", config+"/services-config.yaml",
-			// No serving: a free port found now may be another's later.
-			"--secure-port", "0")
-	}
+	start := externalScheduler(t, c)
 	leader, standby := waitLeader(t, start(), start())
 	waitOutput(t, standby, "Attempting to acquire leader lease")
 
@@ -187,6 +167,42 @@ nodePools:
 		return running == 2+4+1, fmt.Errorf("%d of 7 pods running %v; waiting: %v", running, placed, waiting)
 	})
 	checkCardsOnce(t, c, ns)
+}
+
+// startWithoutAisched starts a local cluster of the given node pools
+// (cluster file YAML under nodePools:, "" for the default cluster) whose
+// in-process scheduler serves only default-scheduler, for tests that run
+// `aisched scheduler` as a process of its own.
+func startWithoutAisched(t *testing.T, pools string) *local.Cluster {
+	t.Helper()
+	cfg, err := scheduler.DecodeConfig([]byte("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nleaderElection: {leaderElect: false}\nprofiles: [{schedulerName: default-scheduler}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := local.Options{SchedulerConfig: cfg}
+	if pools != "" {
+		if opts.Cluster, err = clusterfile.Parse(t.Name(), []byte("apiVersion: aisched.io/v1alpha1\nkind: Cluster\nnodePools:\n"+pools)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return localtest.Start(t, opts)
+}
+
+// externalScheduler installs the chart's scheduler objects (chartArgs
+// added to the rendering) and returns what starts one `aisched scheduler`
+// process with the chart's configuration and only the permissions of its
+// ServiceAccount. It serves nothing: a free port found now may be
+// another's later.
+func externalScheduler(t *testing.T, c *local.Cluster, chartArgs ...string) func() *command {
+	t.Helper()
+	manifests := renderChart(t, append(onlyComponents("scheduler"), chartArgs...)...)
+	installChart(t, c, manifests)
+	config := configMapFiles(t, manifests, "aisched-scheduler-config")
+	kubeconfig := serviceAccountKubeconfig(t, c, systemNamespace, "aisched-scheduler")
+	return func() *command {
+		return startCommand(t, nil, "scheduler", "--kubeconfig", kubeconfig,
+			"--config", config+"/scheduler-config.yaml", "--services-config", config+"/services-config.yaml", "--secure-port", "0")
+	}
 }
 
 // waitLeader returns which of two replicas took the leader lease first,

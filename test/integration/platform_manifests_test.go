@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"context"
+	"crypto"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -300,17 +301,7 @@ func admissionReview(t *testing.T, client *http.Client, url string, kind metav1.
 // whole), and returns a pool of that CA.
 func writeServingCert(t *testing.T, dir, host string) *x509.CertPool {
 	t.Helper()
-	caCert, caKey, err := certs.NewCA("test-ca")
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf, key, err := certs.SignLeaf(&x509.Certificate{
-		Subject: pkix.Name{CommonName: host}, DNSNames: []string{host},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}, caCert, caKey, time.Now(), time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
+	leaf, key, caCert := servingCert(t, &x509.Certificate{Subject: pkix.Name{CommonName: host}, DNSNames: []string{host}})
 	keyPEM, err := keyutil.MarshalPrivateKeyToPEM(key)
 	if err != nil {
 		t.Fatal(err)
@@ -327,4 +318,20 @@ func writeServingCert(t *testing.T, dir, host string) *x509.CertPool {
 	pool := x509.NewCertPool()
 	pool.AddCert(caCert)
 	return pool
+}
+
+// servingCert signs a serving certificate for the names of tmpl with a
+// new CA, and returns it, its key and the CA.
+func servingCert(t *testing.T, tmpl *x509.Certificate) (*x509.Certificate, crypto.Signer, *x509.Certificate) {
+	t.Helper()
+	caCert, caKey, err := certs.NewCA("test-ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+	leaf, key, err := certs.SignLeaf(tmpl, caCert, caKey, time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return leaf, key, caCert
 }

@@ -18,7 +18,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/aisched/aisched/pkg/local"
 	"github.com/aisched/aisched/pkg/local/localtest"
 	"github.com/aisched/aisched/pkg/podgroup"
 	"github.com/aisched/aisched/pkg/scheduler"
@@ -33,11 +32,7 @@ import (
 // binds the pods that name its profile.
 func TestExternalScheduler(t *testing.T) {
 	t.Parallel()
-	cfg, err := scheduler.DecodeConfig([]byte("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nleaderElection: {leaderElect: false}\nprofiles: [{schedulerName: default-scheduler}]\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := localtest.Start(t, local.Options{SchedulerConfig: cfg})
+	c := startWithoutAisched(t, "")
 	ctx := context.Background()
 	ns := createNamespace(t, c.Client)
 	// A gang of two, so that the job queue has a group to report.
