@@ -59,11 +59,7 @@ func TestAssignScheduler(t *testing.T) {
 		ExcludedNamespaces: []string{"kube-system", systemNamespace},
 		FailurePolicy:      admissionregistrationv1.Ignore,
 		TimeoutSeconds:     5,
-	}, func(path string) admissionregistrationv1.WebhookClientConfig {
-		return admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{
-			Namespace: systemNamespace, Name: "aisched-controller", Path: &path,
-		}}
-	})
+	}, controllerService)
 	if cfg.Name != schedulername.ConfigurationName {
 		t.Errorf("configuration %q, want %q", cfg.Name, schedulername.ConfigurationName)
 	}

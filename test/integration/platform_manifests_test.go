@@ -233,11 +233,7 @@ func checkWebhookConfiguration(t *testing.T, manifests []byte) {
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(objs[0].Object, &got, true); err != nil {
 		t.Fatal(err)
 	}
-	want := platform.ValidatingWebhooks(func(path string) admissionregistrationv1.WebhookClientConfig {
-		return admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{
-			Namespace: systemNamespace, Name: "aisched-controller", Path: &path,
-		}}
-	})
+	want := platform.ValidatingWebhooks(controllerService)
 	if got.Name != platform.WebhookConfigurationName {
 		t.Errorf("webhook configuration %q, want %q", got.Name, platform.WebhookConfigurationName)
 	}
@@ -334,4 +330,12 @@ func servingCert(t *testing.T, tmpl *x509.Certificate) (*x509.Certificate, crypt
 		t.Fatal(err)
 	}
 	return leaf, key, caCert
+}
+
+// controllerService is how the chart's webhook configurations reach the
+// controller: its Service, at path.
+func controllerService(path string) admissionregistrationv1.WebhookClientConfig {
+	return admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{
+		Namespace: systemNamespace, Name: "aisched-controller", Path: &path,
+	}}
 }
