@@ -107,6 +107,11 @@ soak: ## The local cluster under steady pod, Job, gang and gateway churn for SOA
 test-node: ## The device path on a real node (root, runc): containerd with NRI, a kubelet, aisched up, the agent's hook; a few minutes, not part of test.
 	hack/node-e2e/run.sh
 
+.PHONY: gpu-check
+gpu-check: ## On a node with NVIDIA GPUs and PyTorch: the agent's nvidia-smi reads under load, and MPS shares enforced on card 0 (docs/device-path.md).
+	AISCHED_REAL_GPU=1 AISCHED_REAL_GPU_LOAD="$${AISCHED_REAL_GPU_LOAD:-python3 $(abspath hack/gpu-load.py)}" \
+	  $(GO) test -count=1 -v -run '^TestReal' ./pkg/agent/nvidiasmi/ ./pkg/agent/deliver/
+
 .PHONY: bench-sim
 bench-sim: ## Time the simulator: a seed scenario run (Go benchmark), every seed scenario, and, with TRACE=DIR, one policy x one seed of the Alibaba default trace.
 	$(GO) test -run '^$$' -bench ScenarioRun -benchtime 5x ./pkg/sim/
