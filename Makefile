@@ -107,6 +107,12 @@ soak: ## The local cluster under steady pod, Job, gang and gateway churn for SOA
 test-node: ## The device path on a real node (root, runc): containerd with NRI, a kubelet, aisched up, the agent's hook; a few minutes, not part of test.
 	hack/node-e2e/run.sh
 
+.PHONY: console-screenshots
+console-screenshots: bin/helm ## Screenshots of the console's pages into docs/images (needs Chromium), from TestConsole.
+	@mkdir -p docs/images
+	AISCHED_CONSOLE_SCREENSHOTS=$(abspath docs/images) AISCHED_HELM=$(abspath bin/helm) \
+	  $(GO) test -count=1 -ldflags '$(KUBE_LDFLAGS)' -run '^TestConsole$$' ./test/integration/
+
 .PHONY: gpu-check
 gpu-check: ## On a node with NVIDIA GPUs and PyTorch: the agent's nvidia-smi reads under load, and MPS shares enforced on card 0 (docs/device-path.md).
 	AISCHED_REAL_GPU=1 AISCHED_REAL_GPU_LOAD="$${AISCHED_REAL_GPU_LOAD:-python3 $(abspath hack/gpu-load.py)}" \

@@ -77,6 +77,8 @@ func startAPIServer(ctx context.Context, cfg apiserverConfig) (<-chan error, err
 		"--tls-cert-file=" + cfg.pki.ServingCert(),
 		"--tls-private-key-file=" + cfg.pki.ServingKey(),
 		"--client-ca-file=" + cfg.pki.CACert(),
+		// The admin's token, for the console's sign-in.
+		"--token-auth-file=" + cfg.pki.TokenFile(),
 		"--service-account-issuer=" + serviceIssuer,
 		"--service-account-key-file=" + cfg.pki.ServiceAccountKey(),
 		"--service-account-signing-key-file=" + cfg.pki.ServiceAccountKey(),

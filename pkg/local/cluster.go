@@ -85,6 +85,8 @@ type Options struct {
 	// Warn receives warnings for the person running the cluster (the disk
 	// of DataDir running low); nil logs them only.
 	Warn func(string)
+	// Console, when set, serves the web console.
+	Console *ConsoleOptions
 }
 
 // Cluster is a running local cluster.
@@ -99,6 +101,9 @@ type Cluster struct {
 	Host string
 	// DataDir is the data directory in use.
 	DataDir string
+	// AdminToken is the bearer token of aisched-admin (system:masters),
+	// for the console's sign-in.
+	AdminToken string
 
 	lock       *os.File
 	etcd       *embed.Etcd
@@ -117,6 +122,8 @@ type Cluster struct {
 	nodes *nodesim.Simulator
 	// platform is the service platform; nil when off.
 	platform *platformComponents
+	// console is the console's listener; nil when off.
+	console net.Listener
 
 	// The scheduler can be restarted on its own (RestartScheduler).
 	schedMu         sync.Mutex
@@ -225,6 +232,9 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 	c.Config = adminRESTConfig(c.Host, p)
+	if c.AdminToken, err = p.AdminToken(); err != nil {
+		return nil, err
+	}
 	if err := waitReady(ctx, c.Config, c.apiDone); err != nil {
 		return nil, err
 	}
@@ -280,6 +290,16 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}
 	if c.platform != nil {
 		components = append(components, c.platform.components(c.Config)...)
+	}
+	if opts.Console != nil {
+		if c.console, err = listenConsole(*opts.Console); err != nil {
+			return nil, err
+		}
+		comp, err := c.consoleComponent(c.console, *opts.Console)
+		if err != nil {
+			return nil, err
+		}
+		components = append(components, comp)
 	}
 	for _, comp := range components {
 		c.startComponent(compCtx, comp)

@@ -2,13 +2,17 @@ package local
 
 import (
 	"crypto"
+	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	certutil "k8s.io/client-go/util/cert"
@@ -38,6 +42,7 @@ func (p pki) AdminKey() string          { return p.path("admin.key") }
 func (p pki) ServiceAccountKey() string { return p.path("sa.key") }
 func (p pki) WebhookCert() string       { return p.path("webhook.crt") }
 func (p pki) WebhookKey() string        { return p.path("webhook.key") }
+func (p pki) TokenFile() string         { return p.path("tokens.csv") }
 
 // etcd's own CA, apart from the cluster CA: a certificate the cluster CA
 // signs for a user or a node must not open etcd, which only the apiserver
@@ -79,6 +84,9 @@ func (p pki) ensure(serviceIP net.IP) error {
 	}
 	if _, _, err := keyutil.LoadOrGenerateKeyFile(p.ServiceAccountKey()); err != nil {
 		return fmt.Errorf("service-account key: %w", err)
+	}
+	if _, err := p.AdminToken(); err != nil {
+		return fmt.Errorf("admin token: %w", err)
 	}
 	return p.ensureEtcd()
 }
@@ -170,4 +178,30 @@ func writeKeyPair(certPath, keyPath string, cert *x509.Certificate, key crypto.P
 func exists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
+}
+
+// AdminToken returns the bearer token of aisched-admin (system:masters),
+// the one line of the apiserver's --token-auth-file, made on first use.
+// The console's sign-in takes it: `aisched up` prints it with the
+// console's URL, for the person who started the cluster.
+func (p pki) AdminToken() (string, error) {
+	if b, err := os.ReadFile(p.TokenFile()); err == nil {
+		token, _, ok := strings.Cut(string(b), ",")
+		if !ok || len(token) < 32 {
+			return "", fmt.Errorf("%s: not a token file of aisched up; remove it to make a new token", p.TokenFile())
+		}
+		return token, nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", err
+	}
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	token := hex.EncodeToString(b)
+	line := token + `,aisched-admin,aisched-admin,"system:masters"` + "\n"
+	if err := os.WriteFile(p.TokenFile(), []byte(line), 0o600); err != nil {
+		return "", err
+	}
+	return token, nil
 }

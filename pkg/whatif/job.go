@@ -15,6 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	appsdefaults "k8s.io/kubernetes/pkg/apis/apps/v1"
+	batchdefaults "k8s.io/kubernetes/pkg/apis/batch/v1"
+	coredefaults "k8s.io/kubernetes/pkg/apis/core/v1"
 
 	schedulingv1alpha1 "github.com/aisched/aisched/apis/scheduling/v1alpha1"
 )
@@ -33,10 +36,15 @@ type Job struct {
 // Pods are taken as they are; a Job makes its parallelism's pods, a
 // Deployment, ReplicaSet or StatefulSet its replicas', from their
 // template, named <name>-<i>; a PodGroup is kept. Objects without a
-// namespace get namespace. Any other kind is an error that names it.
+// namespace get namespace. Any other kind is an error that names it. Each
+// object gets the apiserver's defaults first, so that a pod reads as it
+// would once created (requests from limits, for GPUs above all).
 func ParseJob(r io.Reader, namespace string) (*Job, error) {
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, schedulingv1alpha1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{
+		clientgoscheme.AddToScheme, schedulingv1alpha1.AddToScheme,
+		coredefaults.RegisterDefaults, appsdefaults.RegisterDefaults, batchdefaults.RegisterDefaults,
+	} {
 		if err := add(scheme); err != nil {
 			return nil, err
 		}
@@ -59,6 +67,7 @@ func ParseJob(r io.Reader, namespace string) (*Job, error) {
 		if err != nil {
 			return nil, fmt.Errorf("document %d: %w", doc, err)
 		}
+		scheme.Default(obj)
 		if err := job.add(obj, namespace); err != nil {
 			return nil, fmt.Errorf("document %d (%s): %w", doc, gvk.Kind, err)
 		}

@@ -17,7 +17,7 @@ func TestParseJob(t *testing.T) {
 	manifests := `apiVersion: v1
 kind: Pod
 metadata: {name: solo}
-spec: {containers: [{name: c, image: x}]}
+spec: {containers: [{name: c, image: x, resources: {limits: {nvidia.com/gpu: "2"}}}]}
 ---
 apiVersion: batch/v1
 kind: Job
@@ -56,6 +56,10 @@ spec: {minMember: 2}
 	want := []string{"default/solo", "team/train-0", "team/train-1", "default/web-0", "default/web-1"}
 	if diff := cmp.Diff(want, names); diff != "" {
 		t.Errorf("pods (-want,+got):\n%s", diff)
+	}
+	// As the apiserver would, requests default to limits.
+	if got := job.Pods[0].Spec.Containers[0].Resources.Requests["nvidia.com/gpu"]; got.Value() != 2 {
+		t.Errorf("solo's GPU request %s: want 2, from its limits", got.String())
 	}
 	if job.Pods[1].Labels["scheduling.x-k8s.io/pod-group"] != "train" || len(job.PodGroups) != 1 || job.PodGroups[0].Namespace != "team" {
 		t.Errorf("the template's labels or the PodGroup were lost: %+v %+v", job.Pods[1].Labels, job.PodGroups)

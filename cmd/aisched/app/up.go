@@ -28,6 +28,7 @@ import (
 	"github.com/aisched/aisched/pkg/gpu"
 	"github.com/aisched/aisched/pkg/local"
 	"github.com/aisched/aisched/pkg/scheduler"
+	"github.com/aisched/aisched/pkg/whatif"
 )
 
 // idleReportDelay is how long after ready `up` reports its idle memory.
@@ -44,10 +45,11 @@ type upOptions struct {
 	verbosity       int
 	printDefault    bool
 	gatewayAddr     string
+	consoleAddr     string
 }
 
 func newUpCommand() *cobra.Command {
-	o := upOptions{dataDir: local.DefaultDataDir(), port: 6443, gatewayAddr: local.DefaultGatewayAddr}
+	o := upOptions{dataDir: local.DefaultDataDir(), port: 6443, gatewayAddr: local.DefaultGatewayAddr, consoleAddr: local.DefaultConsoleAddr}
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Run a whole simulated Kubernetes cluster with aisched in this process",
@@ -78,6 +80,7 @@ persist in --data-dir across restarts.`,
 	fs.IntVarP(&o.verbosity, "v", "v", 0, "component log verbosity (klog level)")
 	fs.BoolVar(&o.printDefault, "print-default-cluster", false, "print the built-in cluster file and exit")
 	fs.StringVar(&o.gatewayAddr, "gateway-addr", o.gatewayAddr, "address of the AI service gateway (its /metrics takes the next free port)")
+	fs.StringVar(&o.consoleAddr, "console-addr", o.consoleAddr, `address of the web console ("0": none)`)
 	// One process, one set of gates: the apiserver, the controllers and the
 	// scheduler all read them.
 	utilfeature.DefaultMutableFeatureGate.AddFlag(fs)
@@ -134,6 +137,7 @@ func runUp(out io.Writer, o upOptions) error {
 		APIServerArgs:   apiserverArgsForGates(),
 		Platform:        &local.PlatformOptions{GatewayAddr: o.gatewayAddr},
 		Warn:            func(msg string) { fmt.Fprintln(terminal, "aisched up: warning: "+msg) },
+		Console:         consoleOf(o.consoleAddr, schedCfg),
 	})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -179,6 +183,14 @@ loop:
 	return nil
 }
 
+// consoleOf is the console of aisched up at addr; nil for "0".
+func consoleOf(addr string, sched *config.KubeSchedulerConfiguration) *local.ConsoleOptions {
+	if addr == "0" {
+		return nil
+	}
+	return &local.ConsoleOptions{Addr: addr, Simulator: Simulations{SchedulerConfig: sched, WhatIfHorizon: whatif.DefaultHorizon}}
+}
+
 // apiserverArgsForGates serves the beta APIs that enabled gates need and
 // that the apiserver does not serve by default: scheduling.k8s.io/v1beta1
 // (Workload, PodGroup) for GenericWorkload.
@@ -222,6 +234,9 @@ func printReady(out io.Writer, c *local.Cluster, cluster *clusterfile.Cluster, p
 	fmt.Fprintf(out, "  kubeconfig: %s\n", c.KubeconfigPath)
 	fmt.Fprintf(out, "  apiserver:  %s\n", c.Host)
 	fmt.Fprintf(out, "  gateway:    %s/<namespace>/<service>/ (metrics: %s/metrics)\n", c.GatewayURL(), c.GatewayAdminURL())
+	if u := c.ConsoleURL(); u != "" {
+		fmt.Fprintf(out, "  console:    %s#token=%s\n", u, c.AdminToken)
+	}
 	fmt.Fprintf(out, "  memory:     %s\n", memoryUse())
 	fmt.Fprintf(out, "  logs:       %s\n", logPath)
 	fmt.Fprintf(out, "  try:        kubectl --kubeconfig %s get nodes\n", c.KubeconfigPath)

@@ -1,0 +1,190 @@
+package console
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/klog/v2"
+)
+
+const (
+	// maxStreams bounds the event streams open at once.
+	maxStreams = 1000
+	// coalesce is how long changes gather before one event tells of them.
+	coalesce = 500 * time.Millisecond
+	// heartbeat keeps idle streams open through proxies.
+	heartbeat = 20 * time.Second
+	// writeTimeout bounds each write to a stream.
+	writeTimeout = 10 * time.Second
+	// rewatchDelay is the pause before a watch that ended is opened again.
+	rewatchDelay = time.Second
+)
+
+// watcher opens a watch of one kind from its current state.
+type watcher struct {
+	kind  string
+	watch func(ctx context.Context, c *clients) (watch.Interface, error)
+}
+
+func listRV[T interface{ GetResourceVersion() string }](list T, err error) (string, error) {
+	if err != nil {
+		return "", err
+	}
+	return list.GetResourceVersion(), nil
+}
+
+// watchers are the kinds the pages show; each watch runs with the user's
+// identity, so a stream tells only of what the user may list.
+var watchers = []watcher{
+	{"pods", func(ctx context.Context, c *clients) (watch.Interface, error) {
+		rv, err := listRV(c.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{Limit: 1}))
+		if err != nil {
+			return nil, err
+		}
+		return c.kube.CoreV1().Pods("").Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
+	}},
+	{"gpuinventories", func(ctx context.Context, c *clients) (watch.Interface, error) {
+		i := c.aisched.AischedV1alpha1().GPUInventories()
+		rv, err := listRV(i.List(ctx, metav1.ListOptions{Limit: 1}))
+		if err != nil {
+			return nil, err
+		}
+		return i.Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
+	}},
+	{"podgroups", func(ctx context.Context, c *clients) (watch.Interface, error) {
+		i := c.aisched.SchedulingV1alpha1().PodGroups("")
+		rv, err := listRV(i.List(ctx, metav1.ListOptions{Limit: 1}))
+		if err != nil {
+			return nil, err
+		}
+		return i.Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
+	}},
+	{"operators", func(ctx context.Context, c *clients) (watch.Interface, error) {
+		i := c.aisched.PlatformV1alpha1().Operators("")
+		rv, err := listRV(i.List(ctx, metav1.ListOptions{Limit: 1}))
+		if err != nil {
+			return nil, err
+		}
+		return i.Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
+	}},
+	{"instances", func(ctx context.Context, c *clients) (watch.Interface, error) {
+		i := c.aisched.PlatformV1alpha1().OperatorInstances("")
+		rv, err := listRV(i.List(ctx, metav1.ListOptions{Limit: 1}))
+		if err != nil {
+			return nil, err
+		}
+		return i.Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
+	}},
+	{"services", func(ctx context.Context, c *clients) (watch.Interface, error) {
+		i := c.aisched.PlatformV1alpha1().AIServices("")
+		rv, err := listRV(i.List(ctx, metav1.ListOptions{Limit: 1}))
+		if err != nil {
+			return nil, err
+		}
+		return i.Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
+	}},
+}
+
+// events streams Server-Sent Events: "change" with the kinds that changed,
+// gathered over half a second, so that the pages fetch again what they
+// show. Kinds the user may not watch are left out of the stream.
+func (s *Server) events(w http.ResponseWriter, r *http.Request, c *clients, _ identity) {
+	if !s.streams.TryAcquire(1) {
+		writeJSON(w, http.StatusServiceUnavailable, apiError{Error: fmt.Sprintf("too many open event streams (%d)", maxStreams)})
+		return
+	}
+	defer s.streams.Release(1)
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+
+	changed := make(chan string, 64)
+	var wg sync.WaitGroup
+	for _, wt := range watchers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			follow(ctx, c, wt, changed)
+		}()
+	}
+	defer wg.Wait()
+	defer cancel()
+
+	rc := http.NewResponseController(w)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	send := func(format string, args ...any) bool {
+		_ = rc.SetWriteDeadline(time.Now().Add(writeTimeout))
+		if _, err := fmt.Fprintf(w, format, args...); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	if !send(": watching\n\n") {
+		return
+	}
+	beat := time.NewTicker(heartbeat)
+	defer beat.Stop()
+	pending := map[string]bool{}
+	var flush <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case kind := <-changed:
+			pending[kind] = true
+			if flush == nil {
+				flush = time.After(coalesce)
+			}
+		case <-flush:
+			flush = nil
+			kinds := make([]string, 0, len(pending))
+			for k := range pending {
+				kinds = append(kinds, k)
+			}
+			slices.Sort(kinds)
+			clear(pending)
+			data, _ := json.Marshal(map[string][]string{"kinds": kinds})
+			if !send("event: change\ndata: %s\n\n", data) {
+				return
+			}
+		case <-beat.C:
+			if !send(": heartbeat\n\n") {
+				return
+			}
+		}
+	}
+}
+
+// follow watches one kind until ctx ends, telling changed of each change
+// and opening the watch again when it ends. A kind the user may not watch
+// (or that is not served) is given up.
+func follow(ctx context.Context, c *clients, wt watcher, changed chan<- string) {
+	for ctx.Err() == nil {
+		wi, err := wt.watch(ctx, c)
+		if err != nil {
+			klog.V(4).InfoS("console: not watching", "kind", wt.kind, "err", err)
+			return
+		}
+		for ev := range wi.ResultChan() {
+			if ev.Type == watch.Error {
+				break
+			}
+			select {
+			case changed <- wt.kind:
+			default: // a change of this kind is already pending
+			}
+		}
+		wi.Stop()
+		select {
+		case <-ctx.Done():
+		case <-time.After(rewatchDelay):
+		}
+	}
+}

@@ -1,0 +1,100 @@
+package console
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/aisched/aisched/pkg/generated/clientset/versioned"
+)
+
+// simulationTimeout bounds one simulation.
+const simulationTimeout = 5 * time.Minute
+
+// Scenario is a shipped scenario the simulations page offers.
+type Scenario struct {
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+}
+
+// SimReport is what a simulation answers: a text report (Markdown for a
+// scenario, whatif's text for a job) and its plots as SVG.
+type SimReport struct {
+	Title string `json:"title"`
+	Text  string `json:"text"`
+	// SVG is the plots, from aisched's own renderer (no scripts).
+	SVG string `json:"svg,omitempty"`
+}
+
+// Simulator runs simulations for the console; cmd/aisched wires the
+// simulator and whatif in, so that this package links neither.
+type Simulator interface {
+	Scenarios() []Scenario
+	// RunScenario runs a shipped scenario by name.
+	RunScenario(ctx context.Context, name string) (*SimReport, error)
+	// WhatIf answers whatif for a job's manifests in namespace, on a
+	// snapshot of the cluster read with the user's clients.
+	WhatIf(ctx context.Context, kube kubernetes.Interface, aisched versioned.Interface, manifest []byte, namespace string) (*SimReport, error)
+}
+
+type simulationRequest struct {
+	// Scenario names a shipped scenario; or Manifest is a job for whatif.
+	Scenario  string `json:"scenario,omitempty"`
+	Manifest  string `json:"manifest,omitempty"`
+	Namespace string `json:"namespace,omitempty"`
+}
+
+func (s *Server) listScenarios(w http.ResponseWriter, _ *http.Request, _ *clients, _ identity) {
+	if s.opts.Simulator == nil {
+		writeJSON(w, http.StatusNotFound, apiError{Error: "simulations are off in this console"})
+		return
+	}
+	writeJSON(w, http.StatusOK, s.opts.Simulator.Scenarios())
+}
+
+// simulate runs one simulation at a time: each takes the CPU for seconds
+// to minutes.
+func (s *Server) simulate(w http.ResponseWriter, r *http.Request, c *clients, _ identity) {
+	if s.opts.Simulator == nil {
+		writeJSON(w, http.StatusNotFound, apiError{Error: "simulations are off in this console"})
+		return
+	}
+	var req simulationRequest
+	if err := readJSON(r, &req); err != nil {
+		writeJSON(w, http.StatusBadRequest, apiError{Error: err.Error()})
+		return
+	}
+	if (req.Scenario == "") == (req.Manifest == "") {
+		writeJSON(w, http.StatusBadRequest, apiError{Error: "give scenario or manifest, one of them"})
+		return
+	}
+	select {
+	case s.sims <- struct{}{}:
+		defer func() { <-s.sims }()
+	default:
+		writeJSON(w, http.StatusServiceUnavailable, apiError{Error: "another simulation is running; try again when it ends"})
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), simulationTimeout)
+	defer cancel()
+	var (
+		rep *SimReport
+		err error
+	)
+	if req.Scenario != "" {
+		rep, err = s.opts.Simulator.RunScenario(ctx, req.Scenario)
+	} else {
+		if req.Namespace == "" {
+			req.Namespace = "default"
+		}
+		rep, err = s.opts.Simulator.WhatIf(ctx, c.kube, c.aisched, []byte(req.Manifest), req.Namespace)
+	}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("simulation: %w", err))
+		return
+	}
+	writeJSON(w, http.StatusOK, rep)
+}

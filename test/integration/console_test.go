@@ -1,0 +1,344 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	platformv1alpha1 "github.com/aisched/aisched/apis/platform/v1alpha1"
+	schedulingv1alpha1 "github.com/aisched/aisched/apis/scheduling/v1alpha1"
+	"github.com/aisched/aisched/cmd/aisched/app"
+	"github.com/aisched/aisched/pkg/generated/clientset/versioned"
+	"github.com/aisched/aisched/pkg/gpu"
+	"github.com/aisched/aisched/pkg/local"
+	"github.com/aisched/aisched/pkg/local/localtest"
+	"github.com/aisched/aisched/pkg/podgroup"
+	"github.com/aisched/aisched/pkg/scheduler"
+	"github.com/aisched/aisched/pkg/whatif"
+	utiltesting "github.com/aisched/aisched/pkg/util/testing"
+)
+
+// chromium finds a Chromium or Chrome to drive: $AISCHED_CHROMIUM, else
+// one on PATH. .ci/run installs Debian's chromium; without one the browser
+// tests skip.
+func chromium(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("AISCHED_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Skip("no Chromium on PATH (apt-get install chromium, or set AISCHED_CHROMIUM)")
+	return ""
+}
+
+// browser starts a headless browser of its own (own profile, own cookies)
+// 1280 px wide, and returns its context.
+func browser(t *testing.T, path string) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(path), chromedp.WindowSize(1280, 900), chromedp.NoSandbox,
+		chromedp.Flag("disable-dev-shm-usage", true))
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(alloc, chromedp.WithErrorf(t.Logf))
+	t.Cleanup(func() { cancel(); cancelAlloc() })
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("starting %s: %v", path, err)
+	}
+	return ctx
+}
+
+// run runs browser actions with a deadline, failing the test with what
+// was being done.
+func run(t *testing.T, ctx context.Context, what string, timeout time.Duration, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	tctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := chromedp.Do(tctx, steps...); err != nil {
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		status, _ := chromedp.Run(sctx, chromedp.TextContent(chromedp.CSS("#status")))
+		text, _ := chromedp.Run(sctx, chromedp.TextContent(chromedp.CSS("#page")))
+		t.Fatalf("%s: %v\nstatus line: %q\npage: %.2000s", what, err, status, text)
+	}
+}
+
+// textContains waits until the element sel's text contains each of want.
+func textContains(sel string, want ...string) chromedp.Action[chromedp.Void] {
+	return chromedp.Poll[chromedp.Void](fmt.Sprintf(`(() => { const e = document.querySelector(%q); if (!e) return false; const t = e.textContent; return %s; })()`,
+		sel, jsAll(want)), chromedp.WithPollingInterval(200*time.Millisecond), chromedp.WithPollingTimeout(0))
+}
+
+func jsAll(want []string) string {
+	var parts []string
+	for _, w := range want {
+		parts = append(parts, fmt.Sprintf("t.includes(%q)", w))
+	}
+	if len(parts) == 0 {
+		return "true"
+	}
+	return strings.Join(parts, " && ")
+}
+
+// set types values into the inputs named by id.
+func set(values map[string]string) chromedp.Action[chromedp.Void] {
+	var steps []chromedp.Action[chromedp.Void]
+	for id, v := range values {
+		steps = append(steps, chromedp.SetValue(chromedp.ID(id), v))
+	}
+	return chromedp.Steps(steps...)
+}
+
+// screenshot saves the page as dir/name.png when
+// AISCHED_CONSOLE_SCREENSHOTS names a directory (make console-screenshots).
+func screenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	dir := os.Getenv("AISCHED_CONSOLE_SCREENSHOTS")
+	if dir == "" {
+		return
+	}
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(sctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot %s: %v", name, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "console-"+name+".png"), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestConsole drives the console of a local cluster in headless Chromium:
+// the admin signs in with aisched up's token, sees the cards a pod holds
+// and why a gang waits, creates an Operator, an instance and a service
+// through the forms and gets the model's answer through the gateway, and
+// runs a scenario; a user without rights sees the apiserver's refusal.
+func TestConsole(t *testing.T) {
+	chrome := chromium(t)
+	sched, err := scheduler.LocalConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := localtest.Start(t, local.Options{
+		Platform: &local.PlatformOptions{},
+		Console:  &local.ConsoleOptions{Simulator: app.Simulations{SchedulerConfig: sched, WhatIfHorizon: whatif.DefaultHorizon}},
+	})
+	ctx := context.Background()
+	ns := createNamespace(t, c.Client)
+	ai := versioned.NewForConfigOrDie(c.Config)
+	page := browser(t, chrome)
+	run(t, page, "sign in with the printed URL", time.Minute,
+		chromedp.Navigate(c.ConsoleURL()+"#token="+c.AdminToken),
+		chromedp.WaitVisible(chromedp.CSS("#nav")),
+		textContains("#who", "aisched-admin"))
+	url, err := chromedp.Run(page, chromedp.Location())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(url, c.AdminToken) {
+		t.Errorf("the token stays in the address bar: %s", url)
+	}
+
+	t.Run("GPU map", func(t *testing.T) {
+		pod := utiltesting.MakePod("holder", ns).SchedulerName(scheduler.AischedProfile).Req(corev1.ResourceCPU, "1").GPU(2).Obj()
+		if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		var bound *corev1.Pod
+		localtest.Eventually(t, time.Minute, "pod holder bound", func(ctx context.Context) (bool, error) {
+			p, err := c.Client.CoreV1().Pods(ns).Get(ctx, "holder", metav1.GetOptions{})
+			bound = p
+			return err == nil && p.Spec.NodeName != "" && p.Annotations[gpu.AssignedAnnotation] != "", err
+		})
+		cards, ok := gpu.ParseIndices(bound.Annotations[gpu.AssignedAnnotation])
+		if !ok || len(cards) != 2 {
+			t.Fatalf("assigned %q", bound.Annotations[gpu.AssignedAnnotation])
+		}
+		// The map follows the cluster by itself (event stream): no reload.
+		run(t, page, "open the GPU map", 10*time.Second, chromedp.Navigate(c.ConsoleURL()+"#/gpus"), chromedp.WaitVisible(chromedp.CSS(".node")))
+		for _, i := range cards {
+			sel := fmt.Sprintf(`[data-card="%s/%d"]`, bound.Spec.NodeName, i)
+			run(t, page, "card "+sel+" shows its holder", 30*time.Second, textContains(sel, ns+"/holder", "held whole"))
+		}
+		screenshot(t, page, "gpus")
+	})
+
+	t.Run("a gang that cannot fit", func(t *testing.T) {
+		for i := range 3 {
+			p := utiltesting.MakePod(fmt.Sprintf("big-%d", i), ns).SchedulerName(scheduler.AischedProfile).
+				Req(corev1.ResourceCPU, "1").GPU(16).Label(podgroup.NameLabel, "big").Label(podgroup.MinAvailableLabel, "3").Obj()
+			if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		pg := waitPodGroup(t, c, ns, "big", "says why it waits", func(pg *schedulingv1alpha1.PodGroup) bool {
+			cond := meta.FindStatusCondition(pg.Status.Conditions, schedulingv1alpha1.ConditionAdmitted)
+			return cond != nil && cond.Status == metav1.ConditionFalse && cond.Message != ""
+		})
+		cond := meta.FindStatusCondition(pg.Status.Conditions, schedulingv1alpha1.ConditionAdmitted)
+		row := fmt.Sprintf(`tr[data-group="%s/big"]`, ns)
+		run(t, page, "the queue shows the group's reason", 30*time.Second,
+			chromedp.Navigate(c.ConsoleURL()+"#/queue"),
+			textContains(row+" td.reason", cond.Reason),
+			textContains(row+" td.message", firstWords(cond.Message, 6)))
+		screenshot(t, page, "queue")
+	})
+
+	t.Run("platform forms", func(t *testing.T) {
+		run(t, page, "create the operator", time.Minute,
+			chromedp.Navigate(c.ConsoleURL()+"#/platform"),
+			chromedp.Click(chromedp.CSS("#new-operators")),
+			chromedp.WaitVisible(chromedp.CSS("#form-operators")),
+			set(map[string]string{
+				"op-namespace": ns, "op-name": "sum", "op-displayName": "Sum of the inputs",
+				"op-c0-name": "model", "op-c0-image": "ghcr.io/aisched/demo-model:v1", "op-c0-gpus": "1",
+				"op-c0-port": "8080", "op-c0-cpu": "500m", "op-c0-memory": "1Gi", "op-c0-ready": "/v2/health/ready",
+				"op-c0-env": "MODEL_NAME=sum",
+			}),
+			chromedp.Click(chromedp.CSS("#form-operators button[type=submit]")),
+			textContains("#status", "Saved "+ns+"/sum"),
+			textContains(fmt.Sprintf(`tr[data-object="operators/%s/sum"]`, ns), "ghcr.io/aisched/demo-model:v1"))
+		run(t, page, "create the instance", time.Minute,
+			chromedp.Click(chromedp.CSS("#new-instances")),
+			chromedp.WaitVisible(chromedp.CSS("#form-instances")),
+			set(map[string]string{"inst-namespace": ns, "inst-name": "sum", "inst-operator": "sum", "inst-replicas": "1"}),
+			chromedp.Click(chromedp.CSS("#form-instances button[type=submit]")),
+			textContains("#status", "Saved "+ns+"/sum"))
+		run(t, page, "create the service", time.Minute,
+			chromedp.Click(chromedp.CSS("#new-services")),
+			chromedp.WaitVisible(chromedp.CSS("#form-services")),
+			set(map[string]string{"svc-namespace": ns, "svc-name": "sum", "svc-instance": "sum", "svc-port": "8080",
+				"svc-auth": "APIKey", "svc-secret": "sum-keys", "svc-qps": "50", "svc-burst": "100"}),
+			chromedp.Click(chromedp.CSS("#form-services button[type=submit]")),
+			textContains("#status", "Saved "+ns+"/sum"))
+		svcRow := fmt.Sprintf(`tr[data-object="services/%s/sum"]`, ns)
+		run(t, page, "write the API key", time.Minute,
+			chromedp.Click(chromedp.CSS(svcRow+" button:nth-of-type(2)")),
+			chromedp.WaitVisible(chromedp.CSS("#form-keys")),
+			set(map[string]string{"keys-lines": "console-user=console-key-0123456789"}),
+			chromedp.Click(chromedp.CSS("#form-keys button[type=submit]")),
+			textContains("#status", "console-user", "sum-keys"))
+
+		svc, err := ai.PlatformV1alpha1().AIServices(ns).Get(ctx, "sum", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if svc.Spec.RateLimit == nil || *svc.Spec.RateLimit.QPS != 50 || svc.Spec.Auth.SecretRef.Name != "sum-keys" {
+			t.Errorf("the service the form wrote: %+v", svc.Spec)
+		}
+		localtest.Eventually(t, 2*time.Minute, "service sum ready", func(ctx context.Context) (bool, error) {
+			s, err := ai.PlatformV1alpha1().AIServices(ns).Get(ctx, "sum", metav1.GetOptions{})
+			return err == nil && meta.IsStatusConditionTrue(s.Status.Conditions, platformv1alpha1.ConditionReady), err
+		})
+		run(t, page, "send a request through the gateway", time.Minute,
+			chromedp.Navigate(c.ConsoleURL()+"#/platform"),
+			chromedp.Click(chromedp.CSS(svcRow+" button:nth-of-type(3)")),
+			chromedp.WaitVisible(chromedp.CSS("#form-try")),
+			set(map[string]string{"try-key": "console-key-0123456789", "try-path": "/v2/models/sum/infer"}),
+			chromedp.Click(chromedp.CSS("#form-try button[type=submit]")),
+			textContains("#try-answer", "200 in", `"data":[10]`))
+		screenshot(t, page, "platform")
+
+		run(t, page, "take the instance offline", time.Minute,
+			chromedp.Navigate(c.ConsoleURL()+"#/platform"),
+			chromedp.Click(chromedp.CSS(fmt.Sprintf(`tr[data-object="instances/%s/sum"] button:nth-of-type(2)`, ns))),
+			textContains("#status", "sum is Offline"))
+		inst, err := ai.PlatformV1alpha1().OperatorInstances(ns).Get(ctx, "sum", metav1.GetOptions{})
+		if err != nil || inst.Spec.State != platformv1alpha1.Offline {
+			t.Errorf("instance after Take offline: %v, %v", inst.Spec.State, err)
+		}
+	})
+
+	t.Run("simulations", func(t *testing.T) {
+		run(t, page, "run a shipped scenario", 3*time.Minute,
+			chromedp.Navigate(c.ConsoleURL()+"#/sim"),
+			chromedp.WaitVisible(chromedp.CSS("#form-scenario")),
+			chromedp.SetValue(chromedp.CSS("#sim-scenario"), "seed002-deadlock"),
+			chromedp.Click(chromedp.CSS("#form-scenario button[type=submit]")),
+			textContains("#sim-report", "seed002-deadlock", "partial_groups"),
+			chromedp.WaitVisible(chromedp.CSS("#sim-report img.plot")))
+		screenshot(t, page, "sim")
+		job := fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: trial, namespace: %s}
+spec:
+  schedulerName: aisched
+  containers:
+    - name: c
+      image: x
+      resources: {limits: {nvidia.com/gpu: "1"}}
+`, ns)
+		run(t, page, "ask whatif for a pasted pod", 2*time.Minute,
+			chromedp.SetValue(chromedp.ID("wi-namespace"), ns),
+			chromedp.SetValue(chromedp.ID("wi-manifest"), job),
+			chromedp.Click(chromedp.CSS("#form-whatif button[type=submit]")),
+			textContains("#sim-report", "The job fits now.", "trial on gpu-"))
+	})
+
+	t.Run("a user without rights", func(t *testing.T) {
+		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "nobody"}}
+		if _, err := c.Client.CoreV1().ServiceAccounts(ns).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// Rights to read operators in ns alone, to tell a refusal from a
+		// console that shows nothing to anyone.
+		role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "operators-reader"}, Rules: []rbacv1.PolicyRule{{
+			APIGroups: []string{platformv1alpha1.GroupName}, Resources: []string{"operators"}, Verbs: []string{"get", "list", "watch"}}}}
+		if _, err := c.Client.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "nobody"}, RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "nobody"}}}
+		if _, err := c.Client.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		token := serviceAccountToken(t, c, ns, "nobody", nil)
+		other := browser(t, chrome)
+		user := "system:serviceaccount:" + ns + ":nobody"
+		run(t, other, "sign in with the form", time.Minute,
+			chromedp.Navigate(c.ConsoleURL()),
+			chromedp.WaitVisible(chromedp.CSS("#signin")),
+			chromedp.SetValue(chromedp.CSS("#token"), token),
+			chromedp.Click(chromedp.CSS("#signin button[type=submit]")),
+			textContains("#who", user))
+		run(t, other, "the GPU map is refused", 30*time.Second,
+			chromedp.Navigate(c.ConsoleURL()+"#/gpus"),
+			textContains("#page .refusal", "Refused by the cluster", "forbidden", user))
+		run(t, other, "creating an operator is refused", time.Minute,
+			chromedp.Navigate(c.ConsoleURL()+"#/platform"),
+			// All namespaces are refused; the one the user may read is shown.
+			textContains("#page .refusal", "forbidden"),
+			chromedp.SetValue(chromedp.ID("ns-filter"), ns),
+			chromedp.Click(chromedp.ID("ns-apply")),
+			textContains(fmt.Sprintf(`tr[data-object="operators/%s/sum"]`, ns), "Sum of the inputs"),
+			chromedp.Click(chromedp.CSS("#new-operators")),
+			chromedp.WaitVisible(chromedp.CSS("#form-operators")),
+			set(map[string]string{"op-namespace": ns, "op-name": "sneaky", "op-displayName": "x", "op-c0-name": "m", "op-c0-image": "x:1"}),
+			chromedp.Click(chromedp.CSS("#form-operators button[type=submit]")),
+			textContains("#status", "forbidden", "cannot create"))
+		if _, err := ai.PlatformV1alpha1().Operators(ns).Get(ctx, "sneaky", metav1.GetOptions{}); err == nil {
+			t.Error("the refused operator exists")
+		}
+	})
+}
+
+// firstWords is the first n words of s, for matching a message that the
+// page may wrap.
+func firstWords(s string, n int) string {
+	w := strings.Fields(s)
+	return strings.Join(w[:min(n, len(w))], " ")
+}
