@@ -25,8 +25,8 @@ import (
 	"github.com/aisched/aisched/pkg/local/localtest"
 	"github.com/aisched/aisched/pkg/podgroup"
 	"github.com/aisched/aisched/pkg/scheduler"
-	"github.com/aisched/aisched/pkg/whatif"
 	utiltesting "github.com/aisched/aisched/pkg/util/testing"
+	"github.com/aisched/aisched/pkg/whatif"
 )
 
 // chromium finds a Chromium or Chrome to drive: $AISCHED_CHROMIUM, else
