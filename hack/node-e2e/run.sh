@@ -114,7 +114,7 @@ kind: Cluster
 nodePools:
   - {name: cpu, count: 1, cpu: "8", memory: 16Gi}
 YAML
-"$bin/aisched" up --data-dir "$work/up" --cluster "$work/cluster.yaml" --gateway-addr 127.0.0.1:18480 > "$work/up.log" 2>&1 &
+"$bin/aisched" up --data-dir "$work/up" --cluster "$work/cluster.yaml" --gateway-addr 127.0.0.1:18480 --console-addr 0 > "$work/up.log" 2>&1 &
 pid[up]=$!
 kubeconfig=$work/up/kubeconfig
 for _ in $(seq 120); do grep -q "is ready" "$work/up.log" && break; sleep 1; done

@@ -57,7 +57,8 @@ func TestChart(t *testing.T) {
 			workloads []string
 			image     string
 		}{
-			{name: "defaults", workloads: []string{"DaemonSet/aisched-agent", "Deployment/aisched-controller", "Deployment/aisched-gateway", "Deployment/aisched-scheduler"}},
+			{name: "defaults", workloads: []string{"DaemonSet/aisched-agent", "Deployment/aisched-console", "Deployment/aisched-controller", "Deployment/aisched-gateway", "Deployment/aisched-scheduler"}},
+			{name: "console", args: append(onlyComponents("console"), "--set", "console.tls.secretName=console-tls", "--set", "console.replicas=2"), workloads: []string{"Deployment/aisched-console"}},
 			{name: "scheduler", args: onlyComponents("scheduler"), workloads: []string{"Deployment/aisched-scheduler"}},
 			{name: "agent", args: onlyComponents("agent"), workloads: []string{"DaemonSet/aisched-agent"}},
 			{name: "controller", args: onlyComponents("controller"), workloads: []string{"Deployment/aisched-controller"}},
@@ -68,7 +69,7 @@ func TestChart(t *testing.T) {
 			{name: "agent with MPS and CDI", args: append(onlyComponents("agent"), "--set", "agent.gpu.isolation=mps", "--set", "agent.gpu.deviceNaming=cdi"),
 				workloads: []string{"DaemonSet/aisched-agent"}},
 			{name: "single replicas, no webhook", args: []string{"--set", "scheduler.replicas=1", "--set", "controller.replicas=1", "--set", "gateway.replicas=1", "--set", "controller.webhook.enabled=false"},
-				workloads: []string{"DaemonSet/aisched-agent", "Deployment/aisched-controller", "Deployment/aisched-gateway", "Deployment/aisched-scheduler"}},
+				workloads: []string{"DaemonSet/aisched-agent", "Deployment/aisched-console", "Deployment/aisched-controller", "Deployment/aisched-gateway", "Deployment/aisched-scheduler"}},
 			{name: "assign scheduler", args: append(onlyComponents("controller"), "--set", "controller.webhook.assignScheduler.enabled=true", "--set", "controller.webhook.assignScheduler.gpuPods=true"),
 				workloads: []string{"Deployment/aisched-controller"}},
 			{name: "by digest", args: append(onlyComponents("scheduler"), "--set", "image.digest=sha256:"+strings.Repeat("ab", 32)),
@@ -215,6 +216,34 @@ func TestChart(t *testing.T) {
 			}
 		}
 		applyManifests(t, c, rest.Bytes(), true)
+	})
+
+	t.Run("console has no rights", func(t *testing.T) {
+		// The console acts as its users: its pod has no token, and no
+		// binding names its ServiceAccount.
+		for _, obj := range decodeManifests(t, renderChart(t)) {
+			switch {
+			case obj.GetKind() == "Deployment" && obj.GetName() == "aisched-console":
+				automount, found, _ := unstructured.NestedBool(obj.Object, "spec", "template", "spec", "automountServiceAccountToken")
+				if !found || automount {
+					t.Errorf("the console's pod mounts a service-account token")
+				}
+				args, _, _ := unstructured.NestedSlice(obj.Object, "spec", "template", "spec", "containers")
+				joined := fmt.Sprint(args)
+				for _, want := range []string{"--gateway-url=http://aisched-gateway." + systemNamespace + ":8480", "--apiserver-ca-file=", "--scheduler-config="} {
+					if !strings.Contains(joined, want) {
+						t.Errorf("the console's container lacks %s: %s", want, joined)
+					}
+				}
+			case obj.GetKind() == "ClusterRoleBinding" || obj.GetKind() == "RoleBinding":
+				subjects, _, _ := unstructured.NestedSlice(obj.Object, "subjects")
+				for _, sub := range subjects {
+					if sub.(map[string]any)["name"] == "aisched-console" {
+						t.Errorf("%s/%s binds the console's ServiceAccount", obj.GetKind(), obj.GetName())
+					}
+				}
+			}
+		}
 	})
 
 	t.Run("permissions", func(t *testing.T) {

@@ -31,7 +31,7 @@ import (
 
 // chromium finds a Chromium or Chrome to drive: $AISCHED_CHROMIUM, else
 // one on PATH. .ci/run installs Debian's chromium; without one the browser
-// tests skip.
+// tests skip, except where AISCHED_REQUIRE_CHROMIUM is set (CI).
 func chromium(t *testing.T) string {
 	t.Helper()
 	if p := os.Getenv("AISCHED_CHROMIUM"); p != "" {
@@ -41,6 +41,9 @@ func chromium(t *testing.T) string {
 		if p, err := exec.LookPath(name); err == nil {
 			return p
 		}
+	}
+	if os.Getenv("AISCHED_REQUIRE_CHROMIUM") != "" {
+		t.Fatal("no Chromium on PATH, and AISCHED_REQUIRE_CHROMIUM is set (CI)")
 	}
 	t.Skip("no Chromium on PATH (apt-get install chromium, or set AISCHED_CHROMIUM)")
 	return ""

@@ -181,7 +181,7 @@ func configMapFiles(t *testing.T, manifests []byte, name string) string {
 // of the chart and no other.
 func onlyComponents(names ...string) []string {
 	var sets []string
-	for _, c := range []string{"scheduler", "agent", "controller", "gateway"} {
+	for _, c := range []string{"scheduler", "agent", "controller", "gateway", "console"} {
 		sets = append(sets, "--set", fmt.Sprintf("%s.enabled=%t", c, slices.Contains(names, c)))
 	}
 	return sets

@@ -3,7 +3,9 @@ package integration
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -32,6 +34,7 @@ var (
 	kubeconfigLine = regexp.MustCompile(`kubeconfig: (\S+)`)
 	apiserverLine  = regexp.MustCompile(`apiserver: +https://(\S+)`)
 	gatewayLine    = regexp.MustCompile(`gateway: +http://([^/\s]+)/`)
+	consoleLine    = regexp.MustCompile(`console: +(http://\S+/)#token=([0-9a-f]+)`)
 )
 
 // upProcess is a running `aisched up`.
@@ -42,18 +45,24 @@ type upProcess struct {
 	addr       string
 	// gateway is the gateway's address.
 	gateway string
+	// console is the console's URL, token the admin's token printed with it.
+	console, token string
 }
 
 // startUp runs `aisched up args...` on dataDir with TMPDIR=tmpDir and waits until it is ready.
 func startUp(t *testing.T, dataDir, tmpDir string, args ...string) *upProcess {
 	t.Helper()
-	c := startCommand(t, []string{"TMPDIR=" + tmpDir}, append([]string{"up", "--data-dir", dataDir, "--port", "0", "--gateway-addr", "127.0.0.1:0"}, args...)...)
+	c := startCommand(t, []string{"TMPDIR=" + tmpDir}, append([]string{"up", "--data-dir", dataDir, "--port", "0", "--gateway-addr", "127.0.0.1:0", "--console-addr", "127.0.0.1:0"}, args...)...)
 	ready := c.waitLine(t, "aisched is ready in", 2*time.Minute)
 	secs, _ := strconv.ParseFloat(readyLine.FindStringSubmatch(ready)[1], 64)
 	t.Logf("startup to ready: %.1fs (%s)", secs, ready)
 	kubeconfig := kubeconfigLine.FindStringSubmatch(c.waitLine(t, "kubeconfig:", time.Second))[1]
 	addr := apiserverLine.FindStringSubmatch(c.waitLine(t, "apiserver:", time.Second))[1]
 	gateway := gatewayLine.FindStringSubmatch(c.waitLine(t, "gateway:", time.Second))[1]
+	console := consoleLine.FindStringSubmatch(c.waitLine(t, "console:", time.Second))
+	if console == nil {
+		t.Fatal("the ready banner has no console URL with a token")
+	}
 	t.Logf("%s", c.waitLine(t, "memory:", time.Second))
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
@@ -63,7 +72,7 @@ func startUp(t *testing.T, dataDir, tmpDir string, args ...string) *upProcess {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &upProcess{command: c, client: client, kubeconfig: kubeconfig, addr: addr, gateway: gateway}
+	return &upProcess{command: c, client: client, kubeconfig: kubeconfig, addr: addr, gateway: gateway, console: console[1], token: console[2]}
 }
 
 // terminate sends SIGTERM and checks that the process exits cleanly within
@@ -122,6 +131,16 @@ func TestUp(t *testing.T) {
 	}
 	if gpuNodes == 0 {
 		t.Errorf("no node shows %s capacity", gpu.ResourceName)
+	}
+	// The printed token signs in to the printed console as the admin.
+	login, err := http.Post(up.console+"api/login", "application/json", strings.NewReader(`{"token":"`+up.token+`"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(login.Body)
+	login.Body.Close()
+	if login.StatusCode != http.StatusOK || !strings.Contains(string(body), `"user":"aisched-admin"`) {
+		t.Errorf("sign-in to the console with the printed token: %d %s", login.StatusCode, body)
 	}
 
 	// A second up on the same data directory is refused while this one runs.
