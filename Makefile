@@ -90,17 +90,19 @@ test-integration: bin/helm ## Tests against the embedded control plane (real api
 .PHONY: faults
 faults: bin/helm ## The fault tests (docs/hardening.md): kill -9 of the scheduler and controller, a gang cut short, the queue's fence, corrupt data, etcd and apiserver access.
 	AISCHED_HELM=$(abspath bin/helm) $(GO) test -timeout 30m -ldflags '$(KUBE_LDFLAGS)' -count=1 -v \
-	  -run '^(TestSchedulerFailover|TestControllerFailover|TestGangSchedulerCrash|TestJobQueueFence|TestUpBadInput|TestLocalClusterAuth)$$' ./test/integration/
+	  -run '^(TestSchedulerFailover|TestControllerFailover|TestGangSchedulerCrash|TestUpKilled|TestJobQueueFence|TestUpBadInput|TestLocalClusterAuth)$$' ./test/integration/
 	$(GO) test -count=1 ./pkg/local/datadir/ ./pkg/platform/keys/
 
 # SOAK is how long make soak churns the local cluster; its samples (every
 # SOAK_INTERVAL) go to bin/soak.csv.
 SOAK ?= 60m
 SOAK_INTERVAL ?= 1m
+# SOAK_EVENT_TTL sets the apiserver's --event-ttl for the soak (default 1h).
+SOAK_EVENT_TTL ?=
 .PHONY: soak
 soak: ## The local cluster under steady pod, Job, gang and gateway churn for SOAK (60m): RSS, heap, goroutines, files, etcd size and binding latency every SOAK_INTERVAL into bin/soak.csv.
 	@mkdir -p bin
-	AISCHED_SOAK=$(SOAK) AISCHED_SOAK_INTERVAL=$(SOAK_INTERVAL) AISCHED_SOAK_OUT=$(abspath bin/soak.csv) \
+	AISCHED_SOAK=$(SOAK) AISCHED_SOAK_INTERVAL=$(SOAK_INTERVAL) AISCHED_SOAK_EVENT_TTL=$(SOAK_EVENT_TTL) AISCHED_SOAK_OUT=$(abspath bin/soak.csv) \
 	  $(GO) test -timeout 0 -ldflags '$(KUBE_LDFLAGS)' -run '^TestSoak$$' -v ./test/integration/
 
 .PHONY: test-node

@@ -41,7 +41,14 @@ type platformEnv struct {
 
 func startPlatform(t *testing.T) *platformEnv {
 	t.Helper()
-	c := localtest.Start(t, local.Options{Platform: &local.PlatformOptions{}})
+	return startPlatformWith(t, local.Options{Platform: &local.PlatformOptions{}})
+}
+
+// startPlatformWith is startPlatform with the cluster's options (they must
+// turn the platform on).
+func startPlatformWith(t *testing.T, opts local.Options) *platformEnv {
+	t.Helper()
+	c := localtest.Start(t, opts)
 	e := &platformEnv{
 		t: t, c: c, api: versioned.NewForConfigOrDie(c.Config).PlatformV1alpha1(),
 		ns: createNamespace(t, c.Client), gateway: c.GatewayURL(),

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/aisched/aisched/pkg/local"
 	"github.com/aisched/aisched/pkg/local/datadir"
 	"github.com/aisched/aisched/pkg/local/nodesim"
 	"github.com/aisched/aisched/pkg/podgroup"
@@ -37,8 +39,10 @@ import (
 // AISCHED_SOAK_INTERVAL (default 1m) it records the process's RSS, Go heap
 // in use, goroutines and open files, the size of etcd's database, and the
 // p50 and p95 of the time from a pod's creation to its binding, and writes
-// them to AISCHED_SOAK_OUT (default soak.csv in the test's directory).
-// `make soak` runs it.
+// them to AISCHED_SOAK_OUT (default soak.csv in the test's directory),
+// with the count of Events in the namespace; a heap profile of the process
+// at the end goes beside it (.heap.pprof). AISCHED_SOAK_EVENT_TTL sets the
+// apiserver's --event-ttl (default 1h). `make soak` runs it.
 func TestSoak(t *testing.T) {
 	duration, err := time.ParseDuration(os.Getenv("AISCHED_SOAK"))
 	if err != nil {
@@ -54,7 +58,14 @@ func TestSoak(t *testing.T) {
 	if out == "" {
 		out = "soak.csv"
 	}
-	e := startPlatform(t)
+	opts := local.Options{Platform: &local.PlatformOptions{}}
+	if ttl := os.Getenv("AISCHED_SOAK_EVENT_TTL"); ttl != "" {
+		if d, err := time.ParseDuration(ttl); err != nil || d <= 0 {
+			t.Fatalf("AISCHED_SOAK_EVENT_TTL=%q: want a positive duration", ttl)
+		}
+		opts.APIServerArgs = []string{"--event-ttl=" + ttl}
+	}
+	e := startPlatformWith(t, opts)
 	c, ns := e.c, e.ns
 	e.createOperator(utiltesting.MakeOperator("demo", ns).Obj())
 	e.createInstance(utiltesting.MakeInstance("demo", ns, "demo").Obj())
@@ -148,7 +159,7 @@ func TestSoak(t *testing.T) {
 	}
 	defer w.Close()
 	rec := csv.NewWriter(w)
-	header := []string{"minute", "rss_mib", "heap_inuse_mib", "goroutines", "open_files", "etcd_db_mib", "bind_p50_ms", "bind_p95_ms", "pods_bound"}
+	header := []string{"minute", "rss_mib", "heap_inuse_mib", "goroutines", "open_files", "etcd_db_mib", "bind_p50_ms", "bind_p95_ms", "pods_bound", "events"}
 	_ = rec.Write(header)
 	t.Logf("%v", header)
 	start := time.Now()
@@ -169,10 +180,18 @@ func TestSoak(t *testing.T) {
 		if pct != nil {
 			p50, p95 = pct.P50, pct.P95
 		}
+		var events int64
+		if list, err := c.Client.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{Limit: 1}); err == nil {
+			events = int64(len(list.Items))
+			if list.RemainingItemCount != nil {
+				events += *list.RemainingItemCount
+			}
+		}
 		row := []string{
 			strconv.FormatFloat(time.Since(start).Minutes(), 'f', 1, 64), strconv.FormatInt(rss, 10), strconv.FormatUint(ms.HeapInuse>>20, 10),
 			strconv.Itoa(runtime.NumGoroutine()), strconv.Itoa(len(fds)), strconv.FormatInt(dbMiB, 10),
 			strconv.FormatFloat(p50, 'f', 0, 64), strconv.FormatFloat(p95, 'f', 0, 64), strconv.Itoa(n),
+			strconv.FormatInt(events, 10),
 		}
 		_ = rec.Write(row)
 		rec.Flush()
@@ -193,7 +212,15 @@ func TestSoak(t *testing.T) {
 	if err := rec.Error(); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("samples in %s", out)
+	heap, err := os.Create(strings.TrimSuffix(out, ".csv") + ".heap.pprof")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer heap.Close()
+	if err := pprof.WriteHeapProfile(heap); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("samples in %s, heap profile in %s", out, heap.Name())
 }
 
 // residentMiB is the resident set of this process (Linux).

@@ -49,10 +49,15 @@ type upProcess struct {
 	console, token string
 }
 
+// upArgs are startUp's arguments of `aisched up` on dataDir.
+func upArgs(dataDir string, args ...string) []string {
+	return append([]string{"up", "--data-dir", dataDir, "--port", "0", "--gateway-addr", "127.0.0.1:0", "--console-addr", "127.0.0.1:0"}, args...)
+}
+
 // startUp runs `aisched up args...` on dataDir with TMPDIR=tmpDir and waits until it is ready.
 func startUp(t *testing.T, dataDir, tmpDir string, args ...string) *upProcess {
 	t.Helper()
-	c := startCommand(t, []string{"TMPDIR=" + tmpDir}, append([]string{"up", "--data-dir", dataDir, "--port", "0", "--gateway-addr", "127.0.0.1:0", "--console-addr", "127.0.0.1:0"}, args...)...)
+	c := startCommand(t, []string{"TMPDIR=" + tmpDir}, upArgs(dataDir, args...)...)
 	ready := c.waitLine(t, "aisched is ready in", 2*time.Minute)
 	secs, _ := strconv.ParseFloat(readyLine.FindStringSubmatch(ready)[1], 64)
 	t.Logf("startup to ready: %.1fs (%s)", secs, ready)
