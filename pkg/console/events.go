@@ -33,62 +33,43 @@ type watcher struct {
 	watch func(ctx context.Context, c *clients) (watch.Interface, error)
 }
 
-func listRV[T interface{ GetResourceVersion() string }](list T, err error) (string, error) {
+// listWatcher is a typed client of one kind (client-go's and aisched's
+// generated clients).
+type listWatcher[L interface{ GetResourceVersion() string }] interface {
+	List(ctx context.Context, opts metav1.ListOptions) (L, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
+// fromNow watches the kind from its current resource version: changes
+// only, not an event for every object there.
+func fromNow[L interface{ GetResourceVersion() string }](ctx context.Context, i listWatcher[L]) (watch.Interface, error) {
+	list, err := i.List(ctx, metav1.ListOptions{Limit: 1})
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	return list.GetResourceVersion(), nil
+	return i.Watch(ctx, metav1.ListOptions{ResourceVersion: list.GetResourceVersion()})
 }
 
 // watchers are the kinds the pages show; each watch runs with the user's
 // identity, so a stream tells only of what the user may list.
 var watchers = []watcher{
 	{"pods", func(ctx context.Context, c *clients) (watch.Interface, error) {
-		rv, err := listRV(c.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{Limit: 1}))
-		if err != nil {
-			return nil, err
-		}
-		return c.kube.CoreV1().Pods("").Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
+		return fromNow(ctx, c.kube.CoreV1().Pods(""))
 	}},
 	{"gpuinventories", func(ctx context.Context, c *clients) (watch.Interface, error) {
-		i := c.aisched.AischedV1alpha1().GPUInventories()
-		rv, err := listRV(i.List(ctx, metav1.ListOptions{Limit: 1}))
-		if err != nil {
-			return nil, err
-		}
-		return i.Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
+		return fromNow(ctx, c.aisched.AischedV1alpha1().GPUInventories())
 	}},
 	{"podgroups", func(ctx context.Context, c *clients) (watch.Interface, error) {
-		i := c.aisched.SchedulingV1alpha1().PodGroups("")
-		rv, err := listRV(i.List(ctx, metav1.ListOptions{Limit: 1}))
-		if err != nil {
-			return nil, err
-		}
-		return i.Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
+		return fromNow(ctx, c.aisched.SchedulingV1alpha1().PodGroups(""))
 	}},
 	{"operators", func(ctx context.Context, c *clients) (watch.Interface, error) {
-		i := c.aisched.PlatformV1alpha1().Operators("")
-		rv, err := listRV(i.List(ctx, metav1.ListOptions{Limit: 1}))
-		if err != nil {
-			return nil, err
-		}
-		return i.Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
+		return fromNow(ctx, c.aisched.PlatformV1alpha1().Operators(""))
 	}},
 	{"instances", func(ctx context.Context, c *clients) (watch.Interface, error) {
-		i := c.aisched.PlatformV1alpha1().OperatorInstances("")
-		rv, err := listRV(i.List(ctx, metav1.ListOptions{Limit: 1}))
-		if err != nil {
-			return nil, err
-		}
-		return i.Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
+		return fromNow(ctx, c.aisched.PlatformV1alpha1().OperatorInstances(""))
 	}},
 	{"services", func(ctx context.Context, c *clients) (watch.Interface, error) {
-		i := c.aisched.PlatformV1alpha1().AIServices("")
-		rv, err := listRV(i.List(ctx, metav1.ListOptions{Limit: 1}))
-		if err != nil {
-			return nil, err
-		}
-		return i.Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
+		return fromNow(ctx, c.aisched.PlatformV1alpha1().AIServices(""))
 	}},
 }
 

@@ -157,6 +157,9 @@ func TestConsole(t *testing.T) {
 	}
 
 	t.Run("GPU map", func(t *testing.T) {
+		// The page is open before the pod exists: what it shows next comes
+		// through the console's event stream, without a reload.
+		run(t, page, "open the GPU map", 10*time.Second, chromedp.Navigate(c.ConsoleURL()+"#/gpus"), chromedp.WaitVisible(chromedp.CSS(".node")))
 		pod := utiltesting.MakePod("holder", ns).SchedulerName(scheduler.AischedProfile).Req(corev1.ResourceCPU, "1").GPU(2).Obj()
 		if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -171,8 +174,6 @@ func TestConsole(t *testing.T) {
 		if !ok || len(cards) != 2 {
 			t.Fatalf("assigned %q", bound.Annotations[gpu.AssignedAnnotation])
 		}
-		// The map follows the cluster by itself (event stream): no reload.
-		run(t, page, "open the GPU map", 10*time.Second, chromedp.Navigate(c.ConsoleURL()+"#/gpus"), chromedp.WaitVisible(chromedp.CSS(".node")))
 		for _, i := range cards {
 			sel := fmt.Sprintf(`[data-card="%s/%d"]`, bound.Spec.NodeName, i)
 			run(t, page, "card "+sel+" shows its holder", 30*time.Second, textContains(sel, ns+"/holder", "held whole"))

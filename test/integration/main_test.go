@@ -140,3 +140,20 @@ func runCommand(t *testing.T, args ...string) (string, error) {
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
+
+// every calls f(0), f(1), ... once a period, in a goroutine that wg
+// counts, until done closes: the churn of the soak and the fault tests.
+func every(wg *sync.WaitGroup, done <-chan struct{}, period time.Duration, f func(n int)) {
+	wg.Go(func() {
+		tick := time.NewTicker(period)
+		defer tick.Stop()
+		for n := 0; ; n++ {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			f(n)
+		}
+	})
+}

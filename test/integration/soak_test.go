@@ -105,23 +105,7 @@ func TestSoak(t *testing.T) {
 		}
 	}
 	var wg sync.WaitGroup
-	every := func(period time.Duration, f func(n int)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			tick := time.NewTicker(period)
-			defer tick.Stop()
-			for n := 0; ; n++ {
-				select {
-				case <-ctx.Done():
-					return
-				case <-tick.C:
-				}
-				f(n)
-			}
-		}()
-	}
-	every(250*time.Millisecond, func(n int) {
+	every(&wg, ctx.Done(), 250*time.Millisecond, func(n int) {
 		p := utiltesting.MakePod(fmt.Sprintf("p-%d", n), ns).SchedulerName(scheduler.AischedProfile).
 			Req(corev1.ResourceCPU, "100m").GPU(1).RestartPolicy(corev1.RestartPolicyNever).
 			Annotation(nodesim.RunDurationAnnotation, "2s").Obj()
@@ -129,7 +113,7 @@ func TestSoak(t *testing.T) {
 		// What ended a while ago goes.
 		_ = pods.Delete(ctx, fmt.Sprintf("p-%d", n-40), metav1.DeleteOptions{})
 	})
-	every(2*time.Second, func(n int) {
+	every(&wg, ctx.Done(), 2*time.Second, func(n int) {
 		tmpl := utiltesting.MakePod("", ns).SchedulerName(scheduler.AischedProfile).Req(corev1.ResourceCPU, "100m").
 			RestartPolicy(corev1.RestartPolicyNever).Annotation(nodesim.RunDurationAnnotation, "1s").Obj()
 		job := &batchv1.Job{
@@ -141,7 +125,7 @@ func TestSoak(t *testing.T) {
 		}
 		_, _ = c.Client.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{})
 	})
-	every(10*time.Second, func(n int) {
+	every(&wg, ctx.Done(), 10*time.Second, func(n int) {
 		for i := range 4 {
 			p := utiltesting.MakePod(fmt.Sprintf("g-%d-%d", n, i), ns).SchedulerName(scheduler.AischedProfile).
 				Req(corev1.ResourceCPU, "100m").GPU(1).RestartPolicy(corev1.RestartPolicyNever).
@@ -151,7 +135,7 @@ func TestSoak(t *testing.T) {
 			_ = pods.Delete(ctx, fmt.Sprintf("g-%d-%d", n-3, i), metav1.DeleteOptions{})
 		}
 	})
-	every(50*time.Millisecond, func(int) { e.infer("demo", nil) })
+	every(&wg, ctx.Done(), 50*time.Millisecond, func(int) { e.infer("demo", nil) })
 
 	w, err := os.Create(out)
 	if err != nil {

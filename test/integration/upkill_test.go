@@ -76,39 +76,23 @@ func TestUpKilled(t *testing.T) {
 	// 2 s. Each object whose creation returns is acknowledged.
 	churn := func(client kubernetes.Interface, round int, stop <-chan struct{}) *sync.WaitGroup {
 		var wg sync.WaitGroup
-		every := func(period time.Duration, f func(n int)) {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				tick := time.NewTicker(period)
-				defer tick.Stop()
-				for n := 0; ; n++ {
-					select {
-					case <-stop:
-						return
-					case <-tick.C:
-						f(n)
-					}
-				}
-			}()
-		}
 		createPod := func(p *corev1.Pod) {
 			if got, err := client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err == nil {
 				ack("Pod/"+ns+"/"+p.Name, string(got.UID))
 			}
 		}
-		every(50*time.Millisecond, func(n int) {
+		every(&wg, stop, 50*time.Millisecond, func(n int) {
 			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%d-%d", round, n)}, Data: map[string]string{"n": fmt.Sprint(n)}}
 			if got, err := client.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err == nil {
 				ack("ConfigMap/"+ns+"/"+cm.Name, string(got.UID))
 			}
 		})
-		every(250*time.Millisecond, func(n int) {
+		every(&wg, stop, 250*time.Millisecond, func(n int) {
 			createPod(utiltesting.MakePod(fmt.Sprintf("p-%d-%d", round, n), ns).SchedulerName(scheduler.AischedProfile).
 				Req(corev1.ResourceCPU, "100m").GPU(1).RestartPolicy(corev1.RestartPolicyNever).
 				Annotation(nodesim.RunDurationAnnotation, "2s").Obj())
 		})
-		every(2*time.Second, func(n int) {
+		every(&wg, stop, 2*time.Second, func(n int) {
 			for i := range 4 {
 				createPod(utiltesting.MakePod(fmt.Sprintf("g-%d-%d-%d", round, n, i), ns).SchedulerName(scheduler.AischedProfile).
 					Req(corev1.ResourceCPU, "100m").GPU(1).RestartPolicy(corev1.RestartPolicyNever).
