@@ -27,6 +27,7 @@ import (
 	platformv1alpha1 "github.com/aisched/aisched/apis/platform/v1alpha1"
 	"github.com/aisched/aisched/pkg/gateway"
 	"github.com/aisched/aisched/pkg/platform/keys"
+	"github.com/aisched/aisched/pkg/util/percentile"
 )
 
 // The route the gateway benchmark measures: /bench/demo/<rest> to the
@@ -240,18 +241,6 @@ func dueAt(t0 time.Time, i int64, rate int) time.Time {
 	return t0.Add(time.Duration(i * int64(time.Second) / int64(rate)))
 }
 
-// percentile returns the p-th per mille (500 the median, 990 the 99th
-// percentile) of sorted latencies by the nearest rank: the smallest value
-// that at least p/1000 of them do not exceed. It returns 0 for none.
-func percentile(sorted []time.Duration, perMille int) time.Duration {
-	n := len(sorted)
-	if n == 0 {
-		return 0
-	}
-	rank := (n*perMille + 999) / 1000 // ceil(n*p/1000), in whole numbers
-	return sorted[max(rank, 1)-1]
-}
-
 // Target is what a load run calls: POST URL with the body and headers.
 type Target struct {
 	URL    string
@@ -407,16 +396,16 @@ func Load(ctx context.Context, client *http.Client, target Target, opts LoadOpti
 	}
 	r.AchievedRate = float64(r.OK) / last.Sub(t0).Seconds()
 	slices.Sort(all)
-	r.P50Ms = millis(percentile(all, 500))
-	r.P90Ms = millis(percentile(all, 900))
-	r.P99Ms = millis(percentile(all, 990))
-	r.P999Ms = millis(percentile(all, 999))
+	r.P50Ms = millis(percentile.NearestRank(all, 500))
+	r.P90Ms = millis(percentile.NearestRank(all, 900))
+	r.P99Ms = millis(percentile.NearestRank(all, 990))
+	r.P999Ms = millis(percentile.NearestRank(all, 999))
 	if len(all) > 0 {
 		r.MaxMs = millis(all[len(all)-1])
 	}
 	slices.Sort(late)
-	r.LateP50Ms = millis(percentile(late, 500))
-	r.LateP99Ms = millis(percentile(late, 990))
+	r.LateP50Ms = millis(percentile.NearestRank(late, 500))
+	r.LateP99Ms = millis(percentile.NearestRank(late, 990))
 	return r, nil
 }
 

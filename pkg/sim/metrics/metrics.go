@@ -17,6 +17,8 @@ package metrics
 import (
 	"slices"
 	"time"
+
+	"github.com/aisched/aisched/pkg/util/percentile"
 )
 
 // Result is the metrics of one policy in one scenario. Its JSON keys are
@@ -92,16 +94,7 @@ func PercentilesOf(values []float64) *Percentiles {
 	}
 	sorted := slices.Clone(values)
 	slices.Sort(sorted)
-	return &Percentiles{P50: nearestRank(sorted, 50), P95: nearestRank(sorted, 95)}
-}
-
-// nearestRank is the p-th percentile (0 < p <= 100) of sorted, which is
-// increasing and not empty. The rank is computed in integers, exact for
-// every n, where a float product can land just above a whole number
-// (0.07*100 = 7.000000000000001) and ceil would skip a rank.
-func nearestRank(sorted []float64, p int) float64 {
-	rank := (p*len(sorted) + 99) / 100 // ceil(p*n/100), at least 1
-	return sorted[rank-1]
+	return &Percentiles{P50: percentile.NearestRank(sorted, 500), P95: percentile.NearestRank(sorted, 950)}
 }
 
 // PodsPerSecond is the scheduling throughput of a run: pods bound in
