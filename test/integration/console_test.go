@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -195,8 +196,11 @@ func TestConsole(t *testing.T) {
 		})
 		cond := meta.FindStatusCondition(pg.Status.Conditions, schedulingv1alpha1.ConditionAdmitted)
 		row := fmt.Sprintf(`tr[data-group="%s/big"]`, ns)
+		// By keyboard: the navigation link takes focus and Enter follows it.
 		run(t, page, "the queue shows the group's reason", 30*time.Second,
-			chromedp.Navigate(c.ConsoleURL()+"#/queue"),
+			chromedp.Focus(chromedp.CSS(`#nav a[data-page="queue"]`)),
+			chromedp.SendKeys(chromedp.CSS(`#nav a[data-page="queue"]`), kb.Enter),
+			textContains("#nav a[aria-current=page]", "Waiting work"),
 			textContains(row+" td.reason", cond.Reason),
 			textContains(row+" td.message", firstWords(cond.Message, 6)))
 		screenshot(t, page, "queue")
