@@ -203,7 +203,16 @@ func (s *Server) whoamiOf(id identity) whoamiResponse {
 	return whoamiResponse{User: id.user, Groups: id.groups, CSRF: id.csrf, Simulations: s.opts.Simulator != nil, TestRequests: s.gateway != nil}
 }
 
-func (s *Server) whoami(w http.ResponseWriter, _ *http.Request, _ *clients, id identity) {
+func (s *Server) whoami(w http.ResponseWriter, r *http.Request, _ *clients, id identity) {
+	if id.user == "" {
+		// A request with its own Authorization header: ask who it is.
+		reviewed, err := s.review(r, id.token)
+		if err != nil {
+			writeError(w, http.StatusUnauthorized, err)
+			return
+		}
+		id.user, id.groups = reviewed.user, reviewed.groups
+	}
 	writeJSON(w, http.StatusOK, s.whoamiOf(id))
 }
 
