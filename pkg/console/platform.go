@@ -100,30 +100,18 @@ func (s *Server) writePlatform(w http.ResponseWriter, r *http.Request, c *client
 	case "operators":
 		var obj v1alpha1.Operator
 		if err = s.readObject(r, &obj.ObjectMeta, &obj, update); err == nil {
-			if update {
-				out, err = p.Operators(obj.Namespace).Update(ctx, &obj, metav1.UpdateOptions{})
-			} else {
-				out, err = p.Operators(obj.Namespace).Create(ctx, &obj, metav1.CreateOptions{})
-			}
+			out, err = write(ctx, p.Operators(obj.Namespace), &obj, update)
 		}
 	case "instances":
 		var obj v1alpha1.OperatorInstance
 		if err = s.readObject(r, &obj.ObjectMeta, &obj, update); err == nil {
-			if update {
-				out, err = p.OperatorInstances(obj.Namespace).Update(ctx, &obj, metav1.UpdateOptions{})
-			} else {
-				out, err = p.OperatorInstances(obj.Namespace).Create(ctx, &obj, metav1.CreateOptions{})
-			}
+			out, err = write(ctx, p.OperatorInstances(obj.Namespace), &obj, update)
 		}
 	case "services":
 		var obj v1alpha1.AIService
 		if err = s.readObject(r, &obj.ObjectMeta, &obj, update); err == nil {
 			obj.Status = v1alpha1.AIServiceStatus{}
-			if update {
-				out, err = p.AIServices(obj.Namespace).Update(ctx, &obj, metav1.UpdateOptions{})
-			} else {
-				out, err = p.AIServices(obj.Namespace).Create(ctx, &obj, metav1.CreateOptions{})
-			}
+			out, err = write(ctx, p.AIServices(obj.Namespace), &obj, update)
 		}
 	}
 	if err != nil {
@@ -135,6 +123,20 @@ func (s *Server) writePlatform(w http.ResponseWriter, r *http.Request, c *client
 		code = http.StatusOK
 	}
 	writeJSON(w, code, out)
+}
+
+// writer is a typed client of one platform kind.
+type writer[T any] interface {
+	Create(ctx context.Context, obj *T, opts metav1.CreateOptions) (*T, error)
+	Update(ctx context.Context, obj *T, opts metav1.UpdateOptions) (*T, error)
+}
+
+// write creates obj, or updates it.
+func write[T any](ctx context.Context, w writer[T], obj *T, update bool) (*T, error) {
+	if update {
+		return w.Update(ctx, obj, metav1.UpdateOptions{})
+	}
+	return w.Create(ctx, obj, metav1.CreateOptions{})
 }
 
 // readObject decodes the body into obj and checks its name and namespace
