@@ -53,7 +53,6 @@ func TestNearestRank(t *testing.T) {
 	}
 }
 
-
 func TestNearestRankFloats(t *testing.T) {
 	// ceil(0.95*20) = 19th, where a float product would give 19.000000000000004.
 	v := make([]float64, 20)
