@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -102,9 +103,38 @@ func jsAll(want []string) string {
 func set(values map[string]string) chromedp.Action[chromedp.Void] {
 	var steps []chromedp.Action[chromedp.Void]
 	for id, v := range values {
-		steps = append(steps, chromedp.SetValue(chromedp.ID(id), v))
+		steps = append(steps, setValue("#"+id, v))
 	}
 	return chromedp.Steps(steps...)
+}
+
+// click clicks the element sel once it is there. The query and the click
+// are one evaluation in the page: the pages redraw their tables as the
+// cluster changes, and a node found by one protocol call can be gone by
+// the next.
+func click(sel string) chromedp.Action[chromedp.Void] {
+	return inPage(sel, "e.click()")
+}
+
+// visible waits until the element sel is there and shown, as click.
+func visible(sel string) chromedp.Action[chromedp.Void] {
+	q, _ := json.Marshal(sel)
+	return chromedp.Poll[chromedp.Void](fmt.Sprintf(`(() => { const e = document.querySelector(%s); return !!e && e.offsetParent !== null; })()`, q),
+		chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(0))
+}
+
+// setValue sets the value of the element sel once it is there, as click.
+func setValue(sel, value string) chromedp.Action[chromedp.Void] {
+	v, _ := json.Marshal(value)
+	return inPage(sel, "e.value = "+string(v))
+}
+
+// inPage runs do on the element sel (as e) once it is there, in one
+// evaluation.
+func inPage(sel, do string) chromedp.Action[chromedp.Void] {
+	q, _ := json.Marshal(sel)
+	return chromedp.Poll[chromedp.Void](fmt.Sprintf(`(() => { const e = document.querySelector(%s); if (!e) return false; %s; return true; })()`, q, do),
+		chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(0))
 }
 
 // screenshot saves the page as dir/name.png when
@@ -147,7 +177,7 @@ func TestConsole(t *testing.T) {
 	page := browser(t, chrome)
 	run(t, page, "sign in with the printed URL", time.Minute,
 		chromedp.Navigate(c.ConsoleURL()+"#token="+c.AdminToken),
-		chromedp.WaitVisible(chromedp.CSS("#nav")),
+		visible("#nav"),
 		textContains("#who", "aisched-admin"))
 	url, err := chromedp.Run(page, chromedp.Location())
 	if err != nil {
@@ -160,7 +190,7 @@ func TestConsole(t *testing.T) {
 	t.Run("GPU map", func(t *testing.T) {
 		// The page is open before the pod exists: what it shows next comes
 		// through the console's event stream, without a reload.
-		run(t, page, "open the GPU map", 10*time.Second, chromedp.Navigate(c.ConsoleURL()+"#/gpus"), chromedp.WaitVisible(chromedp.CSS(".node")))
+		run(t, page, "open the GPU map", 10*time.Second, chromedp.Navigate(c.ConsoleURL()+"#/gpus"), visible(".node"))
 		pod := utiltesting.MakePod("holder", ns).SchedulerName(scheduler.AischedProfile).Req(corev1.ResourceCPU, "1").GPU(2).Obj()
 		if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -209,36 +239,36 @@ func TestConsole(t *testing.T) {
 	t.Run("platform forms", func(t *testing.T) {
 		run(t, page, "create the operator", time.Minute,
 			chromedp.Navigate(c.ConsoleURL()+"#/platform"),
-			chromedp.Click(chromedp.CSS("#new-operators")),
-			chromedp.WaitVisible(chromedp.CSS("#form-operators")),
+			click("#new-operators"),
+			visible("#form-operators"),
 			set(map[string]string{
 				"op-namespace": ns, "op-name": "sum", "op-displayName": "Sum of the inputs",
 				"op-c0-name": "model", "op-c0-image": "ghcr.io/aisched/demo-model:v1", "op-c0-gpus": "1",
 				"op-c0-port": "8080", "op-c0-cpu": "500m", "op-c0-memory": "1Gi", "op-c0-ready": "/v2/health/ready",
 				"op-c0-env": "MODEL_NAME=sum",
 			}),
-			chromedp.Click(chromedp.CSS("#form-operators button[type=submit]")),
+			click("#form-operators button[type=submit]"),
 			textContains("#status", "Saved "+ns+"/sum"),
 			textContains(fmt.Sprintf(`tr[data-object="operators/%s/sum"]`, ns), "ghcr.io/aisched/demo-model:v1"))
 		run(t, page, "create the instance", time.Minute,
-			chromedp.Click(chromedp.CSS("#new-instances")),
-			chromedp.WaitVisible(chromedp.CSS("#form-instances")),
+			click("#new-instances"),
+			visible("#form-instances"),
 			set(map[string]string{"inst-namespace": ns, "inst-name": "sum", "inst-operator": "sum", "inst-replicas": "1"}),
-			chromedp.Click(chromedp.CSS("#form-instances button[type=submit]")),
+			click("#form-instances button[type=submit]"),
 			textContains("#status", "Saved "+ns+"/sum"))
 		run(t, page, "create the service", time.Minute,
-			chromedp.Click(chromedp.CSS("#new-services")),
-			chromedp.WaitVisible(chromedp.CSS("#form-services")),
+			click("#new-services"),
+			visible("#form-services"),
 			set(map[string]string{"svc-namespace": ns, "svc-name": "sum", "svc-instance": "sum", "svc-port": "8080",
 				"svc-auth": "APIKey", "svc-secret": "sum-keys", "svc-qps": "50", "svc-burst": "100"}),
-			chromedp.Click(chromedp.CSS("#form-services button[type=submit]")),
+			click("#form-services button[type=submit]"),
 			textContains("#status", "Saved "+ns+"/sum"))
 		svcRow := fmt.Sprintf(`tr[data-object="services/%s/sum"]`, ns)
 		run(t, page, "write the API key", time.Minute,
-			chromedp.Click(chromedp.CSS(svcRow+" button:nth-of-type(2)")),
-			chromedp.WaitVisible(chromedp.CSS("#form-keys")),
+			click(svcRow+" button:nth-of-type(2)"),
+			visible("#form-keys"),
 			set(map[string]string{"keys-lines": "console-user=console-key-0123456789"}),
-			chromedp.Click(chromedp.CSS("#form-keys button[type=submit]")),
+			click("#form-keys button[type=submit]"),
 			textContains("#status", "console-user", "sum-keys"))
 
 		svc, err := ai.PlatformV1alpha1().AIServices(ns).Get(ctx, "sum", metav1.GetOptions{})
@@ -254,16 +284,16 @@ func TestConsole(t *testing.T) {
 		})
 		run(t, page, "send a request through the gateway", time.Minute,
 			chromedp.Navigate(c.ConsoleURL()+"#/platform"),
-			chromedp.Click(chromedp.CSS(svcRow+" button:nth-of-type(3)")),
-			chromedp.WaitVisible(chromedp.CSS("#form-try")),
+			click(svcRow+" button:nth-of-type(3)"),
+			visible("#form-try"),
 			set(map[string]string{"try-key": "console-key-0123456789", "try-path": "/v2/models/sum/infer"}),
-			chromedp.Click(chromedp.CSS("#form-try button[type=submit]")),
+			click("#form-try button[type=submit]"),
 			textContains("#try-answer", "200 in", `"data":[10]`))
 		screenshot(t, page, "platform")
 
 		run(t, page, "take the instance offline", time.Minute,
 			chromedp.Navigate(c.ConsoleURL()+"#/platform"),
-			chromedp.Click(chromedp.CSS(fmt.Sprintf(`tr[data-object="instances/%s/sum"] button:nth-of-type(2)`, ns))),
+			click(fmt.Sprintf(`tr[data-object="instances/%s/sum"] button:nth-of-type(2)`, ns)),
 			textContains("#status", "sum is Offline"))
 		inst, err := ai.PlatformV1alpha1().OperatorInstances(ns).Get(ctx, "sum", metav1.GetOptions{})
 		if err != nil || inst.Spec.State != platformv1alpha1.Offline {
@@ -274,11 +304,11 @@ func TestConsole(t *testing.T) {
 	t.Run("simulations", func(t *testing.T) {
 		run(t, page, "run a shipped scenario", 3*time.Minute,
 			chromedp.Navigate(c.ConsoleURL()+"#/sim"),
-			chromedp.WaitVisible(chromedp.CSS("#form-scenario")),
-			chromedp.SetValue(chromedp.CSS("#sim-scenario"), "seed002-deadlock"),
-			chromedp.Click(chromedp.CSS("#form-scenario button[type=submit]")),
+			visible("#form-scenario"),
+			setValue("#sim-scenario", "seed002-deadlock"),
+			click("#form-scenario button[type=submit]"),
 			textContains("#sim-report", "seed002-deadlock", "partial_groups"),
-			chromedp.WaitVisible(chromedp.CSS("#sim-report img.plot")))
+			visible("#sim-report img.plot"))
 		screenshot(t, page, "sim")
 		job := fmt.Sprintf(`apiVersion: v1
 kind: Pod
@@ -291,9 +321,9 @@ spec:
       resources: {limits: {nvidia.com/gpu: "1"}}
 `, ns)
 		run(t, page, "ask whatif for a pasted pod", 2*time.Minute,
-			chromedp.SetValue(chromedp.ID("wi-namespace"), ns),
-			chromedp.SetValue(chromedp.ID("wi-manifest"), job),
-			chromedp.Click(chromedp.CSS("#form-whatif button[type=submit]")),
+			setValue("#wi-namespace", ns),
+			setValue("#wi-manifest", job),
+			click("#form-whatif button[type=submit]"),
 			textContains("#sim-report", "The job fits now.", "trial on gpu-"))
 	})
 
@@ -319,9 +349,9 @@ spec:
 		user := "system:serviceaccount:" + ns + ":nobody"
 		run(t, other, "sign in with the form", time.Minute,
 			chromedp.Navigate(c.ConsoleURL()),
-			chromedp.WaitVisible(chromedp.CSS("#signin")),
-			chromedp.SetValue(chromedp.CSS("#token"), token),
-			chromedp.Click(chromedp.CSS("#signin button[type=submit]")),
+			visible("#signin"),
+			setValue("#token", token),
+			click("#signin button[type=submit]"),
 			textContains("#who", user))
 		run(t, other, "the GPU map is refused", 30*time.Second,
 			chromedp.Navigate(c.ConsoleURL()+"#/gpus"),
@@ -330,13 +360,13 @@ spec:
 			chromedp.Navigate(c.ConsoleURL()+"#/platform"),
 			// All namespaces are refused; the one the user may read is shown.
 			textContains("#page .refusal", "forbidden"),
-			chromedp.SetValue(chromedp.ID("ns-filter"), ns),
-			chromedp.Click(chromedp.ID("ns-apply")),
+			setValue("#ns-filter", ns),
+			click("#ns-apply"),
 			textContains(fmt.Sprintf(`tr[data-object="operators/%s/sum"]`, ns), "Sum of the inputs"),
-			chromedp.Click(chromedp.CSS("#new-operators")),
-			chromedp.WaitVisible(chromedp.CSS("#form-operators")),
+			click("#new-operators"),
+			visible("#form-operators"),
 			set(map[string]string{"op-namespace": ns, "op-name": "sneaky", "op-displayName": "x", "op-c0-name": "m", "op-c0-image": "x:1"}),
-			chromedp.Click(chromedp.CSS("#form-operators button[type=submit]")),
+			click("#form-operators button[type=submit]"),
 			textContains("#status", "forbidden", "cannot create"))
 		if _, err := ai.PlatformV1alpha1().Operators(ns).Get(ctx, "sneaky", metav1.GetOptions{}); err == nil {
 			t.Error("the refused operator exists")
