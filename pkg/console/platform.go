@@ -183,8 +183,7 @@ type stateRequest struct {
 // setInstanceState brings an instance online or offline.
 func (s *Server) setInstanceState(w http.ResponseWriter, r *http.Request, c *clients, _ identity) {
 	var req stateRequest
-	if err := readJSON(r, &req); err != nil {
-		writeJSON(w, http.StatusBadRequest, apiError{Error: err.Error()})
+	if !decode(w, r, &req) {
 		return
 	}
 	if req.State != v1alpha1.Online && req.State != v1alpha1.Offline {
@@ -208,8 +207,7 @@ type scaleRequest struct {
 // as kubectl scale and autoscalers do.
 func (s *Server) scaleInstance(w http.ResponseWriter, r *http.Request, c *clients, _ identity) {
 	var req scaleRequest
-	if err := readJSON(r, &req); err != nil {
-		writeJSON(w, http.StatusBadRequest, apiError{Error: err.Error()})
+	if !decode(w, r, &req) {
 		return
 	}
 	if req.Replicas == nil || *req.Replicas < 0 || *req.Replicas > maxReplicas {
@@ -241,8 +239,7 @@ type keysResponse struct {
 // Secret: keys are write-only in the console.
 func (s *Server) writeKeys(w http.ResponseWriter, r *http.Request, c *clients, _ identity) {
 	var req keysRequest
-	if err := readJSON(r, &req); err != nil {
-		writeJSON(w, http.StatusBadRequest, apiError{Error: err.Error()})
+	if !decode(w, r, &req) {
 		return
 	}
 	if err := checkKeys(req.Keys); err != nil {
@@ -328,8 +325,7 @@ func (s *Server) tryService(w http.ResponseWriter, r *http.Request, c *clients, 
 		return
 	}
 	var req tryRequest
-	if err := readJSON(r, &req); err != nil {
-		writeJSON(w, http.StatusBadRequest, apiError{Error: err.Error()})
+	if !decode(w, r, &req) {
 		return
 	}
 	if req.Method == "" {

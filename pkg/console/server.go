@@ -218,6 +218,16 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	}
 }
 
+// decode reads the request body into v (readJSON), answering 400 with the
+// error when it cannot.
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	if err := readJSON(r, v); err != nil {
+		writeJSON(w, http.StatusBadRequest, apiError{Error: err.Error()})
+		return false
+	}
+	return true
+}
+
 // readJSON decodes the request body into v, refusing unknown fields.
 func readJSON(r *http.Request, v any) error {
 	dec := json.NewDecoder(r.Body)

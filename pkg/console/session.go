@@ -141,8 +141,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req loginRequest
-	if err := readJSON(r, &req); err != nil {
-		writeJSON(w, http.StatusBadRequest, apiError{Error: err.Error()})
+	if !decode(w, r, &req) {
 		return
 	}
 	req.Token = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(req.Token), "Bearer "))

@@ -63,8 +63,7 @@ func (s *Server) simulate(w http.ResponseWriter, r *http.Request, c *clients, _ 
 		return
 	}
 	var req simulationRequest
-	if err := readJSON(r, &req); err != nil {
-		writeJSON(w, http.StatusBadRequest, apiError{Error: err.Error()})
+	if !decode(w, r, &req) {
 		return
 	}
 	if (req.Scenario == "") == (req.Manifest == "") {
