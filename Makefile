@@ -84,8 +84,10 @@ test-unit: ## Unit tests, with the race detector where it does not instrument Ku
 # The embedded apiserver reports the stamped Kubernetes version, which the
 # chart's kubeVersion requires (TestChart installs it with helm).
 .PHONY: test-integration
-test-integration: bin/helm ## Tests against the embedded control plane (real apiserver and scheduler).
-	AISCHED_HELM=$(abspath bin/helm) $(GO) test -timeout 30m -ldflags '$(KUBE_LDFLAGS)' ./test/integration/...
+# RUN picks integration tests by name (go test -run), e.g. make test-integration RUN='^TestGang'.
+RUN ?=
+test-integration: bin/helm ## Tests against the embedded control plane (real apiserver and scheduler); RUN=regexp picks some.
+	AISCHED_HELM=$(abspath bin/helm) $(GO) test -timeout 30m -ldflags '$(KUBE_LDFLAGS)' $(if $(RUN),-count=1 -run '$(RUN)') ./test/integration/...
 
 .PHONY: faults
 faults: bin/helm ## The fault tests (docs/hardening.md): kill -9 of the scheduler and controller, a gang cut short, the queue's fence, corrupt data, etcd and apiserver access.
