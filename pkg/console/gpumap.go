@@ -12,7 +12,7 @@ import (
 
 	aischedv1alpha1 "github.com/aisched/aisched/apis/aisched/v1alpha1"
 	"github.com/aisched/aisched/pkg/gpu"
-	"github.com/aisched/aisched/pkg/scheduler/gpustate"
+	"github.com/aisched/aisched/pkg/gpuledger"
 )
 
 // GPUMap is every GPU node with its cards and who holds them.
@@ -106,11 +106,11 @@ func (s *Server) gpuMap(w http.ResponseWriter, r *http.Request, c *clients, _ id
 }
 
 // BuildGPUMap lays out the cards of nodes from the GPU ledger
-// (gpustate), fed with the objects given: the cards of each node's
+// (gpuledger), fed with the objects given: the cards of each node's
 // GPUInventory (or GPU Feature Discovery labels) and the holdings of its
 // running pods. Nodes without cards are left out.
 func BuildGPUMap(nodes []corev1.Node, inventories []aischedv1alpha1.GPUInventory, pods []corev1.Pod) GPUMap {
-	ledger := gpustate.NewStandalone(gpustate.Options{})
+	ledger := gpuledger.NewStandalone(gpuledger.Options{})
 	invByNode := map[string]*aischedv1alpha1.GPUInventory{}
 	for i := range inventories {
 		ledger.ObserveInventory(&inventories[i])
@@ -183,11 +183,11 @@ type cardHolders struct {
 }
 
 // holdersOf names who holds each card of a node, by card index, from the
-// records the ledger reads (gpustate.HoldingOf).
+// records the ledger reads (gpuledger.HoldingOf).
 func holdersOf(pods []*corev1.Pod) map[int]cardHolders {
 	out := map[int]cardHolders{}
 	for _, p := range pods {
-		cards, share, ok := gpustate.HoldingOf(p)
+		cards, share, ok := gpuledger.HoldingOf(p)
 		if !ok {
 			continue
 		}
@@ -210,7 +210,7 @@ func holdersOf(pods []*corev1.Pod) map[int]cardHolders {
 func unlocated(pods []*corev1.Pod) []string {
 	var out []string
 	for _, p := range pods {
-		if _, _, ok := gpustate.HoldingOf(p); ok {
+		if _, _, ok := gpuledger.HoldingOf(p); ok {
 			continue
 		}
 		if n := gpu.RequestedCards(p); n > 0 {

@@ -14,12 +14,12 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/aisched/aisched/pkg/gpu"
-	"github.com/aisched/aisched/pkg/scheduler/gpustate"
+	"github.com/aisched/aisched/pkg/gpuledger"
 )
 
 // Resources is what placement counts besides cards: CPU, memory and pod
 // slots. Cards, whole or shared, are placed by the GPU ledger
-// (gpustate.NodeGPUs), as GPUFit places them.
+// (gpuledger.NodeGPUs), as GPUFit places them.
 type Resources struct {
 	MilliCPU int64
 	Memory   int64
@@ -100,7 +100,7 @@ type Room struct {
 	Node        *corev1.Node
 	Free        Resources
 	Allocatable Resources
-	GPUs        gpustate.NodeGPUs
+	GPUs        gpuledger.NodeGPUs
 	// Pods are the pods bound to the node, which a group of higher
 	// priority may preempt.
 	Pods []*corev1.Pod

@@ -10,7 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/aisched/aisched/pkg/gpu"
-	"github.com/aisched/aisched/pkg/scheduler/gpustate"
+	"github.com/aisched/aisched/pkg/gpuledger"
 )
 
 // Group is one pod group as the queue sees it.
@@ -349,8 +349,8 @@ func reserve(demands []Demand, need int, rooms []Room) (map[int]Held, bool) {
 	slices.SortStableFunc(order, largestFirst)
 	taken := map[int]Held{}
 	// empty[r] is room r with every pod gone and the reserved so far taken.
-	empty := map[int]*gpustate.NodeGPUs{}
-	emptyOf := func(r int) *gpustate.NodeGPUs {
+	empty := map[int]*gpuledger.NodeGPUs{}
+	emptyOf := func(r int) *gpuledger.NodeGPUs {
 		if e, ok := empty[r]; ok {
 			return e
 		}
@@ -408,10 +408,10 @@ func heldMilli(rs []gpu.Request) int64 {
 // withheld returns the cards of a node with the reserved requests taken,
 // so that later groups of the same plan do not count on them; when the
 // node has no room for them now, none of its cards is left to others.
-func withheld(n gpustate.NodeGPUs, reserved []gpu.Request) gpustate.NodeGPUs {
+func withheld(n gpuledger.NodeGPUs, reserved []gpu.Request) gpuledger.NodeGPUs {
 	for _, r := range reserved {
 		if _, ok := n.Take(r); !ok {
-			return gpustate.NodeGPUs{}
+			return gpuledger.NodeGPUs{}
 		}
 	}
 	return n
@@ -446,7 +446,7 @@ func (p *Plan) Binding(key string, priority int32) *Reservation {
 // holds there: it may take of each resource it asks for only what exceeds
 // the reservation, and cards only if the reserved members still fit the
 // cards left.
-func (r *Reservation) Allows(node string, free Resources, gpus gpustate.NodeGPUs, request Resources, gpuReq gpu.Request) bool {
+func (r *Reservation) Allows(node string, free Resources, gpus gpuledger.NodeGPUs, request Resources, gpuReq gpu.Request) bool {
 	held, ok := r.Nodes[node]
 	if !ok {
 		return true

@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/aisched/aisched/pkg/gpu"
-	"github.com/aisched/aisched/pkg/scheduler/gpustate"
+	"github.com/aisched/aisched/pkg/gpuledger"
 )
 
 var t0 = time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
@@ -41,12 +41,12 @@ func group(name string, n int, cpu, gpus int64, age int, prio int32) Group {
 }
 
 // cards returns a node of gpus alike cards with freeGPUs of them free.
-func cards(gpus, freeGPUs int64) gpustate.NodeGPUs {
+func cards(gpus, freeGPUs int64) gpuledger.NodeGPUs {
 	var list []gpu.Card
 	for i := range gpus {
 		list = append(list, gpu.Card{Index: int(i), Model: "T4", MemoryMiB: 16384, Healthy: true})
 	}
-	n := gpustate.NodeGPUs{Cards: gpu.NewSet(list)}
+	n := gpuledger.NodeGPUs{Cards: gpu.NewSet(list)}
 	if _, ok := n.Take(gpu.Request{Count: gpus - freeGPUs}); !ok {
 		panic(fmt.Sprintf("cannot take %d of %d cards", gpus-freeGPUs, gpus))
 	}

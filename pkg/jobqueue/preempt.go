@@ -9,8 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/aisched/aisched/pkg/gpu"
+	"github.com/aisched/aisched/pkg/gpuledger"
 	"github.com/aisched/aisched/pkg/podgroup"
-	"github.com/aisched/aisched/pkg/scheduler/gpustate"
 )
 
 // maxUnits bounds the victims a plan considers for one group, so that a
@@ -128,7 +128,7 @@ func unitsBelow(g Group, rooms []Room) []*unit {
 		// A pod holding cards the ledger cannot name cannot be given back
 		// on paper.
 		return slices.ContainsFunc(u.pods, func(pa podAt) bool {
-			_, _, known := gpustate.HoldingOf(pa.pod)
+			_, _, known := gpuledger.HoldingOf(pa.pod)
 			return gpu.RequestedCards(pa.pod) > 0 && !known
 		})
 	})
@@ -158,7 +158,7 @@ func freed(rooms []Room, units []*unit) []Room {
 		for _, pa := range u.pods {
 			r := &work[pa.room]
 			r.Free = r.Free.Add(RequestOf(pa.pod))
-			if cards, _, ok := gpustate.HoldingOf(pa.pod); ok {
+			if cards, _, ok := gpuledger.HoldingOf(pa.pod); ok {
 				if req, err := gpu.ParseRequest(pa.pod); err == nil {
 					r.GPUs.Give(req, cards)
 				}

@@ -29,8 +29,8 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/aisched/aisched/pkg/gpuledger"
 	"github.com/aisched/aisched/pkg/podgroup"
-	"github.com/aisched/aisched/pkg/scheduler/gpustate"
 )
 
 // Options configure a Queue.
@@ -60,7 +60,7 @@ const refreshDelay = time.Second
 // it covers the pods of the profiles that call Gate.
 type Queue struct {
 	groups   *podgroup.Groups
-	gpus     *gpustate.State
+	gpus     *gpuledger.State
 	opts     Options
 	activate func(map[string]*corev1.Pod)
 
@@ -123,7 +123,7 @@ type terminalCounts struct{ succeeded, failed int32 }
 
 // New returns a queue that is not started; it places groups on the cards
 // of the GPU ledger gpus.
-func New(groups *podgroup.Groups, gpus *gpustate.State, opts Options) *Queue {
+func New(groups *podgroup.Groups, gpus *gpuledger.State, opts Options) *Queue {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}

@@ -20,9 +20,9 @@ import (
 	"github.com/aisched/aisched/apis/config"
 	"github.com/aisched/aisched/pkg/generated/clientset/versioned"
 	"github.com/aisched/aisched/pkg/generated/informers/externalversions"
+	"github.com/aisched/aisched/pkg/gpuledger"
 	"github.com/aisched/aisched/pkg/jobqueue"
 	"github.com/aisched/aisched/pkg/podgroup"
-	"github.com/aisched/aisched/pkg/scheduler/gpustate"
 	"github.com/aisched/aisched/pkg/scheduler/workload"
 	"github.com/aisched/aisched/pkg/util/crdwatch"
 )
@@ -36,7 +36,7 @@ import (
 // receive them started and ready to use.
 type Services struct {
 	// GPUs is the one GPU ledger.
-	GPUs *gpustate.State
+	GPUs *gpuledger.State
 	// Groups resolves and indexes pod groups.
 	Groups *podgroup.Groups
 	// Queue is the job queue.
@@ -69,7 +69,7 @@ func NewServices(cfg *config.SchedulerServices) *Services {
 // for the simulator, which runs the scheduler on a virtual clock and a
 // fake clientset.
 func NewServicesWith(cfg *config.SchedulerServices, clk clock.WithTickerAndDelayedExecution, client versioned.Interface) *Services {
-	gpus := gpustate.New(gpustate.Options{NoFeatureDiscoveryLabels: !*cfg.GPUs.UseFeatureDiscoveryLabels})
+	gpus := gpuledger.New(gpuledger.Options{NoFeatureDiscoveryLabels: !*cfg.GPUs.UseFeatureDiscoveryLabels})
 	groups := podgroup.New()
 	q := cfg.JobQueue
 	queue := jobqueue.New(groups, gpus, jobqueue.Options{

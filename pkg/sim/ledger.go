@@ -12,8 +12,8 @@ import (
 
 	"github.com/aisched/aisched/pkg/clusterfile"
 	"github.com/aisched/aisched/pkg/gpu"
+	"github.com/aisched/aisched/pkg/gpuledger"
 	"github.com/aisched/aisched/pkg/local/nodesim"
-	"github.com/aisched/aisched/pkg/scheduler/gpustate"
 )
 
 // cardsOf returns the cards of each node of the pools, by node name, as
@@ -39,7 +39,7 @@ func auditCards(pods []corev1.Pod, cards func(string) *gpu.Set) error {
 	for i := range pods {
 		ptrs[i] = &pods[i]
 	}
-	if problems := gpustate.Audit(cards, ptrs); len(problems) > 0 {
+	if problems := gpuledger.Audit(cards, ptrs); len(problems) > 0 {
 		return fmt.Errorf("the cards of bound pods are overcommitted: %s", strings.Join(problems, "; "))
 	}
 	return nil
@@ -63,11 +63,11 @@ func compareLedgers(ctx context.Context, list func(context.Context) ([]corev1.Po
 		assigned := map[string]bool{}
 		for i := range pods {
 			ptrs[i] = &pods[i]
-			if _, _, ok := gpustate.HoldingOf(&pods[i]); ok {
+			if _, _, ok := gpuledger.HoldingOf(&pods[i]); ok {
 				assigned[pods[i].Namespace+"/"+pods[i].Name] = true
 			}
 		}
-		scheduler := gpustate.Holders(ptrs)
+		scheduler := gpuledger.Holders(ptrs)
 		kubelet := only(kubelets(), assigned)
 		if diff = ledgerDiff(scheduler, kubelet); diff == "" {
 			return nil

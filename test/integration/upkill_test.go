@@ -18,11 +18,11 @@ import (
 
 	"github.com/aisched/aisched/pkg/generated/clientset/versioned"
 	"github.com/aisched/aisched/pkg/gpu"
+	"github.com/aisched/aisched/pkg/gpuledger"
 	"github.com/aisched/aisched/pkg/local/localtest"
 	"github.com/aisched/aisched/pkg/local/nodesim"
 	"github.com/aisched/aisched/pkg/podgroup"
 	"github.com/aisched/aisched/pkg/scheduler"
-	"github.com/aisched/aisched/pkg/scheduler/gpustate"
 	utiltesting "github.com/aisched/aisched/pkg/util/testing"
 )
 
@@ -31,7 +31,7 @@ import (
 // bound, at a random moment of steady churn (ConfigMaps, GPU pods, gangs),
 // and during a restart, before the cluster is ready. On the cluster started
 // last it counts the objects whose creation was acknowledged and that are
-// gone, the cards held by two pods (gpustate.Audit over the running pods
+// gone, the cards held by two pods (gpuledger.Audit over the running pods
 // and the nodes' inventories), and the gangs left with members bound and
 // members pending once the cluster has settled. It logs the counts on one
 // line ("faults:"), and each must be 0.
@@ -222,7 +222,7 @@ func TestUpKilled(t *testing.T) {
 }
 
 // cardsGivenTwice audits the cards held by the running pods of the local
-// cluster against its nodes' GPUInventories (gpustate.Audit): each problem
+// cluster against its nodes' GPUInventories (gpuledger.Audit): each problem
 // is a card held by two pods or shared beyond itself.
 func cardsGivenTwice(t *testing.T, up *upProcess) []string {
 	t.Helper()
@@ -248,5 +248,5 @@ func cardsGivenTwice(t *testing.T, up *upProcess) []string {
 			running = append(running, &pods.Items[i])
 		}
 	}
-	return gpustate.Audit(func(node string) *gpu.Set { return sets[node] }, running)
+	return gpuledger.Audit(func(node string) *gpu.Set { return sets[node] }, running)
 }

@@ -326,7 +326,7 @@ func (n *nodeLedger) allocateShare(assigned []int, sh share, force bool) ([]int,
 	return assigned, nil
 }
 
-// Holders is the kubelets' card record in the form of gpustate.Holders:
+// Holders is the kubelets' card record in the form of gpuledger.Holders:
 // for each held card, "node/index", who holds it ("ns/pod" whole,
 // "ns/pod@milli/memMiB" shared, sorted, comma-separated).
 func (l *ledger) Holders() map[string]string {

@@ -312,6 +312,6 @@ func (s *Simulator) Idle() bool {
 }
 
 // Holders is the simulated kubelets' own record of the cards they handed
-// out, in the form of gpustate.Holders, for comparison with the
+// out, in the form of gpuledger.Holders, for comparison with the
 // scheduler's GPU ledger.
 func (s *Simulator) Holders() map[string]string { return s.ledger.Holders() }

@@ -31,7 +31,7 @@ import (
 
 	aischedv1alpha1 "github.com/aisched/aisched/apis/aisched/v1alpha1"
 	"github.com/aisched/aisched/pkg/gpu"
-	"github.com/aisched/aisched/pkg/scheduler/gpustate"
+	"github.com/aisched/aisched/pkg/gpuledger"
 	"github.com/aisched/aisched/pkg/scheduler/plugins/fgd"
 	"github.com/aisched/aisched/pkg/scheduler/plugins/fgdbaseline"
 	"github.com/aisched/aisched/pkg/scheduler/plugins/gpufit"
@@ -45,13 +45,13 @@ const benchNodes = 5000
 // each running two 1-GPU pods placed by aisched on cards 0 and 1.
 type fixture struct {
 	handle fwk.Handle
-	state  *gpustate.State
+	state  *gpuledger.State
 	nodes  []fwk.NodeInfo
 }
 
 func newFixture(b *testing.B) *fixture {
 	b.Helper()
-	state := gpustate.NewStandalone(gpustate.Options{})
+	state := gpuledger.NewStandalone(gpuledger.Options{})
 	var nodes []*corev1.Node
 	var pods []*corev1.Pod
 	for i := range benchNodes {
@@ -71,7 +71,7 @@ func newFixture(b *testing.B) *fixture {
 			pod := st.MakePod().Name(fmt.Sprintf("%s-p%d", name, p)).UID(fmt.Sprintf("%s-p%d", name, p)).Node(name).
 				Req(map[corev1.ResourceName]string{corev1.ResourceCPU: "4", corev1.ResourceMemory: "16Gi", gpu.ResourceName: "1"}).Obj()
 			pods = append(pods, pod)
-			state.Assign(types.UID(pod.Name), name, []int{p}, gpustate.Share{})
+			state.Assign(types.UID(pod.Name), name, []int{p}, gpuledger.Share{})
 		}
 	}
 	snapshot := schedcache.NewSnapshot(pods, nodes)

@@ -26,9 +26,9 @@ import (
 
 	"github.com/aisched/aisched/apis/config"
 	"github.com/aisched/aisched/pkg/gpu"
+	"github.com/aisched/aisched/pkg/gpuledger"
 	"github.com/aisched/aisched/pkg/jobqueue"
 	"github.com/aisched/aisched/pkg/podgroup"
-	"github.com/aisched/aisched/pkg/scheduler/gpustate"
 )
 
 // Name is the plugin name in KubeSchedulerConfiguration.
@@ -39,7 +39,7 @@ type Coscheduling struct {
 	handle  fwk.Handle
 	groups  *podgroup.Groups
 	queue   *jobqueue.Queue
-	gpus    *gpustate.State
+	gpus    *gpuledger.State
 	clock   clock.WithDelayedExecution
 	timeout time.Duration
 	// waits numbers each Permit wait by pod UID, so that the timer of an
@@ -63,7 +63,7 @@ var (
 // New builds the plugin from its pluginConfig arguments; groups, queue,
 // gpus and clk are the scheduler's pod groups, job queue, GPU ledger and
 // clock, started.
-func New(_ context.Context, obj runtime.Object, h fwk.Handle, groups *podgroup.Groups, queue *jobqueue.Queue, gpus *gpustate.State, clk clock.WithDelayedExecution) (fwk.Plugin, error) {
+func New(_ context.Context, obj runtime.Object, h fwk.Handle, groups *podgroup.Groups, queue *jobqueue.Queue, gpus *gpuledger.State, clk clock.WithDelayedExecution) (fwk.Plugin, error) {
 	args := &config.CoschedulingArgs{}
 	if err := config.Decode(Name, obj, args); err != nil {
 		return nil, err

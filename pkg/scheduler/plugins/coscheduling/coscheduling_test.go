@@ -16,14 +16,14 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/aisched/aisched/pkg/gpu"
+	"github.com/aisched/aisched/pkg/gpuledger"
 	"github.com/aisched/aisched/pkg/podgroup"
-	"github.com/aisched/aisched/pkg/scheduler/gpustate"
 )
 
 var t0 = time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
 
 func newPlugin() *Coscheduling {
-	return &Coscheduling{groups: podgroup.New(), gpus: gpustate.NewStandalone(gpustate.Options{})}
+	return &Coscheduling{groups: podgroup.New(), gpus: gpuledger.NewStandalone(gpuledger.Options{})}
 }
 
 func queued(t testing.TB, name string, prio int32, created, queuedAt time.Time, group string) *framework.QueuedPodInfo {

@@ -5,7 +5,7 @@
 // those pods could not use (the node's fragmentation), and prefers the
 // node, and for a pod that shares a card the card, whose fragmentation the
 // placement grows least. It proposes that card to GPUFit, which owns card
-// choice (gpustate.CardProposer). See README.md for the formula and
+// choice (gpuledger.CardProposer). See README.md for the formula and
 // measurements.
 package fgd
 
@@ -23,7 +23,7 @@ import (
 
 	"github.com/aisched/aisched/apis/config"
 	"github.com/aisched/aisched/pkg/gpu"
-	"github.com/aisched/aisched/pkg/scheduler/gpustate"
+	"github.com/aisched/aisched/pkg/gpuledger"
 	"github.com/aisched/aisched/pkg/scheduler/podkind"
 )
 
@@ -34,7 +34,7 @@ const preScoreStateKey fwk.StateKey = "PreScore" + Name
 
 // FGD scores placements by the fragmentation they add.
 type FGD struct {
-	state  *gpustate.State
+	state  *gpuledger.State
 	shapes *window
 	exact  bool
 	memos  memos
@@ -50,12 +50,12 @@ var (
 	_ fwk.ScoreExtensions = &FGD{}
 	_ fwk.SignPlugin      = &FGD{}
 
-	_ gpustate.CardProposer = &FGD{}
+	_ gpuledger.CardProposer = &FGD{}
 )
 
 // New builds the plugin; state is the scheduler's GPU ledger, started. The
 // plugin is its profile's card proposer.
-func New(_ context.Context, obj runtime.Object, h fwk.Handle, state *gpustate.State) (fwk.Plugin, error) {
+func New(_ context.Context, obj runtime.Object, h fwk.Handle, state *gpuledger.State) (fwk.Plugin, error) {
 	args := &config.FGDArgs{}
 	if err := config.Decode(Name, obj, args); err != nil {
 		return nil, err
@@ -169,7 +169,7 @@ func (pl *FGD) Score(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, ni f
 	return m.score, nil
 }
 
-// ProposeCard implements gpustate.CardProposer: the card of the node that
+// ProposeCard implements gpuledger.CardProposer: the card of the node that
 // the share r grows the fragmentation least on, the one Score scored the
 // node with when it did in this state of the node, else computed now (the
 // scheduler skips scoring when one node is feasible).
@@ -238,7 +238,7 @@ var viewPool = sync.Pool{New: func() any { return new(nodeView) }}
 func (pl *FGD) view(pod *corev1.Pod, r gpu.Request, ni fwk.NodeInfo) *nodeView {
 	n := viewPool.Get().(*nodeView)
 	n.cpuFree = ni.GetAllocatable().GetMilliCPU() - ni.GetRequested().GetMilliCPU()
-	n.cards, n.free, n.compute, n.mem, n.usage = nil, nil, nil, nil, gpustate.Usage{}
+	n.cards, n.free, n.compute, n.mem, n.usage = nil, nil, nil, nil, gpuledger.Usage{}
 	set := pl.state.Cards(ni.Node())
 	if set == nil {
 		return n

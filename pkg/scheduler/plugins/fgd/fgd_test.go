@@ -19,7 +19,7 @@ import (
 
 	"github.com/aisched/aisched/apis/config"
 	"github.com/aisched/aisched/pkg/gpu"
-	"github.com/aisched/aisched/pkg/scheduler/gpustate"
+	"github.com/aisched/aisched/pkg/gpuledger"
 )
 
 func cards(n int) []gpu.Card {
@@ -196,12 +196,12 @@ func TestFixedWindow(t *testing.T) {
 // best to GPUFit's Reserve. The node has card 0 free and card 1 with 300
 // left; the pod asks 300.
 func TestScoreChoosesCard(t *testing.T) {
-	state := gpustate.NewStandalone(gpustate.Options{})
+	state := gpuledger.NewStandalone(gpuledger.Options{})
 	node := st.MakeNode().Name("n").Capacity(map[corev1.ResourceName]string{corev1.ResourceCPU: "32", gpu.ResourceName: "2"}).Obj()
 	node.Labels = map[string]string{gpu.GFDCountLabel: "2", gpu.GFDMemoryLabel: "15360", gpu.GFDProductLabel: "Tesla-T4"}
 	held := st.MakePod().Name("h").UID("h").Node("n").Obj()
 	held.Annotations = map[string]string{gpu.MilliAnnotation: "700"}
-	state.Assign("h", "n", []int{1}, gpustate.Share{Milli: 700})
+	state.Assign("h", "n", []int{1}, gpuledger.Share{Milli: 700})
 	ni := framework.NewNodeInfo(held)
 	ni.SetNode(node)
 
@@ -320,7 +320,7 @@ func TestSignPod(t *testing.T) {
 // the same pod on the same state is answered from the memo.
 func TestMemoScoresAsFresh(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
-	state := gpustate.NewStandalone(gpustate.Options{})
+	state := gpuledger.NewStandalone(gpuledger.Options{})
 	node := st.MakeNode().Name("n").Capacity(map[corev1.ResourceName]string{corev1.ResourceCPU: "64", gpu.ResourceName: "8"}).Obj()
 	node.Labels = map[string]string{gpu.GFDCountLabel: "8", gpu.GFDMemoryLabel: "16384", gpu.GFDProductLabel: "Tesla-T4"}
 	shapes := []gpu.Request{{Count: 1}, {Count: 2}, {Count: 1, Milli: 300}, {Count: 1, Milli: 500}, {Count: 1, GPUMemMiB: 4000}, {Count: 1, Milli: 200, GPUMemMiB: 8000}, {}}
@@ -346,7 +346,7 @@ func TestMemoScoresAsFresh(t *testing.T) {
 		case op == 1: // a pod of a random shape is placed on a random card
 			r := shapes[rng.IntN(len(shapes)-1)]
 			p := st.MakePod().Name(fmt.Sprint("h", step)).UID(fmt.Sprint("h", step)).Node("n").Req(map[corev1.ResourceName]string{corev1.ResourceCPU: "1"}).Obj()
-			share := gpustate.Share{Milli: r.Milli, MemMiB: r.GPUMemMiB}
+			share := gpuledger.Share{Milli: r.Milli, MemMiB: r.GPUMemMiB}
 			cards := []int{rng.IntN(8)}
 			if !r.Shared() {
 				p.Spec.Containers[0].Resources.Requests[gpu.ResourceName] = resource.MustParse(fmt.Sprint(r.Count))

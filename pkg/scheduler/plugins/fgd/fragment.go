@@ -4,7 +4,7 @@ import (
 	"math"
 
 	"github.com/aisched/aisched/pkg/gpu"
-	"github.com/aisched/aisched/pkg/scheduler/gpustate"
+	"github.com/aisched/aisched/pkg/gpuledger"
 )
 
 // Typical is a pod shape of the workload and how often it occurs.
@@ -32,14 +32,14 @@ type Typical struct {
 // has free and the free CPU.
 type nodeView struct {
 	// free[i] is what card cards[i] has free in thousandths
-	// (gpustate.Usage.FreeOn: the lesser of its compute and memory left),
+	// (gpuledger.Usage.FreeOn: the lesser of its compute and memory left),
 	// compute[i] its compute left in thousandths and mem[i] its memory
 	// left in MiB; all 0 for a card held whole or unhealthy.
 	free, compute, mem []int64
 	cards              []gpu.Card
 	cpuFree            int64
 	// usage is what pods hold of the cards, for the ledger's card choice.
-	usage gpustate.Usage
+	usage gpuledger.Usage
 	// buf holds free, compute and mem for nodes of up to 64 cards, without
 	// an allocation.
 	buf [3][64]int64

@@ -20,7 +20,7 @@ import (
 // view (free, compute and memory of every card, free CPU, the card set) and
 // the typical shapes (the window's list, a new slice when it changes).
 //
-// Memos are kept by node object (*corev1.Node), as gpustate keeps cards: the
+// Memos are kept by node object (*corev1.Node), as gpuledger keeps cards: the
 // scheduler hands the same object to every call until the node changes, a
 // pointer hashes fast, and a string key would be an allocation per call.
 type memos struct {

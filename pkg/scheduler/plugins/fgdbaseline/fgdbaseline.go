@@ -17,7 +17,7 @@ import (
 
 	"github.com/aisched/aisched/apis/config"
 	"github.com/aisched/aisched/pkg/gpu"
-	"github.com/aisched/aisched/pkg/scheduler/gpustate"
+	"github.com/aisched/aisched/pkg/gpuledger"
 	"github.com/aisched/aisched/pkg/scheduler/podkind"
 )
 
@@ -33,13 +33,13 @@ const defaultMilliCPU = 100
 
 // vectors is the state both plugins score from.
 type vectors struct {
-	state          *gpustate.State
+	state          *gpuledger.State
 	maxCPU, maxGPU float64
 	// kinds are the pod kinds the plugin ranks nodes for.
 	kinds podkind.Set
 }
 
-func newVectors(plugin string, obj runtime.Object, state *gpustate.State) (vectors, error) {
+func newVectors(plugin string, obj runtime.Object, state *gpuledger.State) (vectors, error) {
 	args := &config.FGDBaselineArgs{}
 	if err := config.Decode(plugin, obj, args); err != nil {
 		return vectors{}, err
@@ -115,7 +115,7 @@ var (
 )
 
 // NewBestFit builds BestFit; state is the scheduler's GPU ledger, started.
-func NewBestFit(_ context.Context, obj runtime.Object, _ fwk.Handle, state *gpustate.State) (fwk.Plugin, error) {
+func NewBestFit(_ context.Context, obj runtime.Object, _ fwk.Handle, state *gpuledger.State) (fwk.Plugin, error) {
 	v, err := newVectors(BestFitName, obj, state)
 	if err != nil {
 		return nil, err
@@ -190,7 +190,7 @@ var (
 )
 
 // NewDotProd builds DotProd; state is the scheduler's GPU ledger, started.
-func NewDotProd(_ context.Context, obj runtime.Object, _ fwk.Handle, state *gpustate.State) (fwk.Plugin, error) {
+func NewDotProd(_ context.Context, obj runtime.Object, _ fwk.Handle, state *gpuledger.State) (fwk.Plugin, error) {
 	v, err := newVectors(DotProdName, obj, state)
 	if err != nil {
 		return nil, err

@@ -11,7 +11,7 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	"github.com/aisched/aisched/pkg/gpu"
-	"github.com/aisched/aisched/pkg/scheduler/gpustate"
+	"github.com/aisched/aisched/pkg/gpuledger"
 )
 
 // The paper's maxima: 128 cores and 8 cards.
@@ -88,14 +88,14 @@ func TestBestFitNormalizeScore(t *testing.T) {
 // Score reads the node's free CPU from its pods and its free GPU from the
 // shared card state, shares included.
 func TestScoreReadsNode(t *testing.T) {
-	state := gpustate.NewStandalone(gpustate.Options{})
+	state := gpuledger.NewStandalone(gpuledger.Options{})
 	node := st.MakeNode().Name("n").Capacity(map[corev1.ResourceName]string{corev1.ResourceCPU: "64", gpu.ResourceName: "4"}).Obj()
 	node.Labels = map[string]string{gpu.GFDCountLabel: "4", gpu.GFDMemoryLabel: "16384", gpu.GFDProductLabel: "Tesla-T4"}
 	whole := st.MakePod().Name("w").UID("w").Node("n").Req(map[corev1.ResourceName]string{corev1.ResourceCPU: "16", gpu.ResourceName: "1"}).Obj()
 	shared := st.MakePod().Name("s").UID("s").Node("n").Req(map[corev1.ResourceName]string{corev1.ResourceCPU: "8"}).Obj()
 	shared.Annotations = map[string]string{gpu.MilliAnnotation: "500"}
-	state.Assign("w", "n", []int{0}, gpustate.Share{})
-	state.Assign("s", "n", []int{1}, gpustate.Share{Milli: 500})
+	state.Assign("w", "n", []int{0}, gpuledger.Share{})
+	state.Assign("s", "n", []int{1}, gpuledger.Share{Milli: 500})
 	ni := framework.NewNodeInfo(whole, shared)
 	ni.SetNode(node)
 	pod := st.MakePod().Name("p").UID("p").Req(map[corev1.ResourceName]string{corev1.ResourceCPU: "8"}).Obj()

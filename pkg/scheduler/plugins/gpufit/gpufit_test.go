@@ -22,7 +22,7 @@ import (
 
 	aischedv1alpha1 "github.com/aisched/aisched/apis/aisched/v1alpha1"
 	"github.com/aisched/aisched/pkg/gpu"
-	"github.com/aisched/aisched/pkg/scheduler/gpustate"
+	"github.com/aisched/aisched/pkg/gpuledger"
 )
 
 // The test node "mixed" has cards 0-1 of 16 GiB (T4) and 2-3 of 32 GiB
@@ -58,7 +58,7 @@ func gpuPod(name string, count string, annotations map[string]string) *corev1.Po
 
 type fixture struct {
 	pl     *GPUFit
-	state  *gpustate.State
+	state  *gpuledger.State
 	client *fake.Clientset
 }
 
@@ -66,7 +66,7 @@ type fixture struct {
 func newFixture(t *testing.T, running ...*corev1.Pod) *fixture {
 	t.Helper()
 	ctx := context.Background()
-	state := gpustate.NewStandalone(gpustate.Options{})
+	state := gpuledger.NewStandalone(gpuledger.Options{})
 	state.ObserveInventory(inventory())
 	client := fake.NewClientset()
 	for _, p := range running {
@@ -161,7 +161,7 @@ func TestFilter(t *testing.T) {
 			}
 			f := newFixture(t, tc.running...)
 			for name, cards := range tc.held {
-				f.state.Assign(types.UID(name), "mixed", cards, gpustate.Share{})
+				f.state.Assign(types.UID(name), "mixed", cards, gpuledger.Share{})
 			}
 			cs := framework.NewCycleState()
 			if _, s := f.pl.PreFilter(context.Background(), cs, tc.pod, nil); !s.IsSuccess() {

@@ -20,7 +20,7 @@ import (
 
 	"github.com/aisched/aisched/apis/config"
 	"github.com/aisched/aisched/pkg/gpu"
-	"github.com/aisched/aisched/pkg/scheduler/gpustate"
+	"github.com/aisched/aisched/pkg/gpuledger"
 )
 
 // Name is the plugin name in KubeSchedulerConfiguration.
@@ -34,7 +34,7 @@ const (
 // GPUFit filters nodes by per-card GPU constraints and assigns cards.
 type GPUFit struct {
 	handle fwk.Handle
-	state  *gpustate.State
+	state  *gpuledger.State
 }
 
 var (
@@ -47,7 +47,7 @@ var (
 )
 
 // New builds the plugin; state is the scheduler's GPU ledger, started.
-func New(_ context.Context, obj runtime.Object, h fwk.Handle, state *gpustate.State) (fwk.Plugin, error) {
+func New(_ context.Context, obj runtime.Object, h fwk.Handle, state *gpuledger.State) (fwk.Plugin, error) {
 	args := &config.GPUFitArgs{}
 	if err := config.Decode(Name, obj, args); err != nil {
 		return nil, err
@@ -82,7 +82,7 @@ func (pl *GPUFit) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint,
 	if pl.state.InventoryServed() {
 		// Any inventory change may add or heal cards; the hint would have to
 		// decode the dynamic informer's unstructured objects to do better.
-		events = append(events, fwk.ClusterEventWithHint{Event: fwk.ClusterEvent{Resource: gpustate.InventoryEvent, ActionType: fwk.Add | fwk.Update}})
+		events = append(events, fwk.ClusterEventWithHint{Event: fwk.ClusterEvent{Resource: gpuledger.InventoryEvent, ActionType: fwk.Add | fwk.Update}})
 	}
 	return events, nil
 }

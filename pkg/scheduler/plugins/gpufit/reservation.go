@@ -10,7 +10,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/aisched/aisched/pkg/gpu"
-	"github.com/aisched/aisched/pkg/scheduler/gpustate"
+	"github.com/aisched/aisched/pkg/gpuledger"
 )
 
 type reservation struct {
@@ -58,7 +58,7 @@ func (pl *GPUFit) Reserve(ctx context.Context, cs fwk.CycleState, pod *corev1.Po
 			r.uuids = append(r.uuids, c.UUID)
 		}
 	}
-	pl.state.Assign(pod.UID, nodeName, picked, gpustate.ShareOf(s.req))
+	pl.state.Assign(pod.UID, nodeName, picked, gpuledger.ShareOf(s.req))
 	cs.Write(reserveStateKey, r)
 	klog.FromContext(ctx).V(4).Info("Reserved GPUs", "pod", klog.KObj(pod), "node", nodeName, "cards", picked)
 	return nil
@@ -66,7 +66,7 @@ func (pl *GPUFit) Reserve(ctx context.Context, cs fwk.CycleState, pod *corev1.Po
 
 // proposedCard is the card the profile's card proposer proposes for a
 // shared pod on the node, if it meets the request and has room.
-func (pl *GPUFit) proposedCard(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, nodeInfo fwk.NodeInfo, cards []gpu.Card, usage gpustate.Usage, r gpu.Request) (int, bool) {
+func (pl *GPUFit) proposedCard(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, nodeInfo fwk.NodeInfo, cards []gpu.Card, usage gpuledger.Usage, r gpu.Request) (int, bool) {
 	p := pl.state.Proposer(pl.handle)
 	if p == nil {
 		return 0, false

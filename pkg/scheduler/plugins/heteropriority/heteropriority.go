@@ -15,7 +15,7 @@ import (
 
 	"github.com/aisched/aisched/apis/config"
 	"github.com/aisched/aisched/pkg/gpu"
-	"github.com/aisched/aisched/pkg/scheduler/gpustate"
+	"github.com/aisched/aisched/pkg/gpuledger"
 	"github.com/aisched/aisched/pkg/scheduler/podkind"
 )
 
@@ -27,7 +27,7 @@ const preScoreStateKey = "PreScore" + Name
 // HeteroPriority scores nodes by node type and, for GPU pods, card fit and quality.
 type HeteroPriority struct {
 	handle  fwk.Handle
-	state   *gpustate.State
+	state   *gpuledger.State
 	weights config.CardWeights
 	// tier ranks CPU pods by node type alone (cpuPodScore: Tier).
 	tier  bool
@@ -41,7 +41,7 @@ var (
 )
 
 // New builds the plugin; state is the scheduler's GPU ledger, started.
-func New(_ context.Context, obj runtime.Object, h fwk.Handle, state *gpustate.State) (fwk.Plugin, error) {
+func New(_ context.Context, obj runtime.Object, h fwk.Handle, state *gpuledger.State) (fwk.Plugin, error) {
 	args := &config.HeteroPriorityArgs{}
 	if err := config.Decode(Name, obj, args); err != nil {
 		return nil, err

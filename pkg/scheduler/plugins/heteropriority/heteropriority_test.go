@@ -16,7 +16,7 @@ import (
 	aischedv1alpha1 "github.com/aisched/aisched/apis/aisched/v1alpha1"
 	"github.com/aisched/aisched/apis/config"
 	"github.com/aisched/aisched/pkg/gpu"
-	"github.com/aisched/aisched/pkg/scheduler/gpustate"
+	"github.com/aisched/aisched/pkg/gpuledger"
 	"github.com/aisched/aisched/pkg/scheduler/podkind"
 )
 
@@ -64,7 +64,7 @@ func newPlugin(t *testing.T) *HeteroPriority {
 	if err != nil {
 		t.Fatal(err)
 	}
-	state := gpustate.NewStandalone(gpustate.Options{})
+	state := gpuledger.NewStandalone(gpuledger.Options{})
 	for _, inv := range testInventories() {
 		state.ObserveInventory(inv)
 	}

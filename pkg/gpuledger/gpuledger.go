@@ -1,4 +1,4 @@
-// Package gpustate is aisched's one GPU ledger: the cards of every node
+// Package gpuledger is aisched's one GPU ledger: the cards of every node
 // (GPUInventory, or GPU Feature Discovery labels when a node has none),
 // which pod holds which card or which share of one, the choice of cards
 // for a pod, and cluster-wide facts such as the share of GPU nodes.
@@ -16,7 +16,7 @@
 // Everything is kept up to date by informer event handlers, so that the
 // plugins' Filter and Score read a node's cards and usage in a few map
 // lookups, with nothing converted or allocated per call.
-package gpustate
+package gpuledger
 
 import (
 	"context"

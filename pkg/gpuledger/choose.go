@@ -1,4 +1,4 @@
-package gpustate
+package gpuledger
 
 import (
 	"github.com/aisched/aisched/pkg/gpu"

@@ -1,4 +1,4 @@
-package gpustate
+package gpuledger
 
 import (
 	corev1 "k8s.io/api/core/v1"
