@@ -86,8 +86,9 @@ type State struct {
 	facts      ClusterFacts
 	factsStale bool
 
-	// synced reports whether the pod and node handlers have seen every
-	// object of the informers' first list; isSynced caches a yes.
+	// synced reports whether the inventory, pod and node handlers have
+	// seen every object of the informers' first list; isSynced caches a
+	// yes.
 	synced   []cache.InformerSynced
 	isSynced atomic.Bool
 
@@ -142,9 +143,13 @@ func (s *State) start(ctx context.Context, client versioned.Interface, factory i
 		s.inventoryServed = true
 		// Registered on a synced informer, the handler first sees every
 		// inventory as added.
-		if _, err := informer.AddEventHandler(handlers(s.ObserveInventory, s.ForgetInventory)); err != nil {
+		reg, err := informer.AddEventHandler(handlers(s.ObserveInventory, s.ForgetInventory))
+		if err != nil {
 			return err
 		}
+		// The handler sees the informer's list after AddEventHandler
+		// returns: until it has, nodes would look as if they had no cards.
+		s.synced = append(s.synced, reg.HasSynced)
 	}
 	core := factory.Core().V1()
 	pods, err := core.Pods().Informer().AddEventHandler(handlers(s.ObservePod, s.ForgetPod))
@@ -155,12 +160,28 @@ func (s *State) start(ctx context.Context, client versioned.Interface, factory i
 	if err != nil {
 		return err
 	}
-	s.synced = []cache.InformerSynced{pods.HasSynced, nodes.HasSynced}
+	s.synced = append(s.synced, pods.HasSynced, nodes.HasSynced)
 	return nil
 }
 
+// HasSynced reports whether the State has seen every GPUInventory, pod and
+// node the informers first listed (a State not connected to a scheduler
+// has).
+func (s *State) HasSynced() bool {
+	if s.isSynced.Load() {
+		return true
+	}
+	for _, synced := range s.synced {
+		if !synced() {
+			return false
+		}
+	}
+	s.isSynced.Store(true)
+	return true
+}
+
 // WaitSynced waits, at most syncTimeout, until the State has seen every
-// pod and node the scheduler's informers first listed. The scheduler waits
+// GPUInventory, pod and node the informers first listed (HasSynced). The scheduler waits
 // only for its own handlers before it schedules; a plugin that placed a
 // pod before this State saw the bound ones could give a card, or a share
 // of one, twice. It reports whether the State is synced; once it is, the
@@ -171,11 +192,7 @@ func (s *State) WaitSynced(ctx context.Context) bool {
 	}
 	ctx, cancel := context.WithTimeout(ctx, syncTimeout)
 	defer cancel()
-	if !cache.WaitForCacheSync(ctx.Done(), s.synced...) {
-		return false
-	}
-	s.isSynced.Store(true)
-	return true
+	return cache.WaitForCacheSync(ctx.Done(), s.HasSynced)
 }
 
 func handlers(observe, forget func(interface{})) cache.ResourceEventHandlerFuncs {

@@ -3,14 +3,10 @@ package jobqueue
 import (
 	"cmp"
 	"fmt"
-	"maps"
 	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-
-	"github.com/aisched/aisched/pkg/gpu"
-	"github.com/aisched/aisched/pkg/gpuledger"
 )
 
 // Group is one pod group as the queue sees it.
@@ -33,6 +29,13 @@ type Group struct {
 	Admitted bool
 	// BackoffUntil holds a group back after a failed attempt.
 	BackoffUntil time.Time
+	// Queued is the group's place among the queued groups as the queue
+	// last decided it (the previous plan's, or after a scheduler restart
+	// the one its PodGroup's status recorded); 0 when it was not queued.
+	// It orders groups created in the same second (creation times have
+	// whole seconds), so a group that waits keeps its place before one
+	// that arrived in its second.
+	Queued int
 }
 
 // Quota is one ResourceQuota: spec.hard and status.used.
@@ -94,25 +97,6 @@ type Decision struct {
 	Message  string
 }
 
-// Reservation is what one group needs on each node: others may use a
-// node's free resources and cards only beyond it. The first waiting group
-// holds one so that it starts as soon as the pods now on these nodes
-// finish; the first admitted group whose members are being placed holds
-// one where the plan placed them, so that pods the scheduler takes first
-// do not scatter over those nodes and leave it without room.
-type Reservation struct {
-	Holder   string
-	Priority int32
-	Nodes    map[string]Held
-}
-
-// Held is what a reservation holds on one node: CPU, memory and pod
-// slots, and the GPU requests of the members it keeps room for.
-type Held struct {
-	Resources
-	GPUs []gpu.Request
-}
-
 // Plan is the outcome of one pass over the queue.
 type Plan struct {
 	Decisions   map[string]Decision
@@ -156,7 +140,8 @@ type Preemption struct {
 }
 
 // Compute decides which groups are admitted. Groups are taken in queue
-// order: priority, then creation time, then key. Admitted groups take
+// order: priority, then creation time, then the place the queue gave them
+// last, then key (queueOrder). Admitted groups take
 // their room first. A group is admitted when its whole request fits its
 // namespace's quotas and min-available of its members fit the free
 // resources that earlier groups left. The first group that fits the
@@ -165,9 +150,7 @@ type Preemption struct {
 func Compute(in Input) Plan {
 	rooms := slices.Clone(in.Rooms)
 	groups := slices.Clone(in.Groups)
-	slices.SortStableFunc(groups, func(a, b Group) int {
-		return cmp.Or(cmp.Compare(b.Priority, a.Priority), a.Created.Compare(b.Created), cmp.Compare(a.Key, b.Key))
-	})
+	slices.SortStableFunc(groups, queueOrder)
 	plan := Plan{Decisions: make(map[string]Decision, len(groups))}
 	// protect holds for the first admitted group with members to place
 	// what they took of the rooms.
@@ -267,37 +250,24 @@ func Compute(in Input) Plan {
 	return plan
 }
 
-// reservationAt reserves for g what its demands take where at placed
-// them, and withholds it from the rooms.
-func reservationAt(g Group, demands []Demand, at placement, rooms []Room) *Reservation {
-	res, taken := held(g, demands, at, rooms)
-	for r, h := range taken {
-		rooms[r].Free = rooms[r].Free.Sub(h.Resources).floor()
-		rooms[r].GPUs = withheld(rooms[r].GPUs, h.GPUs)
-	}
-	return res
+// queueOrder orders groups: higher priority first, then the older, then
+// the one queued earlier, then by key.
+func queueOrder(a, b Group) int {
+	return cmp.Or(cmp.Compare(b.Priority, a.Priority), a.Created.Compare(b.Created), queuedFirst(a.Queued, b.Queued), cmp.Compare(a.Key, b.Key))
 }
 
-// held returns the reservation of g's demands where at placed them, and
-// what it holds by room.
-func held(g Group, demands []Demand, at placement, rooms []Room) (*Reservation, map[int]Held) {
-	res := &Reservation{Holder: g.Key, Priority: g.Priority, Nodes: map[string]Held{}}
-	taken := map[int]Held{}
-	for i, r := range at.at {
-		if r < 0 {
-			continue
-		}
-		h := taken[r]
-		h.Resources = h.Add(demands[i].Request)
-		if demands[i].GPU.Count > 0 {
-			h.GPUs = append(h.GPUs, demands[i].GPU)
-		}
-		taken[r] = h
+// queuedFirst orders two places in the queue, where 0 (not queued) comes
+// after every place.
+func queuedFirst(a, b int) int {
+	switch {
+	case a == b:
+		return 0
+	case a == 0:
+		return 1
+	case b == 0:
+		return -1
 	}
-	for r, h := range taken {
-		res.Nodes[rooms[r].Node.Name] = h
-	}
-	return res, taken
+	return cmp.Compare(a, b)
 }
 
 func demandsOf(pods []*corev1.Pod) []Demand {
@@ -338,135 +308,4 @@ func explain(demands []Demand, need, fit int, rooms []Room) string {
 		msg += "; the cluster has enough free in total, but not on the right nodes"
 	}
 	return msg
-}
-
-// reserve places need demands on the nodes as if they were empty
-// (allocatable resources, every card free), preferring the nodes with the
-// most free now (so the wait is shortest). It returns what it takes on
-// each room, by room index.
-func reserve(demands []Demand, need int, rooms []Room) (map[int]Held, bool) {
-	order := slices.Clone(demands)
-	slices.SortStableFunc(order, largestFirst)
-	taken := map[int]Held{}
-	// empty[r] is room r with every pod gone and the reserved so far taken.
-	empty := map[int]*gpuledger.NodeGPUs{}
-	emptyOf := func(r int) *gpuledger.NodeGPUs {
-		if e, ok := empty[r]; ok {
-			return e
-		}
-		e := rooms[r].GPUs.Empty()
-		empty[r] = &e
-		return &e
-	}
-	placed := 0
-	for i := range order {
-		d := &order[i]
-		if placed == need {
-			break
-		}
-		best := -1
-		var bestFree Resources
-		var bestGPU int64
-		for r := range rooms {
-			t := taken[r]
-			if !rooms[r].Allocatable.Sub(t.Resources).Covers(d.Request) || !emptyOf(r).Fits(d.GPU) {
-				continue
-			}
-			free := rooms[r].Free.Sub(t.Resources)
-			freeGPU := rooms[r].GPUs.FreeMilli() - heldMilli(t.GPUs)
-			if best >= 0 && (freeGPU < bestGPU || (freeGPU == bestGPU && free.MilliCPU <= bestFree.MilliCPU)) {
-				continue
-			}
-			if d.Allows(rooms[r].Node) {
-				best, bestFree, bestGPU = r, free, freeGPU
-			}
-		}
-		if best < 0 {
-			continue
-		}
-		emptyOf(best).Take(d.GPU)
-		t := taken[best]
-		t.Resources = t.Add(d.Request)
-		if d.GPU.Count > 0 {
-			t.GPUs = append(t.GPUs, d.GPU)
-		}
-		taken[best] = t
-		placed++
-	}
-	return taken, placed == need
-}
-
-// heldMilli is what requests hold in thousandths of a card.
-func heldMilli(rs []gpu.Request) int64 {
-	var sum int64
-	for _, r := range rs {
-		sum += r.TotalMilli()
-	}
-	return sum
-}
-
-// withheld returns the cards of a node with the reserved requests taken,
-// so that later groups of the same plan do not count on them; when the
-// node has no room for them now, none of its cards is left to others.
-func withheld(n gpuledger.NodeGPUs, reserved []gpu.Request) gpuledger.NodeGPUs {
-	for _, r := range reserved {
-		if _, ok := n.Take(r); !ok {
-			return gpuledger.NodeGPUs{}
-		}
-	}
-	return n
-}
-
-// Binding returns what the plan's reservations hold for a pod of group
-// key ("" for none) and priority: those of other groups of the same or
-// higher priority, merged when both bind it. Nil when none binds it. It
-// runs in every PreFilter, so one reservation is returned as it is.
-func (p *Plan) Binding(key string, priority int32) *Reservation {
-	binds := func(r *Reservation) bool { return r != nil && r.Holder != key && priority <= r.Priority }
-	switch a, b := p.Placing, p.Reservation; {
-	case binds(a) && binds(b):
-		out := &Reservation{Holder: a.Holder + " and " + b.Holder, Priority: a.Priority, Nodes: maps.Clone(a.Nodes)}
-		for node, h := range b.Nodes {
-			both := out.Nodes[node]
-			both.Resources = both.Add(h.Resources)
-			both.GPUs = append(slices.Clone(both.GPUs), h.GPUs...)
-			out.Nodes[node] = both
-		}
-		return out
-	case binds(a):
-		return a
-	case binds(b):
-		return b
-	}
-	return nil
-}
-
-// Allows reports whether a pod with request and GPU request gpuReq may use
-// a node's free resources free and cards gpus, given what the reservation
-// holds there: it may take of each resource it asks for only what exceeds
-// the reservation, and cards only if the reserved members still fit the
-// cards left.
-func (r *Reservation) Allows(node string, free Resources, gpus gpuledger.NodeGPUs, request Resources, gpuReq gpu.Request) bool {
-	held, ok := r.Nodes[node]
-	if !ok {
-		return true
-	}
-	left := free.Sub(request)
-	if (request.MilliCPU > 0 && left.MilliCPU < held.MilliCPU) ||
-		(request.Memory > 0 && left.Memory < held.Memory) || left.Pods < held.Pods {
-		return false
-	}
-	if gpuReq.Count == 0 || len(held.GPUs) == 0 {
-		return true
-	}
-	if _, ok := gpus.Take(gpuReq); !ok {
-		// GPUFit refuses the node anyway.
-		return true
-	}
-	for _, h := range held.GPUs {
-		if _, ok := gpus.Take(h); !ok {
-			return false
-		}
-	}
-	return true
 }

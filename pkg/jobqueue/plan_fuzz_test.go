@@ -66,17 +66,17 @@ func FuzzCompute(f *testing.F) {
 			if !d.Admitted || g.Admitted {
 				continue // admitted earlier: not checked again
 			}
-			own, whole := groupRequests(g)
+			own, whole := groupUsage(g)
 			for _, q := range quotas["ns"] {
-				if w := whole["nvidia.com/gpu"]; w.IsZero() {
+				if w := whole["requests.nvidia.com/gpu"]; w.IsZero() {
 					break // asks for no GPUs: the GPU quota does not apply
 				}
 				used := q.Used["requests.nvidia.com/gpu"]
-				used.Sub(own["nvidia.com/gpu"])
+				used.Sub(own["requests.nvidia.com/gpu"])
 				if used.Sign() < 0 {
 					used = resource.Quantity{}
 				}
-				used.Add(whole["nvidia.com/gpu"])
+				used.Add(whole["requests.nvidia.com/gpu"])
 				if hard := q.Hard["requests.nvidia.com/gpu"]; used.Cmp(hard) > 0 {
 					t.Errorf("%s admitted over quota: %s of %s (%+v, own %v whole %v)", g.Key, used.String(), hard.String(), d, own, whole)
 				}

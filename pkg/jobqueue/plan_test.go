@@ -2,6 +2,7 @@ package jobqueue
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -310,5 +311,61 @@ func TestComputeShares(t *testing.T) {
 				t.Errorf("%s (%s), want %s", d.Reason, d.Message, tc.want)
 			}
 		})
+	}
+}
+
+// A group that waits with the reservation keeps its place before a group
+// created in the same second (creation times have whole seconds) that
+// completes later: TestSchedulerFailover's race. There r (two whole nodes)
+// held the reservation while g had three of its four members; g's last
+// member arrived, and the new leader's first pass, ordering the two by key
+// ("ns/g" before "ns/r"), admitted g onto the free cards before r reserved
+// its nodes. The place a group was queued at (the last plan's, or its
+// PodGroup's status.queuePosition after a restart) now orders such groups.
+func TestQueuedPlaceKept(t *testing.T) {
+	// 16 cards on four nodes, 10 held: free 3, 2, 1, 0. r's reservation
+	// takes the two freest nodes; g's four cards do not fit beside it.
+	rooms := []Room{room("a", 32, 4, 32, 1), room("b", 32, 4, 32, 3), room("c", 32, 4, 32, 0), room("d", 32, 4, 32, 2)}
+	r := group("r", 2, 1, 4, 0, 0)
+	g := group("g", 4, 1, 1, 0, 0)
+	for _, tc := range []struct {
+		name        string
+		rQueued     int
+		wantHolder  string
+		wantGReason Reason
+	}{{
+		// Without a recorded place the key decides: g first, and the
+		// free cards go to it.
+		name: "no place recorded", wantHolder: "ns/r", wantGReason: ReasonAdmitted,
+	}, {
+		name: "r queued first", rQueued: 1, wantHolder: "ns/r", wantGReason: ReasonWaitingForCapacity,
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := r
+			r.Queued = tc.rQueued
+			plan := Compute(Input{Rooms: rooms, Groups: []Group{g, r}, Backfill: true})
+			if plan.Reservation == nil || plan.Reservation.Holder != tc.wantHolder {
+				t.Fatalf("reservation %+v, want held by %s", plan.Reservation, tc.wantHolder)
+			}
+			if got := plan.Decisions["ns/g"].Reason; got != tc.wantGReason {
+				t.Errorf("g: %s (%s), want %s", got, plan.Decisions["ns/g"].Message, tc.wantGReason)
+			}
+		})
+	}
+}
+
+func TestQueueOrder(t *testing.T) {
+	mk := func(key string, prio int32, age, queued int) Group {
+		return Group{Key: key, Priority: prio, Created: t0.Add(time.Duration(age) * time.Second), Queued: queued}
+	}
+	groups := []Group{mk("a", 0, 0, 0), mk("b", 0, 0, 2), mk("c", 0, 0, 1), mk("d", 0, -1, 0), mk("e", 1, 5, 0)}
+	slices.SortStableFunc(groups, queueOrder)
+	var got []string
+	for _, g := range groups {
+		got = append(got, g.Key)
+	}
+	// e: higher priority; d: older; c and b queued (1 before 2); a last.
+	if want := []string{"e", "d", "c", "b", "a"}; !slices.Equal(got, want) {
+		t.Errorf("queue order %v, want %v", got, want)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 
 	"github.com/aisched/aisched/pkg/gpu"
 	"github.com/aisched/aisched/pkg/gpuledger"
@@ -109,11 +110,11 @@ func unitsBelow(g Group, rooms []Room) []*unit {
 			}
 			u := byKey[key]
 			if u == nil {
-				u = &unit{key: key, priority: PriorityOf(p), ending: true}
+				u = &unit{key: key, priority: corev1helpers.PodPriority(p), ending: true}
 				byKey[key] = u
 				order = append(order, u)
 			}
-			u.priority = max(u.priority, PriorityOf(p))
+			u.priority = max(u.priority, corev1helpers.PodPriority(p))
 			u.ending = u.ending && p.DeletionTimestamp != nil
 			u.pods = append(u.pods, podAt{pod: p, room: r})
 		}

@@ -3,25 +3,41 @@ package jobqueue
 import (
 	"fmt"
 	"slices"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	resourcehelper "k8s.io/component-helpers/resource"
+	quota "k8s.io/apiserver/pkg/quota/v1"
+	"k8s.io/kubernetes/pkg/quota/v1/evaluator/core"
+	"k8s.io/utils/clock"
 )
+
+// QuotaUsage is what pod counts against a ResourceQuota, by the quota's
+// resource names (pods, count/pods, cpu and requests.cpu, limits.cpu,
+// memory, requests.nvidia.com/gpu, ...), counted by upstream's pod
+// evaluator, as the ResourceQuota controller counts it. The queue checks
+// groups with it, and the simulator (aisched whatif) charges the quotas of
+// the pods it creates with it, so the two count alike.
+func QuotaUsage(pod *corev1.Pod) corev1.ResourceList {
+	usage, err := core.PodUsageFunc(pod, clock.RealClock{})
+	if err != nil {
+		// PodUsageFunc fails only for objects that are not pods.
+		return corev1.ResourceList{}
+	}
+	return usage
+}
 
 // checkQuota reports whether the whole group fits every ResourceQuota of
 // its namespace: for each resource a quota limits, what other pods use
-// plus what the whole group asks for must not exceed spec.hard. The group
-// is its members' requests; a group still missing members counts each
-// missing one like its largest member per resource, and a PodGroup's
-// minResources is a floor. Quotas on limits and object counts other than
+// plus what the whole group counts (QuotaUsage) must not exceed
+// spec.hard. The group is its members; a group still missing members
+// counts each missing one like its largest member per resource, and a
+// PodGroup's minResources is a floor. Quotas on object counts other than
 // pods are left to the apiserver.
 func checkQuota(g Group, quotas []Quota) (string, bool) {
 	if len(quotas) == 0 || slices.ContainsFunc(g.Pending, KueueManaged) || slices.ContainsFunc(g.Bound, KueueManaged) {
 		return "", true
 	}
-	own, whole := groupRequests(g)
+	own, whole := groupUsage(g)
 	for _, q := range quotas {
 		names := make([]corev1.ResourceName, 0, len(q.Hard))
 		for name := range q.Hard {
@@ -29,16 +45,12 @@ func checkQuota(g Group, quotas []Quota) (string, bool) {
 		}
 		slices.Sort(names)
 		for _, name := range names {
-			res, ok := quotaResource(name)
-			if !ok {
-				continue
-			}
-			need, ok := whole[res]
+			need, ok := whole[name]
 			if !ok || need.IsZero() {
 				continue
 			}
 			used := q.Used[name].DeepCopy()
-			used.Sub(own[res])
+			used.Sub(own[name])
 			if used.Sign() < 0 {
 				used = resource.Quantity{}
 			}
@@ -57,76 +69,34 @@ func checkQuota(g Group, quotas []Quota) (string, bool) {
 	return "", true
 }
 
-// Labels Kueue puts on the pods of workloads it manages: plain pods and
-// pod groups (managed), pods of admitted jobs (podset), and the queue a
-// pod asks for.
-const (
-	KueueManagedLabel = "kueue.x-k8s.io/managed"
-	KueuePodSetLabel  = "kueue.x-k8s.io/podset"
-	KueueQueueLabel   = "kueue.x-k8s.io/queue-name"
-)
-
-// KueueManaged reports whether Kueue admits the pod's workload against its
-// own quotas: then the job queue does not admit it a second time against
-// ResourceQuotas (the apiserver still enforces those when pods are
-// created); it only places the group whole.
-func KueueManaged(pod *corev1.Pod) bool {
-	if pod.Labels[KueueManagedLabel] == "true" {
-		return true
-	}
-	_, podSet := pod.Labels[KueuePodSetLabel]
-	_, queue := pod.Labels[KueueQueueLabel]
-	return podSet || queue
-}
-
-// quotaResource maps a quota's resource name to the pod request it counts.
-func quotaResource(name corev1.ResourceName) (corev1.ResourceName, bool) {
-	switch {
-	case name == corev1.ResourcePods || name == "count/pods":
-		return corev1.ResourcePods, true
-	case name == corev1.ResourceCPU || name == corev1.ResourceMemory || name == corev1.ResourceEphemeralStorage:
-		return name, true
-	case strings.HasPrefix(string(name), "requests."):
-		return corev1.ResourceName(strings.TrimPrefix(string(name), "requests.")), true
-	}
-	return "", false
-}
-
-// groupRequests returns what the group's existing members ask for (own)
-// and what the whole group will (whole), both with a pod count.
-func groupRequests(g Group) (own, whole corev1.ResourceList) {
+// groupUsage returns what the group's existing members count against a
+// quota (own) and what the whole group will (whole).
+func groupUsage(g Group) (own, whole corev1.ResourceList) {
 	own = corev1.ResourceList{}
 	largest := corev1.ResourceList{}
 	members := 0
 	for _, list := range [][]*corev1.Pod{g.Pending, g.Bound} {
 		for _, p := range list {
 			members++
-			for name, q := range resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{}) {
-				sum := own[name]
-				sum.Add(q)
-				own[name] = sum
-				if l, ok := largest[name]; !ok || q.Cmp(l) > 0 {
-					largest[name] = q
-				}
-			}
+			usage := QuotaUsage(p)
+			own = quota.Add(own, usage)
+			largest = quota.Max(largest, usage)
 		}
 	}
-	own[corev1.ResourcePods] = *resource.NewQuantity(int64(members), resource.DecimalSI)
 	whole = own.DeepCopy()
 	if missing := g.MinAvailable - members; missing > 0 {
-		for name, q := range largest {
-			sum := whole[name]
-			for range missing {
-				sum.Add(q)
-			}
-			whole[name] = sum
+		for range missing {
+			whole = quota.Add(whole, largest)
 		}
-		whole[corev1.ResourcePods] = *resource.NewQuantity(int64(g.MinAvailable), resource.DecimalSI)
 	}
-	for name, q := range g.MinResources {
-		if w, ok := whole[name]; !ok || q.Cmp(w) > 0 {
-			whole[name] = q.DeepCopy()
-		}
+	if len(g.MinResources) > 0 {
+		// minResources names pod requests (cpu, nvidia.com/gpu): counted
+		// as a pod asking for them, without its pod count.
+		floor := QuotaUsage(&corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{
+			Resources: corev1.ResourceRequirements{Requests: g.MinResources}}}}})
+		delete(floor, corev1.ResourcePods)
+		delete(floor, "count/pods")
+		whole = quota.Max(whole, floor)
 	}
 	return own, whole
 }

@@ -20,14 +20,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	resourcehelper "k8s.io/component-helpers/resource"
+	quota "k8s.io/apiserver/pkg/quota/v1"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 
 	aischedconfig "github.com/aisched/aisched/apis/config"
 	"github.com/aisched/aisched/pkg/gpu"
+	"github.com/aisched/aisched/pkg/jobqueue"
 	"github.com/aisched/aisched/pkg/local/nodesim"
 	"github.com/aisched/aisched/pkg/podgroup"
 	"github.com/aisched/aisched/pkg/sim/engine"
@@ -241,9 +241,9 @@ func start(ctx context.Context, now time.Time, core, aisched []runtime.Object, o
 	return engine.StartSnapshot(ctx, now, core, aisched, engine.Options{SchedulerConfig: opts.SchedulerConfig, Services: opts.Services})
 }
 
-// submit creates the job's PodGroups and pods, and counts their requests
-// in their namespaces' ResourceQuotas, as the quota controller would (the
-// job queue admits against that count).
+// submit creates the job's PodGroups and pods, and counts them in their
+// namespaces' ResourceQuotas as the quota controller would
+// (jobqueue.QuotaUsage, which the job queue admits against).
 func submit(ctx context.Context, c engine.Cluster, job *Job) error {
 	for _, g := range job.PodGroups {
 		if _, err := c.Aisched().SchedulingV1alpha1().PodGroups(g.Namespace).Create(ctx, g.DeepCopy(), metav1.CreateOptions{}); err != nil {
@@ -255,16 +255,7 @@ func submit(ctx context.Context, c engine.Cluster, job *Job) error {
 		if _, err := c.Client().CoreV1().Pods(p.Namespace).Create(ctx, p.DeepCopy(), metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("pod %s/%s: %w", p.Namespace, p.Name, err)
 		}
-		sum := used[p.Namespace]
-		if sum == nil {
-			sum = corev1.ResourceList{corev1.ResourcePods: resource.Quantity{}}
-			used[p.Namespace] = sum
-		}
-		for name, q := range resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{}) {
-			add(sum, name, q)
-			add(sum, corev1.ResourceName("requests."+string(name)), q)
-		}
-		add(sum, corev1.ResourcePods, *resource.NewQuantity(1, resource.DecimalSI))
+		used[p.Namespace] = quota.Add(used[p.Namespace], jobqueue.QuotaUsage(p))
 	}
 	for ns, sum := range used {
 		quotas, err := c.Client().CoreV1().ResourceQuotas(ns).List(ctx, metav1.ListOptions{})
@@ -273,26 +264,13 @@ func submit(ctx context.Context, c engine.Cluster, job *Job) error {
 		}
 		for i := range quotas.Items {
 			q := &quotas.Items[i]
-			for name := range q.Spec.Hard {
-				if v, ok := sum[name]; ok {
-					if q.Status.Used == nil {
-						q.Status.Used = corev1.ResourceList{}
-					}
-					add(q.Status.Used, name, v)
-				}
-			}
+			q.Status.Used = quota.Add(q.Status.Used, quota.Mask(sum, quota.ResourceNames(q.Spec.Hard)))
 			if _, err := c.Client().CoreV1().ResourceQuotas(ns).UpdateStatus(ctx, q, metav1.UpdateOptions{}); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
-}
-
-func add(l corev1.ResourceList, name corev1.ResourceName, q resource.Quantity) {
-	sum := l[name]
-	sum.Add(q)
-	l[name] = sum
 }
 
 // observe fills ans.Pods with where the job's pods are, and reports

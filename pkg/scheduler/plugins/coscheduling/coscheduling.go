@@ -20,6 +20,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/utils/clock"
@@ -140,7 +141,7 @@ func (pl *Coscheduling) PreFilter(_ context.Context, state fwk.CycleState, pod *
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
 	}
 	reserved := false
-	priority := jobqueue.PriorityOf(pod)
+	priority := corev1helpers.PodPriority(pod)
 	if r := pl.queue.Binding(ref.Key(), priority); r != nil {
 		state.Write(reservationKey, &reservationState{reservation: r, fence: pl.queue.Fence(ref.Key(), priority), demand: jobqueue.DemandOf(pod)})
 		reserved = true
@@ -208,7 +209,7 @@ func (pl *Coscheduling) SignPod(_ context.Context, pod *corev1.Pod) ([]fwk.SignF
 		return nil, fwk.NewStatus(fwk.Unschedulable, "gang members are not batched")
 	}
 	d := jobqueue.DemandOf(pod)
-	sign := batchSign{Priority: jobqueue.PriorityOf(pod), Request: d.Request, GPU: d.GPU}
+	sign := batchSign{Priority: corev1helpers.PodPriority(pod), Request: d.Request, GPU: d.GPU}
 	if ok {
 		sign.Group = ref.Key()
 	}

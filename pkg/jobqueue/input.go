@@ -1,0 +1,131 @@
+package jobqueue
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+
+	"github.com/aisched/aisched/pkg/podgroup"
+)
+
+// input gathers the state a plan depends on from the informers.
+// Its third result preempts the rest of each group that lost a member to a
+// scheduler's preemption and can no longer run as a group.
+func (q *Queue) input(now time.Time) (Input, map[string]*Group, []Preemption) {
+	q.mu.Lock()
+	profiles := make(map[string]bool, len(q.profiles))
+	for p := range q.profiles {
+		profiles[p] = true
+	}
+	q.mu.Unlock()
+
+	last := q.plan.Load()
+	used := map[string]Resources{}
+	bound := map[string][]*corev1.Pod{}
+	groups := map[string]*Group{}
+	q.mu.Lock()
+	preempted := q.preempted
+	q.preempted = map[string]bool{}
+	q.mu.Unlock()
+	for _, obj := range q.pods.List() {
+		pod, ok := obj.(*corev1.Pod)
+		if !ok {
+			continue
+		}
+		if pod.Spec.NodeName != "" {
+			used[pod.Spec.NodeName] = used[pod.Spec.NodeName].Add(RequestOf(pod))
+			bound[pod.Spec.NodeName] = append(bound[pod.Spec.NodeName], pod)
+		}
+		if pod.DeletionTimestamp != nil || !profiles[pod.Spec.SchedulerName] {
+			continue
+		}
+		key, ok := podgroup.KeyOf(pod)
+		if !ok {
+			continue
+		}
+		g := groups[key]
+		if g == nil {
+			ref, ok, err := q.groups.Of(pod)
+			if !ok || err != nil || ref.MinAvailable < 2 {
+				continue
+			}
+			g = &Group{Key: key, Namespace: pod.Namespace, MinAvailable: ref.MinAvailable, MinResources: ref.MinResources,
+				Created: ref.Created, Priority: corev1helpers.PodPriority(pod), Queued: q.queued(last, ref)}
+			groups[key] = g
+		}
+		g.Priority = max(g.Priority, corev1helpers.PodPriority(pod))
+		if ref := pod.CreationTimestamp.Time; g.Created.IsZero() || ref.Before(g.Created) {
+			g.Created = ref
+		}
+		if pod.Spec.NodeName != "" {
+			g.Bound = append(g.Bound, pod)
+		} else {
+			g.Pending = append(g.Pending, pod)
+		}
+	}
+
+	in := Input{Now: now, Backfill: q.opts.Backfill, Quotas: map[string][]Quota{}}
+	nodes, _ := q.nodes.List(labels.Everything())
+	slices.SortFunc(nodes, func(a, b *corev1.Node) int { return strings.Compare(a.Name, b.Name) })
+	for _, n := range nodes {
+		alloc := allocatable(n)
+		in.Rooms = append(in.Rooms, Room{Node: n, Allocatable: alloc, Free: alloc.Sub(used[n.Name]), GPUs: q.gpus.NodeGPUs(n, bound[n.Name]), Pods: bound[n.Name]})
+	}
+	q.mu.Lock()
+	for key, g := range groups {
+		g.Succeeded = int(q.ended.counts(key).succeeded)
+		g.Admitted = q.admitted[key]
+		g.BackoffUntil = q.backoff[key]
+		in.Groups = append(in.Groups, *g)
+		if _, ok := in.Quotas[g.Namespace]; !ok {
+			in.Quotas[g.Namespace] = q.quotasIn(g.Namespace)
+		}
+	}
+	q.mu.Unlock()
+	var broken []Preemption
+	for key := range preempted {
+		// The rest of a group that can no longer run as one goes too: a
+		// gang is preempted whole (upstream's preemption takes pods one
+		// by one).
+		if g := groups[key]; g != nil && len(g.Bound) > 0 && len(g.Bound)+g.Succeeded < g.MinAvailable {
+			broken = append(broken, Preemption{Group: key, Priority: g.Priority, Victims: g.Bound, brokenGroup: true})
+		}
+	}
+	return in, groups, broken
+}
+
+// queued returns the place the queue last gave the group ref: in the last
+// plan, or, before the first (a scheduler that just started or took over
+// as leader), the place its PodGroup's status recorded.
+func (q *Queue) queued(last *Plan, ref podgroup.Ref) int {
+	if last != nil {
+		return last.Decisions[ref.Key()].Position
+	}
+	lister, _, ok := q.groups.API()
+	if !ok {
+		return 0
+	}
+	pg, err := lister.PodGroups(ref.Namespace).Get(ref.Name)
+	if err != nil {
+		return 0
+	}
+	return int(pg.Status.QueuePosition)
+}
+
+func (q *Queue) quotasIn(namespace string) []Quota {
+	list, _ := q.quotas.ResourceQuotas(namespace).List(labels.Everything())
+	out := make([]Quota, 0, len(list))
+	for _, rq := range list {
+		out = append(out, Quota{Name: rq.Name, Hard: rq.Spec.Hard, Used: rq.Status.Used})
+	}
+	return out
+}
+
+func allocatable(n *corev1.Node) Resources {
+	a := n.Status.Allocatable
+	return Resources{MilliCPU: a.Cpu().MilliValue(), Memory: a.Memory().Value(), Pods: a.Pods().Value()}
+}
