@@ -69,6 +69,9 @@ func (q *Queue) input(now time.Time) (Input, map[string]*Group, []Preemption) {
 	}
 
 	in := Input{Now: now, Backfill: q.opts.Backfill, Quotas: map[string][]Quota{}}
+	if last != nil {
+		in.LastReservation = last.Reservation
+	}
 	nodes, _ := q.nodes.List(labels.Everything())
 	slices.SortFunc(nodes, func(a, b *corev1.Node) int { return strings.Compare(a.Name, b.Name) })
 	for _, n := range nodes {

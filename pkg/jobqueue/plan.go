@@ -54,6 +54,9 @@ type Input struct {
 	// Backfill lets groups behind a waiting group be admitted where they
 	// cannot delay it; without it they wait behind it.
 	Backfill bool
+	// LastReservation is the last pass's reservation: its holder keeps its
+	// nodes while they can still hold it.
+	LastReservation *Reservation
 }
 
 // Reason says why a group is where it is, in one word (a condition reason).
@@ -226,7 +229,14 @@ func Compute(in Input) Plan {
 				continue
 			}
 		}
-		taken, ok := reserve(demands, need, rooms)
+		var kept map[string]bool
+		if last := in.LastReservation; last != nil && last.Holder == g.Key {
+			kept = make(map[string]bool, len(last.Nodes))
+			for node := range last.Nodes {
+				kept[node] = true
+			}
+		}
+		taken, ok := reserve(demands, need, rooms, kept)
 		if !ok {
 			queue(g, ReasonUnplaceable, msg+"; it does not fit even with every node empty")
 			continue

@@ -369,3 +369,37 @@ func TestQueueOrder(t *testing.T) {
 		t.Errorf("queue order %v, want %v", got, want)
 	}
 }
+
+// A waiting group keeps the nodes it reserved while they can hold it,
+// though other nodes have more free now: its reservation does not move
+// onto nodes that groups admitted around it take meanwhile.
+func TestReservationKept(t *testing.T) {
+	rooms := []Room{room("a", 32, 4, 32, 1), room("b", 32, 4, 32, 0), room("c", 32, 4, 32, 3), room("d", 32, 4, 32, 2)}
+	r := group("r", 2, 1, 4, 0, 0)
+	for _, tc := range []struct {
+		name string
+		last *Reservation
+		want []string
+	}{{
+		name: "first reservation: the freest nodes", want: []string{"c", "d"},
+	}, {
+		name: "kept", last: &Reservation{Holder: "ns/r", Nodes: map[string]Held{"a": {}, "b": {}}}, want: []string{"a", "b"},
+	}, {
+		name: "another group's is not kept", last: &Reservation{Holder: "ns/x", Nodes: map[string]Held{"a": {}, "b": {}}}, want: []string{"c", "d"},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			plan := Compute(Input{Rooms: rooms, Groups: []Group{r}, LastReservation: tc.last})
+			if plan.Reservation == nil {
+				t.Fatalf("no reservation: %+v", plan.Decisions)
+			}
+			var got []string
+			for n := range plan.Reservation.Nodes {
+				got = append(got, n)
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("reserved %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

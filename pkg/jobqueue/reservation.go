@@ -61,10 +61,13 @@ func held(g Group, demands []Demand, at placement, rooms []Room) (*Reservation, 
 }
 
 // reserve places need demands on the nodes as if they were empty
-// (allocatable resources, every card free), preferring the nodes with the
-// most free now (so the wait is shortest). It returns what it takes on
-// each room, by room index.
-func reserve(demands []Demand, need int, rooms []Room) (map[int]Held, bool) {
+// (allocatable resources, every card free), preferring the nodes kept (the
+// group's reservation of the last pass: a reservation that moved would
+// give up nodes already draining for it, and could land on nodes that
+// groups admitted around it meanwhile took), then the nodes with the most
+// free now (so the wait is shortest). It returns what it takes on each
+// room, by room index.
+func reserve(demands []Demand, need int, rooms []Room, kept map[string]bool) (map[int]Held, bool) {
 	order := slices.Clone(demands)
 	slices.SortStableFunc(order, largestFirst)
 	taken := map[int]Held{}
@@ -87,6 +90,7 @@ func reserve(demands []Demand, need int, rooms []Room) (map[int]Held, bool) {
 		best := -1
 		var bestFree Resources
 		var bestGPU int64
+		bestKept := false
 		for r := range rooms {
 			t := taken[r]
 			if !rooms[r].Allocatable.Sub(t.Resources).Covers(d.Request) || !emptyOf(r).Fits(d.GPU) {
@@ -94,11 +98,13 @@ func reserve(demands []Demand, need int, rooms []Room) (map[int]Held, bool) {
 			}
 			free := rooms[r].Free.Sub(t.Resources)
 			freeGPU := rooms[r].GPUs.FreeMilli() - heldMilli(t.GPUs)
-			if best >= 0 && (freeGPU < bestGPU || (freeGPU == bestGPU && free.MilliCPU <= bestFree.MilliCPU)) {
+			keep := kept[rooms[r].Node.Name]
+			if best >= 0 && (bestKept && !keep || bestKept == keep &&
+				(freeGPU < bestGPU || (freeGPU == bestGPU && free.MilliCPU <= bestFree.MilliCPU))) {
 				continue
 			}
 			if d.Allows(rooms[r].Node) {
-				best, bestFree, bestGPU = r, free, freeGPU
+				best, bestFree, bestGPU, bestKept = r, free, freeGPU, keep
 			}
 		}
 		if best < 0 {
