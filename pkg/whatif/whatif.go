@@ -87,6 +87,9 @@ type Answer struct {
 	Waiting []string `json:"waiting,omitempty"`
 	// Never says why the job does not fit an empty cluster (NeverFits).
 	Never []string `json:"never,omitempty"`
+	// Submitted is what the cluster has of the job and says of it, when
+	// it was submitted already; the job's pods are then the cluster's.
+	Submitted *Submitted `json:"submitted,omitempty"`
 }
 
 // Placement is where one pod of the job goes.
@@ -98,31 +101,46 @@ type Placement struct {
 	UUIDs []string `json:"uuids,omitempty"`
 }
 
-// Run places the job on a simulation of the snapshot.
+// Run places the job on a simulation of the snapshot. A job the cluster
+// has already (some of its pods, or its PodGroup) is read as itself
+// (resolve): its pods are the cluster's, bound or not, and the answer
+// says what the cluster says of it.
 func Run(ctx context.Context, snap *Snapshot, job *Job, opts Options) (_ *Answer, err error) {
 	if opts.Horizon <= 0 {
 		opts.Horizon = DefaultHorizon
+	}
+	job, submitted, err := job.resolve(snap)
+	if err != nil {
+		return nil, err
 	}
 	c, err := start(ctx, snap.Taken, snap.Core, snap.Aisched, opts)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, c.Stop()) }()
-	// The cluster's own pending pods come first, as they would.
-	if err := c.RunUntil(ctx, c.Now().Add(settleStep)); err != nil {
-		return nil, err
-	}
+	// The pods there are now: a job already submitted may preempt some
+	// while the cluster's pending pods get their turn.
 	before, err := podKeys(ctx, c)
 	if err != nil {
 		return nil, err
 	}
-	if err := submit(ctx, c, job); err != nil {
+	// The cluster's own pending pods come first, as they would.
+	if err := c.RunUntil(ctx, c.Now().Add(settleStep)); err != nil {
+		return nil, err
+	}
+	if submitted == nil {
+		// Pods that ended in that step were not preempted for the job.
+		if before, err = podKeys(ctx, c); err != nil {
+			return nil, err
+		}
+	}
+	if err := submit(ctx, c, job, false); err != nil {
 		return nil, err
 	}
 	if err := c.RunUntil(ctx, c.Now().Add(settleStep)); err != nil {
 		return nil, err
 	}
-	ans := &Answer{}
+	ans := &Answer{Submitted: submitted}
 	placed, err := observe(ctx, c, job, ans)
 	if err != nil {
 		return nil, err
@@ -171,6 +189,9 @@ func lookAhead(ctx context.Context, c engine.SnapshotCluster, snap *Snapshot, jo
 	}
 	var ends []ending
 	for _, p := range snap.Pods {
+		if job.existing[p.Namespace+"/"+p.Name] {
+			continue // the job's own
+		}
 		if at, ok := expectedEnd(p); ok && at.Before(snap.Taken.Add(horizon)) {
 			ends = append(ends, ending{at, p})
 		}
@@ -223,7 +244,7 @@ func tryEmpty(ctx context.Context, snap *Snapshot, job *Job, opts Options) (_ []
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, c.Stop()) }()
-	if err := submit(ctx, c, job); err != nil {
+	if err := submit(ctx, c, job, true); err != nil {
 		return nil, err
 	}
 	if err := c.RunUntil(ctx, c.Now().Add(settleStep)); err != nil {
@@ -243,8 +264,11 @@ func start(ctx context.Context, now time.Time, core, aisched []runtime.Object, o
 
 // submit creates the job's PodGroups and pods, and counts them in their
 // namespaces' ResourceQuotas as the quota controller would
-// (jobqueue.QuotaUsage, which the job queue admits against).
-func submit(ctx context.Context, c engine.Cluster, job *Job) error {
+// (jobqueue.QuotaUsage, which the job queue admits against). The pods the
+// cluster has already are in the simulation as they are, and counted in
+// the quotas, unless empty: the simulation has none of the cluster's
+// pods, and they are created unbound.
+func submit(ctx context.Context, c engine.Cluster, job *Job, empty bool) error {
 	for _, g := range job.PodGroups {
 		if _, err := c.Aisched().SchedulingV1alpha1().PodGroups(g.Namespace).Create(ctx, g.DeepCopy(), metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("PodGroup %s/%s: %w", g.Namespace, g.Name, err)
@@ -252,6 +276,14 @@ func submit(ctx context.Context, c engine.Cluster, job *Job) error {
 	}
 	used := map[string]corev1.ResourceList{}
 	for _, p := range job.Pods {
+		if job.existing[p.Namespace+"/"+p.Name] {
+			if empty {
+				if _, err := c.Client().CoreV1().Pods(p.Namespace).Create(ctx, unbound(p), metav1.CreateOptions{}); err != nil {
+					return fmt.Errorf("pod %s/%s: %w", p.Namespace, p.Name, err)
+				}
+			}
+			continue
+		}
 		if _, err := c.Client().CoreV1().Pods(p.Namespace).Create(ctx, p.DeepCopy(), metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("pod %s/%s: %w", p.Namespace, p.Name, err)
 		}

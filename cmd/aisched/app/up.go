@@ -290,7 +290,11 @@ func redirectStderr(w io.Writer) (terminal *os.File, restore func()) {
 		unix.Close(saved)
 		return os.Stderr, func() {}
 	}
-	return os.NewFile(uintptr(saved), "/dev/stderr"), func() { _ = unix.Dup2(saved, 2) }
+	// The restore function holds the terminal's file: were it collected,
+	// its finalizer would close the saved descriptor, and descriptor 2
+	// could not be pointed back (the command's error would go to the log).
+	terminal = os.NewFile(uintptr(saved), "/dev/stderr")
+	return terminal, func() { _ = unix.Dup2(int(terminal.Fd()), 2) }
 }
 
 // logToFile sends the components' klog output and what libraries write to
