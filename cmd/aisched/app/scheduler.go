@@ -6,7 +6,6 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/server"
 	"k8s.io/client-go/tools/cache"
 	cliflag "k8s.io/component-base/cli/flag"
@@ -140,9 +139,7 @@ func runScheduler(cmd *cobra.Command, opts *options.Options, servicesConfig stri
 }
 
 // checkConfigKind refuses a --config file that is not a
-// KubeSchedulerConfiguration with what to pass instead; upstream answers
-// a ConfigMap (helm template's output, or kubectl get -o yaml) with 'no
-// kind "ConfigMap" is registered'.
+// KubeSchedulerConfiguration, with what to pass instead.
 func checkConfigKind(path string) error {
 	if path == "" {
 		return nil
@@ -151,23 +148,10 @@ func checkConfigKind(path string) error {
 	if err != nil {
 		return fmt.Errorf("--config: %w", err)
 	}
-	var head metav1.TypeMeta
-	if err := yaml.Unmarshal(data, &head); err != nil {
+	if err := scheduler.CheckConfigKind(data); err != nil {
 		return fmt.Errorf("--config %s: %w", path, err)
 	}
-	switch head.Kind {
-	case "KubeSchedulerConfiguration":
-		return nil
-	case "ConfigMap":
-		return fmt.Errorf("--config %s is a ConfigMap (as helm template prints the chart's); give the KubeSchedulerConfiguration in it: "+
-			"aisched scheduler --print-config > scheduler-config.yaml writes aisched's, or take the ConfigMap's data "+
-			"(kubectl -n aisched-system get configmap aisched-scheduler-config -o jsonpath='{.data.scheduler-config\\.yaml}'), "+
-			"and its services-config.yaml to --services-config", path)
-	case "":
-		return fmt.Errorf("--config %s: no kind; want a KubeSchedulerConfiguration (aisched scheduler --print-config writes one)", path)
-	default:
-		return fmt.Errorf("--config %s is a %s; want a KubeSchedulerConfiguration (aisched scheduler --print-config writes one)", path, head.Kind)
-	}
+	return nil
 }
 
 // applyKubeconfigFlag points opts at a copy of the --config file whose
