@@ -240,14 +240,15 @@ func printReady(out io.Writer, c *local.Cluster, cluster *clusterfile.Cluster, p
 	}
 	fmt.Fprintf(out, "  memory:     %s\n", memoryUse())
 	fmt.Fprintf(out, "  logs:       %s\n", logPath)
-	// The hints use the kubectl compiled in, of the apiserver's version
-	// (a system kubectl may be out of its supported skew).
+	// The hints are shell lines, to paste (a test runs them); they use the
+	// kubectl compiled in, of the apiserver's version (a system kubectl may
+	// be out of its supported skew).
 	self := selfCommand()
 	fmt.Fprintf(out, "  try, in another terminal:\n")
 	fmt.Fprintf(out, "              export KUBECONFIG=%s\n", c.KubeconfigPath)
 	fmt.Fprintf(out, "              %s kubectl get nodes\n", self)
-	fmt.Fprintf(out, "              %s whatif -f examples/gang-job.yaml   (would a gang of 2 x 4 GPUs fit, and where)\n", self)
-	fmt.Fprintf(out, "              examples/platform/try.sh   (a model served through the gateway)\n")
+	fmt.Fprintf(out, "              %s whatif -f examples/gang-job.yaml   # would a gang of 2 x 4 GPUs fit, and where\n", self)
+	fmt.Fprintf(out, "              examples/platform/try.sh   # a model served through the gateway\n")
 	fmt.Fprintln(out, "Press Ctrl-C to stop; objects are kept in", c.DataDir)
 }
 
