@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -213,6 +214,26 @@ func Compute(in Input) Plan {
 		}
 		unfit(demands, rooms, at)
 		msg := explain(demands, need, fit, rooms)
+		// Whether it ever fits is asked of the nodes as they are: rooms
+		// withhold from later groups the cards of a reservation.
+		emptyRooms := rooms
+		if plan.Reservation != nil {
+			emptyRooms = in.Rooms
+		}
+		var kept map[string]bool
+		if last := in.LastReservation; last != nil && last.Holder == g.Key {
+			kept = make(map[string]bool, len(last.Nodes))
+			for node := range last.Nodes {
+				kept[node] = true
+			}
+		}
+		taken, placed := reserve(demands, need, emptyRooms, kept)
+		if placed < need {
+			// It never fits, whatever ends: it takes no place in the line
+			// and holds nothing, and says so (the phase Unplaceable).
+			plan.Decisions[g.Key] = Decision{Reason: ReasonUnplaceable, Message: explainNever(demands, need, placed, emptyRooms)}
+			continue
+		}
 		if plan.Reservation != nil {
 			queue(g, ReasonWaitingForCapacity, fmt.Sprintf("%s; capacity is reserved for %s", msg, plan.Reservation.Holder))
 			continue
@@ -228,18 +249,6 @@ func Compute(in Input) Plan {
 				}
 				continue
 			}
-		}
-		var kept map[string]bool
-		if last := in.LastReservation; last != nil && last.Holder == g.Key {
-			kept = make(map[string]bool, len(last.Nodes))
-			for node := range last.Nodes {
-				kept[node] = true
-			}
-		}
-		taken, ok := reserve(demands, need, rooms, kept)
-		if !ok {
-			queue(g, ReasonUnplaceable, msg+"; it does not fit even with every node empty")
-			continue
 		}
 		res := &Reservation{Holder: g.Key, Priority: g.Priority, Nodes: make(map[string]Held, len(taken))}
 		for r, held := range taken {
@@ -286,6 +295,50 @@ func demandsOf(pods []*corev1.Pod) []Demand {
 		out[i] = DemandOf(p)
 	}
 	return out
+}
+
+// explainNever says why need demands never fit rooms: how many of them
+// fit with every node empty and, when no node could hold the largest,
+// what each kind of node lacks for it (a card constraint named with the
+// pod's key and value and the node's closest card; CPU, memory or pods;
+// the pod's node selection).
+func explainNever(demands []Demand, need, placed int, rooms []Room) string {
+	largest := demands[0]
+	for _, d := range demands {
+		if largestFirst(d, largest) < 0 {
+			largest = d
+		}
+	}
+	msg := fmt.Sprintf("it never fits: with every node empty, %d of the %d members it needs at once fit", placed, need)
+	var why []string
+	count := map[string]int{}
+	for i := range rooms {
+		r := &rooms[i]
+		var lack string
+		switch {
+		case !largest.Allows(r.Node):
+			lack = "do not match its node selection, affinity or tolerations"
+		case !r.Allocatable.Covers(largest.Request):
+			lack = "have too little CPU, memory or room for pods, empty"
+		case largest.GPU.Count > 0 && r.GPUs.Cards == nil:
+			lack = "have no GPUs"
+		case largest.GPU.Count > 0:
+			lack = largest.GPU.Shortfall(r.GPUs.Cards.Cards)
+		}
+		if lack == "" {
+			// Some node can hold the largest member: the group is too big
+			// for the cluster as a whole.
+			return msg
+		}
+		if count[lack] == 0 {
+			why = append(why, lack)
+		}
+		count[lack]++
+	}
+	for i, lack := range why {
+		why[i] = fmt.Sprintf("%d node(s) %s", count[lack], lack)
+	}
+	return fmt.Sprintf("%s; no node can hold its largest member (%s): %s", msg, largest, strings.Join(why, ", "))
 }
 
 // explain says in plain words why need demands do not fit rooms.

@@ -194,7 +194,21 @@ func TestCompute(t *testing.T) {
 		// An unplaceable group holds nothing back.
 		name: "too big for the cluster",
 		in:   Input{Backfill: true, Groups: []Group{group("huge", 5, 1, 4, 0, 0), group("a", 2, 1, 2, 10, 0)}, Rooms: fourNodes},
-		want: map[string]Reason{"ns/huge": ReasonUnplaceable, "ns/a": ReasonAdmitted}, message: map[string]string{"ns/huge": "does not fit even with every node empty"},
+		want: map[string]Reason{"ns/huge": ReasonUnplaceable, "ns/a": ReasonAdmitted},
+		// Four nodes hold four of its five members: no node lacks anything
+		// for one of them.
+		message:  map[string]string{"ns/huge": "it never fits: with every node empty, 4 of the 5 members it needs at once fit"},
+		position: map[string]int{"ns/huge": 0},
+	}, {
+		// A group that never fits takes no place in the line, even behind
+		// a reservation, and says what no node has.
+		name: "never fits behind a reservation",
+		in: Input{Backfill: true, Rooms: []Room{room("a", 8, 4, 8, 2), room("b", 8, 4, 8, 2)},
+			Groups: []Group{group("big", 2, 1, 4, 0, 0), group("huge", 1, 1, 8, 10, 0)}},
+		want: map[string]Reason{"ns/big": ReasonWaitingForCapacity, "ns/huge": ReasonUnplaceable}, holder: "ns/big",
+		position: map[string]int{"ns/big": 1, "ns/huge": 0},
+		message: map[string]string{"ns/huge": "it never fits: with every node empty, 0 of the 1 members it needs at once fit; " +
+			"no node can hold its largest member (8 GPUs, 1 CPU, 1Gi memory): 2 node(s) have 4 GPUs, fewer than the pod's 8"},
 	}, {
 		name: "fragmented",
 		in:   Input{Backfill: true, Groups: []Group{group("a", 2, 1, 2, 0, 0)}, Rooms: []Room{room("a", 8, 2, 8, 1), room("b", 8, 2, 8, 1), room("c", 8, 2, 8, 1), room("d", 8, 2, 8, 1)}},

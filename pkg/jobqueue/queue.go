@@ -124,11 +124,16 @@ func New(groups *podgroup.Groups, gpus *gpuledger.State, opts Options) *Queue {
 	}
 }
 
+// ReportingController is the component the queue's events come from
+// (their reportingController, what kubectl get events shows): the queue's
+// own, whichever scheduler profile started it.
+const ReportingController = "aisched-jobqueue"
+
 // Start follows pods, nodes, ResourceQuotas and PodGroups through the
 // scheduler's informers and runs the admission loop until ctx ends.
 // activate moves pods of newly admitted groups to the active queue; client
-// and recorder tell the pods held back why they wait. It is called once,
-// by the scheduler's services.
+// and recorder tell the pods held back why they wait (a recorder of
+// ReportingController). It is called once, by the scheduler's services.
 func (q *Queue) Start(ctx context.Context, factory informers.SharedInformerFactory, client kubernetes.Interface, recorder events.EventRecorder, activate func(map[string]*corev1.Pod)) error {
 	q.activate = activate
 	podInformer := factory.Core().V1().Pods().Informer()

@@ -66,8 +66,9 @@ func held(g Group, demands []Demand, at placement, rooms []Room) (*Reservation, 
 // give up nodes already draining for it, and could land on nodes that
 // groups admitted around it meanwhile took), then the nodes with the most
 // free now (so the wait is shortest). It returns what it takes on each
-// room, by room index.
-func reserve(demands []Demand, need int, rooms []Room, kept map[string]bool) (map[int]Held, bool) {
+// room, by room index, and how many demands it placed: fewer than need
+// when the group never fits.
+func reserve(demands []Demand, need int, rooms []Room, kept map[string]bool) (map[int]Held, int) {
 	order := slices.Clone(demands)
 	slices.SortStableFunc(order, largestFirst)
 	taken := map[int]Held{}
@@ -119,7 +120,7 @@ func reserve(demands []Demand, need int, rooms []Room, kept map[string]bool) (ma
 		taken[best] = t
 		placed++
 	}
-	return taken, placed == need
+	return taken, placed
 }
 
 // heldMilli is what requests hold in thousandths of a card.
