@@ -42,7 +42,7 @@ func (a *Answer) WriteText(w io.Writer, now time.Time) error {
 	case NotWithinHorizon:
 		b.WriteString("The job does not fit now, nor after every running pod whose end is known has ended; it would fit the cluster with fewer pods running: it waits for pods whose end nothing says.\n")
 	case NeverFits:
-		b.WriteString("The job never fits: not even on the cluster with no pod running.\n")
+		fmt.Fprintf(&b, "The job never fits: not even on the cluster with no pod running, where %d of its %d pods are placed.\n", a.PlacedOnEmpty, len(a.Pods))
 		for _, r := range a.Never {
 			fmt.Fprintf(&b, "  - %s\n", r)
 		}

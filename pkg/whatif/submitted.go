@@ -140,11 +140,7 @@ func says(job *Job, theirs []*corev1.Pod, groups map[string]*schedulingv1alpha1.
 			s.Says = append(s.Says, groupSays(g))
 		}
 	}
-	type waiting struct {
-		pods []string
-		says string
-	}
-	var waits []*waiting
+	var waits sayings
 	for _, p := range theirs {
 		if p.Spec.NodeName != "" {
 			s.Bound++
@@ -156,17 +152,36 @@ func says(job *Job, theirs []*corev1.Pod, groups map[string]*schedulingv1alpha1.
 				line = c.Reason + ": " + c.Message
 			}
 		}
-		i := slices.IndexFunc(waits, func(w *waiting) bool { return w.says == line })
-		if i < 0 {
-			waits = append(waits, &waiting{says: line})
-			i = len(waits) - 1
-		}
-		waits[i].pods = append(waits[i].pods, p.Namespace+"/"+p.Name)
+		waits.add(p, line)
 	}
-	for _, w := range waits {
-		s.Says = append(s.Says, fmt.Sprintf("%s: %s", podList(w.pods), w.says))
-	}
+	s.Says = append(s.Says, waits.lines()...)
 	return s
+}
+
+// sayings gathers pods by what they say, in the order first said, so that
+// thirty pods that wait for one reason take one line.
+type sayings struct {
+	order []string
+	pods  map[string][]string
+}
+
+func (s *sayings) add(p *corev1.Pod, line string) {
+	if s.pods == nil {
+		s.pods = map[string][]string{}
+	}
+	if s.pods[line] == nil {
+		s.order = append(s.order, line)
+	}
+	s.pods[line] = append(s.pods[line], p.Namespace+"/"+p.Name)
+}
+
+// lines are "pods a, b and 3 more: what they say".
+func (s *sayings) lines() []string {
+	out := make([]string, 0, len(s.order))
+	for _, line := range s.order {
+		out = append(out, podList(s.pods[line])+": "+line)
+	}
+	return out
 }
 
 // groupSays is a PodGroup's status in one line.

@@ -85,8 +85,10 @@ type Answer struct {
 	// Waiting says why pods wait now (their PodScheduled condition, or the
 	// job queue's decision for their group), one line each.
 	Waiting []string `json:"waiting,omitempty"`
-	// Never says why the job does not fit an empty cluster (NeverFits).
-	Never []string `json:"never,omitempty"`
+	// Never says why the job does not fit an empty cluster (NeverFits),
+	// and PlacedOnEmpty how many of its pods were placed there.
+	Never         []string `json:"never,omitempty"`
+	PlacedOnEmpty int      `json:"placedOnEmpty,omitempty"`
 	// Submitted is what the cluster has of the job and says of it, when
 	// it was submitted already; the job's pods are then the cluster's.
 	Submitted *Submitted `json:"submitted,omitempty"`
@@ -168,12 +170,12 @@ func Run(ctx context.Context, snap *Snapshot, job *Job, opts Options) (_ *Answer
 	if fits, err := lookAhead(ctx, c, snap, job, opts.Horizon, ans); err != nil || fits {
 		return ans, err
 	}
-	never, err := tryEmpty(ctx, snap, job, opts)
+	never, placedEmpty, err := tryEmpty(ctx, snap, job, opts)
 	if err != nil {
 		return nil, err
 	}
 	if len(never) > 0 {
-		ans.Verdict, ans.Never = NeverFits, never
+		ans.Verdict, ans.Never, ans.PlacedOnEmpty = NeverFits, never, placedEmpty
 	} else {
 		ans.Verdict = NotWithinHorizon
 	}
@@ -231,8 +233,9 @@ func lookAhead(ctx context.Context, c engine.SnapshotCluster, snap *Snapshot, jo
 }
 
 // tryEmpty places the job on the snapshot's nodes with no pod running and
-// returns why it does not fit there, nil when it does.
-func tryEmpty(ctx context.Context, snap *Snapshot, job *Job, opts Options) (_ []string, err error) {
+// returns why it does not fit there, nil when it does, and how many of its
+// pods were placed there.
+func tryEmpty(ctx context.Context, snap *Snapshot, job *Job, opts Options) (_ []string, placedPods int, err error) {
 	var core []runtime.Object
 	for _, o := range snap.Core {
 		if _, isPod := o.(*corev1.Pod); !isPod {
@@ -241,20 +244,21 @@ func tryEmpty(ctx context.Context, snap *Snapshot, job *Job, opts Options) (_ []
 	}
 	c, err := start(ctx, snap.Taken, core, snap.Aisched, opts)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer func() { err = errors.Join(err, c.Stop()) }()
 	if err := submit(ctx, c, job, true); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if err := c.RunUntil(ctx, c.Now().Add(settleStep)); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	placed, err := observe(ctx, c, job, &Answer{})
+	there := &Answer{}
+	placed, err := observe(ctx, c, job, there)
 	if err != nil || placed {
-		return nil, err
+		return nil, len(there.Pods), err
 	}
-	return waiting(ctx, c, job), nil
+	return waiting(ctx, c, job), len(there.placed()), nil
 }
 
 // start starts the simulation of the objects, its clock at now.
@@ -329,10 +333,12 @@ func observe(ctx context.Context, c engine.Cluster, job *Job, ans *Answer) (bool
 }
 
 // waiting says why the job's unplaced pods wait: the job queue's decision
-// for each group, and each pod's PodScheduled condition.
+// for each group, and each pod's PodScheduled condition; pods that say the
+// same share a line.
 func waiting(ctx context.Context, c engine.SnapshotCluster, job *Job) []string {
 	var out []string
 	seen := map[string]bool{}
+	var pods sayings
 	for _, want := range job.Pods {
 		p, err := c.Client().CoreV1().Pods(want.Namespace).Get(ctx, want.Name, metav1.GetOptions{})
 		if err != nil || p.Spec.NodeName != "" {
@@ -350,11 +356,11 @@ func waiting(ctx context.Context, c engine.SnapshotCluster, job *Job) []string {
 		}
 		for _, cond := range p.Status.Conditions {
 			if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse {
-				out = append(out, fmt.Sprintf("pod %s/%s: %s: %s", p.Namespace, p.Name, cond.Reason, cond.Message))
+				pods.add(p, cond.Reason+": "+cond.Message)
 			}
 		}
 	}
-	return out
+	return append(out, pods.lines()...)
 }
 
 // expectedEnd is when a running pod is expected to end: its start plus
