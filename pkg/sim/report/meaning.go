@@ -47,6 +47,15 @@ func Better(key string) string {
 	return "-"
 }
 
+// directionNote is " (lower is better)", " (higher is better)", or "" for
+// a metric with no direction, for a plot's title.
+func directionNote(key string) string {
+	if Metrics[key].Better == 0 {
+		return ""
+	}
+	return " (" + Better(key) + " is better)"
+}
+
 // writeMeanings writes what each of keys means, with its direction, as a
 // markdown list under the tables.
 func writeMeanings(w io.Writer, keys []string) {
