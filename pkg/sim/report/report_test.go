@@ -150,15 +150,7 @@ func TestMetricKeys(t *testing.T) {
 	if len(got) != len(scenario.MetricKeys) {
 		t.Errorf("a full result has %d of the %d scenario metric keys: %v", len(got), len(scenario.MetricKeys), got)
 	}
-	data, err := json.Marshal(full)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var keys map[string]any
-	if err := json.Unmarshal(data, &keys); err != nil {
-		t.Fatal(err)
-	}
-	if len(keys) != len(scenario.MetricKeys) {
+	if keys := jsonKeys(t, full); len(keys) != len(scenario.MetricKeys) {
 		t.Errorf("a full result has %d JSON keys, the scenario knows %d", len(keys), len(scenario.MetricKeys))
 	}
 }
@@ -170,14 +162,7 @@ func TestMetricMeanings(t *testing.T) {
 		BalanceEfficiencyH: ptr.To(1.0), GPUAllocationRate: ptr.To(1.0), UnallocatedGPUPct: ptr.To(1.0), InexpressiblePods: ptr.To(0),
 		UnallocatedGPUPctCurve: []metrics.CurvePoint{{ArrivedPct: 100}}, GroupWaitSeconds: &metrics.Percentiles{},
 	}
-	data, err := json.Marshal(full)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var keys map[string]any
-	if err := json.Unmarshal(data, &keys); err != nil {
-		t.Fatal(err)
-	}
+	keys := jsonKeys(t, full)
 	all := slices.Concat(scenario.MetricKeys, scenario.TraceMetricKeys, slices.Collect(maps.Keys(keys)))
 	for _, k := range all {
 		if m, ok := Metrics[k]; !ok || m.Meaning == "" {
@@ -187,4 +172,18 @@ func TestMetricMeanings(t *testing.T) {
 	if len(Metrics) != len(keys) {
 		t.Errorf("Metrics has %d entries, a result %d keys", len(Metrics), len(keys))
 	}
+}
+
+// jsonKeys returns the JSON keys of a result.
+func jsonKeys(t *testing.T, r metrics.Result) map[string]any {
+	t.Helper()
+	data, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys map[string]any
+	if err := json.Unmarshal(data, &keys); err != nil {
+		t.Fatal(err)
+	}
+	return keys
 }
