@@ -216,9 +216,11 @@ func TestCompute(t *testing.T) {
 		message: map[string]string{"ns/a": "needs 2 pods placed at once, the largest with 2 GPUs, 1 CPU, 1Gi memory; the free resources hold 0 of them; 0 nodes have room for the largest; " +
 			"the cluster has enough free in total, but not on the right nodes"},
 	}, {
+		// First in line, a group that backs off keeps nodes reserved, so
+		// that the groups behind it do not take them meanwhile.
 		name: "backing off",
 		in:   Input{Now: t0, Groups: []Group{func() Group { g := group("a", 2, 1, 2, 0, 0); g.BackoffUntil = t0.Add(time.Second); return g }()}, Rooms: fourNodes},
-		want: map[string]Reason{"ns/a": ReasonBackingOff},
+		want: map[string]Reason{"ns/a": ReasonBackingOff}, message: map[string]string{"ns/a": "nodes are reserved for it"}, holder: "ns/a",
 	}, {
 		// Admitted groups take their room first, even when a group ahead
 		// of them in order arrives.

@@ -72,7 +72,7 @@ func (w *statusWriter) publish(plan Plan, groups map[string]*Group, ended func(k
 	defer w.mu.Unlock()
 	for key, d := range plan.Decisions {
 		g := groups[key]
-		if g == nil || len(g.Pending)+len(g.Bound) == 0 {
+		if g == nil || g.Single || len(g.Pending)+len(g.Bound) == 0 {
 			continue
 		}
 		t := ended(key)

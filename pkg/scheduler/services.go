@@ -133,13 +133,14 @@ func (s *Services) startOnce(ctx context.Context, h fwk.Handle) error {
 	if err != nil {
 		return err
 	}
-	if err := s.Queue.Start(ctx, factory, h.ClientSet(), recorder, activate); err != nil {
+	if err := s.Queue.Start(ctx, jobqueue.Connection{Factory: factory, Client: h.ClientSet(), Aisched: client, Dynamic: dyn,
+		Recorder: recorder, Activate: activate}); err != nil {
 		return fmt.Errorf("job queue: %w", err)
 	}
 	if err := s.Workload.Start(factory); err != nil {
 		return fmt.Errorf("workload: %w", err)
 	}
-	nodeMetrics, err := crdwatch.Start(ctx, client, aischedv1alpha1.SchemeGroupVersion, syncTimeout,
+	nodeMetrics, err := crdwatch.Start(ctx, client, aischedv1alpha1.SchemeGroupVersion.WithResource("nodemetrics"), syncTimeout,
 		func(f externalversions.SharedInformerFactory) cache.SharedIndexInformer {
 			return f.Aisched().V1alpha1().NodeMetrics().Informer()
 		})
