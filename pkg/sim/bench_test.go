@@ -5,8 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/aisched/aisched/pkg/sim/engine"
 	"github.com/aisched/aisched/pkg/sim/scenario"
+	"github.com/aisched/aisched/pkg/simcluster"
 )
 
 // BenchmarkScenarioRun is one policy and one seed of a shipped seed
@@ -22,7 +22,7 @@ func BenchmarkScenarioRun(b *testing.B) {
 	s.Seeds = s.Seeds[:1]
 	s.Policies = s.Policies[1:]
 	for b.Loop() {
-		if _, err := Run(context.Background(), s, Options{Engine: engine.Fast, Parallel: 1}); err != nil {
+		if _, err := Run(context.Background(), s, Options{Engine: simcluster.Fast, Parallel: 1}); err != nil {
 			b.Fatal(err)
 		}
 	}

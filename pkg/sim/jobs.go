@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aisched/aisched/pkg/sim/engine"
 	"github.com/aisched/aisched/pkg/sim/metrics"
+	"github.com/aisched/aisched/pkg/simcluster"
 )
 
 // job is one run of a command: a policy under a seed, on a fresh cluster.
@@ -29,8 +29,8 @@ type job struct {
 // defaultParallel is how many runs go at once unless told: one per core
 // on the fast engine, whose runs are light; one on the apiserver engine,
 // whose every run starts an etcd and a kube-apiserver.
-func defaultParallel(kind engine.Kind) int {
-	if kind == engine.APIServer {
+func defaultParallel(kind simcluster.Kind) int {
+	if kind == simcluster.APIServer {
 		return 1
 	}
 	return runtime.NumCPU()

@@ -9,13 +9,13 @@ import (
 
 	aischedv1alpha1 "github.com/aisched/aisched/apis/aisched/v1alpha1"
 	"github.com/aisched/aisched/pkg/gpu"
-	"github.com/aisched/aisched/pkg/sim/engine"
 	"github.com/aisched/aisched/pkg/sim/metrics"
 	"github.com/aisched/aisched/pkg/sim/scenario"
+	"github.com/aisched/aisched/pkg/simcluster"
 )
 
 // measure reads the cluster at the end of a run into the metrics.
-func measure(ctx context.Context, c engine.Cluster, s *scenario.Scenario, w *watcher, rejected int, firstArrival time.Time) (metrics.Result, error) {
+func measure(ctx context.Context, c simcluster.Cluster, s *scenario.Scenario, w *watcher, rejected int, firstArrival time.Time) (metrics.Result, error) {
 	nodes, err := c.Client().CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return metrics.Result{}, err

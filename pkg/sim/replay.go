@@ -22,17 +22,17 @@ import (
 	"github.com/aisched/aisched/pkg/gpu"
 	"github.com/aisched/aisched/pkg/scheduler"
 	"github.com/aisched/aisched/pkg/scheduler/plugins/gpufit"
-	"github.com/aisched/aisched/pkg/sim/engine"
 	"github.com/aisched/aisched/pkg/sim/metrics"
 	"github.com/aisched/aisched/pkg/sim/report"
 	"github.com/aisched/aisched/pkg/sim/trace"
+	"github.com/aisched/aisched/pkg/simcluster"
 )
 
 // ReplayOptions configure Replay.
 type ReplayOptions struct {
-	// Engine runs each policy and seed: engine.Fast (default) or
-	// engine.APIServer.
-	Engine engine.Kind
+	// Engine runs each policy and seed: simcluster.Fast (default) or
+	// simcluster.APIServer.
+	Engine simcluster.Kind
 	// Name names the report, usually the pod list's file name.
 	Name string
 	// Nodes and Pods are the trace.
@@ -58,7 +58,7 @@ type ReplayOptions struct {
 	// Timeout bounds one run; default 30m.
 	Timeout time.Duration
 	// Parallel is how many runs go at once; default one per core on the
-	// fast engine, one on the apiserver engine.
+	// fast engine, one on the apiserver simcluster.
 	Parallel int
 	// Progress receives one line as each run starts and ends; nil
 	// discards them.
@@ -124,7 +124,7 @@ func Replay(ctx context.Context, opts ReplayOptions) (*report.Report, error) {
 		opts.Progress = io.Discard
 	}
 	if opts.Engine == "" {
-		opts.Engine = engine.Fast
+		opts.Engine = simcluster.Fast
 	}
 	policies := slices.Clone(opts.Policies)
 	for i := range policies {
@@ -212,7 +212,7 @@ func sharesCards(p *config.KubeSchedulerProfile) bool {
 func replayOne(ctx context.Context, opts ReplayOptions, pools []clusterfile.NodePool, p ReplayPolicy, seq []trace.Pod, capacity int64, step func(int)) (_ metrics.Result, err error) {
 	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
-	c, err := engine.Start(ctx, opts.Engine, engine.Options{
+	c, err := simcluster.Start(ctx, opts.Engine, simcluster.Options{
 		NodePools:       pools,
 		SchedulerConfig: p.SchedulerConfig,
 		// Nobody reads the scheduler's events of a replay.

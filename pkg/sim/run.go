@@ -25,24 +25,24 @@ import (
 	"github.com/aisched/aisched/pkg/podgroup"
 	"github.com/aisched/aisched/pkg/podload"
 	"github.com/aisched/aisched/pkg/scheduler"
-	"github.com/aisched/aisched/pkg/sim/engine"
 	"github.com/aisched/aisched/pkg/sim/metrics"
 	"github.com/aisched/aisched/pkg/sim/report"
 	"github.com/aisched/aisched/pkg/sim/scenario"
 	"github.com/aisched/aisched/pkg/sim/trace"
+	"github.com/aisched/aisched/pkg/simcluster"
 )
 
 // Options configure Run.
 type Options struct {
-	// Engine runs each policy and seed: engine.Fast (default) or
-	// engine.APIServer.
-	Engine engine.Kind
+	// Engine runs each policy and seed: simcluster.Fast (default) or
+	// simcluster.APIServer.
+	Engine simcluster.Kind
 	// Settle overrides the scenario's settle when positive.
 	Settle time.Duration
 	// Timeout bounds one run (one policy, one seed); default 10m.
 	Timeout time.Duration
 	// Parallel is how many runs go at once; default one per core on the
-	// fast engine, one on the apiserver engine.
+	// fast engine, one on the apiserver simcluster.
 	Parallel int
 	// Progress receives one line as each run starts and ends; nil
 	// discards them.
@@ -79,7 +79,7 @@ func Run(ctx context.Context, s *scenario.Scenario, opts Options) (*report.Repor
 		opts.Progress = io.Discard
 	}
 	if opts.Engine == "" {
-		opts.Engine = engine.Fast
+		opts.Engine = simcluster.Fast
 	}
 	if opts.Parallel <= 0 {
 		opts.Parallel = defaultParallel(opts.Engine)
@@ -287,7 +287,7 @@ const partialAfter = time.Second
 func runOne(ctx context.Context, s *scenario.Scenario, cfg *config.KubeSchedulerConfiguration, arrivals []arrival, opts Options, step func(int)) (_ metrics.Result, err error) {
 	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
-	c, err := engine.Start(ctx, opts.Engine, engine.Options{NodePools: s.Cluster.NodePools, SchedulerConfig: cfg, MetricsInterval: time.Second})
+	c, err := simcluster.Start(ctx, opts.Engine, simcluster.Options{NodePools: s.Cluster.NodePools, SchedulerConfig: cfg, MetricsInterval: time.Second})
 	if err != nil {
 		return metrics.Result{}, err
 	}
@@ -372,7 +372,7 @@ func minTime(a, b time.Time) time.Time {
 // scheduler's record with the simulated kubelets' (ledger.go): a run
 // whose cards are overcommitted, or whose kubelets hold other cards than
 // the scheduler assigned, reports no number.
-func checkCards(ctx context.Context, c engine.Cluster, pools []clusterfile.NodePool) error {
+func checkCards(ctx context.Context, c simcluster.Cluster, pools []clusterfile.NodePool) error {
 	list := func(ctx context.Context) ([]corev1.Pod, error) {
 		l, err := c.Client().CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -392,7 +392,7 @@ func checkCards(ctx context.Context, c engine.Cluster, pools []clusterfile.NodeP
 
 // watchPods calls observe with every pod the cluster has and each change
 // of one, until stop, which waits for the informer to end.
-func watchPods(ctx context.Context, c engine.Cluster, observe func(interface{})) (stop func(), err error) {
+func watchPods(ctx context.Context, c simcluster.Cluster, observe func(interface{})) (stop func(), err error) {
 	factory := informers.NewSharedInformerFactory(c.Client(), 0)
 	informer := factory.Core().V1().Pods().Informer()
 	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -410,7 +410,7 @@ func watchPods(ctx context.Context, c engine.Cluster, observe func(interface{}))
 
 // prepare creates the namespaces, their quotas and the priority classes,
 // and waits until pods can be created.
-func prepare(ctx context.Context, c engine.Cluster, s *scenario.Scenario) error {
+func prepare(ctx context.Context, c simcluster.Cluster, s *scenario.Scenario) error {
 	client := c.Client()
 	for _, ns := range s.Namespaces {
 		if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns.Name}}, metav1.CreateOptions{}); err != nil {

@@ -30,7 +30,7 @@ import (
 	"github.com/aisched/aisched/pkg/jobqueue"
 	"github.com/aisched/aisched/pkg/local/nodesim"
 	"github.com/aisched/aisched/pkg/podgroup"
-	"github.com/aisched/aisched/pkg/sim/engine"
+	"github.com/aisched/aisched/pkg/simcluster"
 )
 
 // Verdicts, from the best to the worst.
@@ -184,7 +184,7 @@ func Run(ctx context.Context, snap *Snapshot, job *Job, opts Options) (_ *Answer
 
 // lookAhead lets the running pods with a known end end, in order, until
 // the job fits; it reports whether it did.
-func lookAhead(ctx context.Context, c engine.SnapshotCluster, snap *Snapshot, job *Job, horizon time.Duration, ans *Answer) (bool, error) {
+func lookAhead(ctx context.Context, c simcluster.SnapshotCluster, snap *Snapshot, job *Job, horizon time.Duration, ans *Answer) (bool, error) {
 	type ending struct {
 		at  time.Time
 		pod *corev1.Pod
@@ -262,8 +262,8 @@ func tryEmpty(ctx context.Context, snap *Snapshot, job *Job, opts Options) (_ []
 }
 
 // start starts the simulation of the objects, its clock at now.
-func start(ctx context.Context, now time.Time, core, aisched []runtime.Object, opts Options) (engine.SnapshotCluster, error) {
-	return engine.StartSnapshot(ctx, now, core, aisched, engine.Options{SchedulerConfig: opts.SchedulerConfig, Services: opts.Services})
+func start(ctx context.Context, now time.Time, core, aisched []runtime.Object, opts Options) (simcluster.SnapshotCluster, error) {
+	return simcluster.StartSnapshot(ctx, now, core, aisched, simcluster.Options{SchedulerConfig: opts.SchedulerConfig, Services: opts.Services})
 }
 
 // submit creates the job's PodGroups and pods, and counts them in their
@@ -272,7 +272,7 @@ func start(ctx context.Context, now time.Time, core, aisched []runtime.Object, o
 // cluster has already are in the simulation as they are, and counted in
 // the quotas, unless empty: the simulation has none of the cluster's
 // pods, and they are created unbound.
-func submit(ctx context.Context, c engine.Cluster, job *Job, empty bool) error {
+func submit(ctx context.Context, c simcluster.Cluster, job *Job, empty bool) error {
 	for _, g := range job.PodGroups {
 		if _, err := c.Aisched().SchedulingV1alpha1().PodGroups(g.Namespace).Create(ctx, g.DeepCopy(), metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("PodGroup %s/%s: %w", g.Namespace, g.Name, err)
@@ -311,7 +311,7 @@ func submit(ctx context.Context, c engine.Cluster, job *Job, empty bool) error {
 
 // observe fills ans.Pods with where the job's pods are, and reports
 // whether every one is placed.
-func observe(ctx context.Context, c engine.Cluster, job *Job, ans *Answer) (bool, error) {
+func observe(ctx context.Context, c simcluster.Cluster, job *Job, ans *Answer) (bool, error) {
 	all := true
 	ans.Pods = ans.Pods[:0]
 	for _, want := range job.Pods {
@@ -335,7 +335,7 @@ func observe(ctx context.Context, c engine.Cluster, job *Job, ans *Answer) (bool
 // waiting says why the job's unplaced pods wait: the job queue's decision
 // for each group, and each pod's PodScheduled condition; pods that say the
 // same share a line.
-func waiting(ctx context.Context, c engine.SnapshotCluster, job *Job) []string {
+func waiting(ctx context.Context, c simcluster.SnapshotCluster, job *Job) []string {
 	var out []string
 	seen := map[string]bool{}
 	var pods sayings
@@ -384,7 +384,7 @@ func expectedEnd(p *corev1.Pod) (time.Time, bool) {
 }
 
 // podKeys lists the cluster's pods by namespace/name.
-func podKeys(ctx context.Context, c engine.Cluster) (map[string]bool, error) {
+func podKeys(ctx context.Context, c simcluster.Cluster) (map[string]bool, error) {
 	list, err := c.Client().CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, err

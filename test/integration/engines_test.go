@@ -10,10 +10,10 @@ import (
 	"testing"
 
 	"github.com/aisched/aisched/pkg/sim"
-	"github.com/aisched/aisched/pkg/sim/engine"
 	"github.com/aisched/aisched/pkg/sim/report"
 	"github.com/aisched/aisched/pkg/sim/scenario"
 	"github.com/aisched/aisched/pkg/sim/trace"
+	"github.com/aisched/aisched/pkg/simcluster"
 )
 
 // TestEnginesAgree runs shipped scenarios, and the sample trace, on the
@@ -45,7 +45,7 @@ func TestEnginesAgree(t *testing.T) {
 			s.Seeds = s.Seeds[:1]
 		}
 		var reps [2]*report.Report
-		for i, kind := range []engine.Kind{engine.APIServer, engine.Fast} {
+		for i, kind := range []simcluster.Kind{simcluster.APIServer, simcluster.Fast} {
 			if reps[i], err = sim.Run(context.Background(), s, sim.Options{Engine: kind}); err != nil {
 				t.Fatalf("%s on the %s engine: %v", name, kind, err)
 			}
@@ -60,7 +60,7 @@ func TestEnginesAgree(t *testing.T) {
 		Seeds: []int64{7}, Inflate: 1.3,
 	}
 	var reps [2]*report.Report
-	for i, kind := range []engine.Kind{engine.APIServer, engine.Fast} {
+	for i, kind := range []simcluster.Kind{simcluster.APIServer, simcluster.Fast} {
 		opts.Engine = kind
 		var err error
 		if reps[i], err = sim.Replay(context.Background(), opts); err != nil {

@@ -12,9 +12,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/aisched/aisched/pkg/sim"
-	"github.com/aisched/aisched/pkg/sim/engine"
 	"github.com/aisched/aisched/pkg/sim/scenario"
 	"github.com/aisched/aisched/pkg/sim/trace"
+	"github.com/aisched/aisched/pkg/simcluster"
 )
 
 // TestSimRun runs a tiny scenario end to end on both engines, each policy
@@ -33,7 +33,7 @@ func TestSimRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, kind := range []engine.Kind{engine.APIServer, engine.Fast} {
+	for _, kind := range []simcluster.Kind{simcluster.APIServer, simcluster.Fast} {
 		rep, err := sim.Run(context.Background(), s, sim.Options{Engine: kind, Settle: 2 * time.Second})
 		if err != nil {
 			t.Fatalf("%s engine: %v", kind, err)
@@ -60,7 +60,7 @@ func TestSimTrace(t *testing.T) {
 	pods := readCSV(t, filepath.Join(dir, "pods.csv"), trace.ReadPods)
 	const seed = 7
 	rep, err := sim.Replay(context.Background(), sim.ReplayOptions{
-		Engine: engine.APIServer, Name: "sample", Nodes: nodes, Pods: pods, Policies: sim.ProfilePolicies("BestFit", "default-scheduler"),
+		Engine: simcluster.APIServer, Name: "sample", Nodes: nodes, Pods: pods, Policies: sim.ProfilePolicies("BestFit", "default-scheduler"),
 		Seeds: []int64{seed}, Inflate: 1.3,
 	})
 	if err != nil {

@@ -19,10 +19,10 @@ import (
 
 	"github.com/aisched/aisched/pkg/scheduler"
 	"github.com/aisched/aisched/pkg/sim"
-	"github.com/aisched/aisched/pkg/sim/engine"
 	"github.com/aisched/aisched/pkg/sim/report"
 	"github.com/aisched/aisched/pkg/sim/scenario"
 	"github.com/aisched/aisched/pkg/sim/trace"
+	"github.com/aisched/aisched/pkg/simcluster"
 )
 
 func newSimCommand() *cobra.Command {
@@ -59,7 +59,7 @@ each scenario's own table. Trace scenarios need the trace's directory
 			if format != "table" && format != "json" {
 				return fmt.Errorf("--format %q: want table or json", format)
 			}
-			kind, err := engine.ParseKind(engineName)
+			kind, err := simcluster.ParseKind(engineName)
 			if err != nil {
 				return fmt.Errorf("--engine: %w", err)
 			}
@@ -168,7 +168,7 @@ const maxParallel = 64
 
 // addEngineFlags adds --engine and --parallel.
 func addEngineFlags(fs *pflag.FlagSet, name *string, parallel *int) {
-	fs.StringVar(name, "engine", string(engine.Fast), "fast: the real scheduler on an in-memory API with a virtual clock (no quotas, no controllers); apiserver: on the embedded kube-apiserver and etcd, in real time")
+	fs.StringVar(name, "engine", string(simcluster.Fast), "fast: the real scheduler on an in-memory API with a virtual clock (no quotas, no controllers); apiserver: on the embedded kube-apiserver and etcd, in real time")
 	fs.IntVar(parallel, "parallel", 0, "runs (policy x seed) at once, 1 to 64; default one per core with the fast engine, 1 with the apiserver engine")
 }
 
@@ -199,7 +199,7 @@ cluster cannot express. With several seeds each metric is the median, and
 			if err != nil {
 				return err
 			}
-			kind, err := engine.ParseKind(engineName)
+			kind, err := simcluster.ParseKind(engineName)
 			if err != nil {
 				return fmt.Errorf("--engine: %w", err)
 			}

@@ -14,7 +14,7 @@
 //     and Permit timeouts cost no wall time. It cannot model admission
 //     (ResourceQuota, LimitRange, webhooks) or controllers (Jobs,
 //     Deployments, garbage collection); runs that need them use APIServer.
-package engine
+package simcluster
 
 import (
 	"context"

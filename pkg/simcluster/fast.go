@@ -1,4 +1,4 @@
-package engine
+package simcluster
 
 import (
 	"context"
@@ -26,7 +26,7 @@ import (
 	"github.com/aisched/aisched/pkg/jobqueue"
 	"github.com/aisched/aisched/pkg/local/nodesim"
 	aischedscheduler "github.com/aisched/aisched/pkg/scheduler"
-	"github.com/aisched/aisched/pkg/sim/vclock"
+	"github.com/aisched/aisched/pkg/simcluster/vclock"
 )
 
 // epoch is where the fast engine's clock starts, the same in every run.
