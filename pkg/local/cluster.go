@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
+	kubescheduler "k8s.io/kubernetes/pkg/scheduler"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 
 	aischedconfig "github.com/aisched/aisched/apis/config"
@@ -131,6 +133,8 @@ type Cluster struct {
 	schedulerConfig *config.KubeSchedulerConfiguration
 	services        *aischedconfig.SchedulerServices
 	discardEvents   bool
+	// runningScheduler is the scheduler while one runs.
+	runningScheduler atomic.Pointer[kubescheduler.Scheduler]
 
 	failOnce sync.Once
 	failed   chan struct{}
@@ -385,7 +389,7 @@ func (c *Cluster) waitStarted(ctx context.Context, comp *component) error {
 
 func (c *Cluster) newSchedulerComponent() *component {
 	return &component{name: "scheduler", run: func(ctx context.Context, started chan<- struct{}) error {
-		return runScheduler(ctx, c.Config, c.schedulerConfig, c.services, c.discardEvents, started)
+		return runScheduler(ctx, c.Config, c.schedulerConfig, c.services, c.discardEvents, &c.runningScheduler, started)
 	}}
 }
 
@@ -541,6 +545,17 @@ func lockDir(dir string) (*os.File, error) {
 		return nil, fmt.Errorf("data dir %s is in use by another aisched; stop it or choose another with --data-dir", dir)
 	}
 	return f, nil
+}
+
+// SchedulerPlugins is the plugin list of the running scheduler's profile
+// (scheduler.ProfilePlugins); false when no scheduler runs or it has no
+// such profile.
+func (c *Cluster) SchedulerPlugins(profile string) (*config.Plugins, bool) {
+	sched := c.runningScheduler.Load()
+	if sched == nil {
+		return nil, false
+	}
+	return scheduler.ProfilePlugins(sched, profile)
 }
 
 // KubeletHolders is the simulated kubelets' record of which pod holds

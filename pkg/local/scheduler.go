@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/dynamic"
@@ -18,14 +19,15 @@ import (
 )
 
 // runScheduler runs kube-scheduler with the given configuration and
-// aisched's plugins, with services built afresh, until ctx is cancelled; started is closed once its
-// caches are synced and it schedules.
+// aisched's plugins, with services built afresh, until ctx is cancelled;
+// started is closed once its caches are synced and it schedules. running
+// holds the scheduler while it runs.
 //
 // It does what kube-scheduler's app.Run does without leader election,
 // secure serving and the process-wide configz registration, none of which
 // an in-process scheduler wants (a second cluster in the same process would
 // collide on configz).
-func runScheduler(ctx context.Context, restCfg *rest.Config, cfg *config.KubeSchedulerConfiguration, services *aischedconfig.SchedulerServices, discardEvents bool, started chan<- struct{}) error {
+func runScheduler(ctx context.Context, restCfg *rest.Config, cfg *config.KubeSchedulerConfiguration, services *aischedconfig.SchedulerServices, discardEvents bool, running *atomic.Pointer[scheduler.Scheduler], started chan<- struct{}) error {
 	restCfg = rest.AddUserAgent(rest.CopyConfig(restCfg), "aisched-scheduler")
 	client, err := kubernetes.NewForConfig(restCfg)
 	if err != nil {
@@ -52,6 +54,8 @@ func runScheduler(ctx context.Context, restCfg *rest.Config, cfg *config.KubeSch
 	if err != nil {
 		return err
 	}
+	running.Store(sched)
+	defer running.CompareAndSwap(sched, nil)
 	if !discardEvents {
 		// Without a sink the broadcaster drops what it is given.
 		broadcaster.StartRecordingToSink(ctx.Done())

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 
 	"github.com/aisched/aisched/pkg/clusterfile"
 	"github.com/aisched/aisched/pkg/generated/clientset/versioned"
@@ -51,7 +52,10 @@ func (a *apiserverCluster) Client() kubernetes.Interface      { return a.c.Clien
 func (a *apiserverCluster) Aisched() versioned.Interface      { return a.aisched }
 func (a *apiserverCluster) Now() time.Time                    { return time.Now() }
 func (a *apiserverCluster) KubeletHolders() map[string]string { return a.c.KubeletHolders() }
-func (a *apiserverCluster) Stop() error                       { return errors.Join(a.c.Stop(), os.RemoveAll(a.dir)) }
+func (a *apiserverCluster) SchedulerPlugins(profile string) (*config.Plugins, bool) {
+	return a.c.SchedulerPlugins(profile)
+}
+func (a *apiserverCluster) Stop() error { return errors.Join(a.c.Stop(), os.RemoveAll(a.dir)) }
 
 // RunUntil waits for the real time t.
 func (a *apiserverCluster) RunUntil(ctx context.Context, t time.Time) error {

@@ -1,19 +1,3 @@
-// Package engine runs the simulated clusters that `aisched sim` and
-// `aisched whatif` place pods on. Two engines run the same scheduler (the
-// same plugins, the same configuration, kube-scheduler's own scheduling
-// cycle) and the same simulated kubelets (package nodesim):
-//
-//   - APIServer is `aisched up`'s cluster: a real etcd, kube-apiserver and
-//     controllers, in real time. It models everything a cluster does,
-//     ResourceQuota admission and controllers included, at the speed of a
-//     real control plane.
-//   - Fast has no apiserver: client-go's fake clientset with the apiserver
-//     behaviours the scheduler and the kubelets rely on (fakeAPI), and a
-//     virtual clock (package vclock) that jumps from one event to the next
-//     once the cluster is quiet, so that arrivals, run durations, backoffs
-//     and Permit timeouts cost no wall time. It cannot model admission
-//     (ResourceQuota, LimitRange, webhooks) or controllers (Jobs,
-//     Deployments, garbage collection); runs that need them use APIServer.
 package simcluster
 
 import (
@@ -47,6 +31,10 @@ type Cluster interface {
 	// KubeletHolders is the simulated kubelets' record of which pod holds
 	// which card (nodesim.Simulator.Holders).
 	KubeletHolders() map[string]string
+	// SchedulerPlugins is the plugin list of the scheduler's profile, as
+	// its framework lists them (scheduler.ProfilePlugins); false when the
+	// scheduler has no such profile.
+	SchedulerPlugins(profile string) (*config.Plugins, bool)
 	// Stop stops the cluster and frees what it holds.
 	Stop() error
 }

@@ -18,12 +18,11 @@ import (
 	"k8s.io/client-go/tools/events"
 	fwk "k8s.io/kube-scheduler/framework"
 	kubescheduler "k8s.io/kubernetes/pkg/scheduler"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 
 	aischedv1alpha1 "github.com/aisched/aisched/apis/aisched/v1alpha1"
-	aischedconfig "github.com/aisched/aisched/apis/config"
 	"github.com/aisched/aisched/pkg/clusterfile"
 	"github.com/aisched/aisched/pkg/generated/clientset/versioned"
-	"github.com/aisched/aisched/pkg/jobqueue"
 	"github.com/aisched/aisched/pkg/local/nodesim"
 	aischedscheduler "github.com/aisched/aisched/pkg/scheduler"
 	"github.com/aisched/aisched/pkg/simcluster/vclock"
@@ -59,50 +58,6 @@ type fastCluster struct {
 	wg     sync.WaitGroup
 	errMu  sync.Mutex
 	err    error
-}
-
-// StartSnapshot starts a fast-engine cluster holding a copy of a live
-// cluster's objects (core objects, and aisched's GPUInventories,
-// NodeMetrics and PodGroups), with no simulated kubelets: its nodes are
-// the snapshot's, its pods stay as they are unless deleted. Its clock
-// starts at now. The scheduler runs with opts' configuration; the node
-// pools of opts are not used.
-func StartSnapshot(ctx context.Context, now time.Time, objects, aischedObjects []runtime.Object, opts Options) (SnapshotCluster, error) {
-	if opts.Services == nil {
-		opts.Services = aischedconfig.DefaultServices()
-	}
-	opts.NodePools = nil
-	c, err := startFastAt(ctx, now, opts, func(api *fakeAPI) error {
-		for _, o := range objects {
-			if err := api.core.Tracker().Add(o); err != nil {
-				return fmt.Errorf("snapshot: %w", err)
-			}
-		}
-		for _, o := range aischedObjects {
-			if err := api.aisched.Tracker().Add(o); err != nil {
-				return fmt.Errorf("snapshot: %w", err)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return c, nil
-}
-
-// SnapshotCluster is a fast-engine cluster started from a snapshot, which
-// also tells what its job queue decided.
-type SnapshotCluster interface {
-	Cluster
-	// QueueDecision is the job queue's last decision for the pod group
-	// with key (namespace/name); ok is false when it has none.
-	QueueDecision(key string) (jobqueue.Decision, bool)
-}
-
-// QueueDecision implements SnapshotCluster.
-func (f *fastCluster) QueueDecision(key string) (jobqueue.Decision, bool) {
-	return f.svc.Queue.Decision(key)
 }
 
 func startFast(ctx context.Context, opts Options) (Cluster, error) {
@@ -210,6 +165,11 @@ func (f *fastCluster) run(name string, fn func() error) {
 func (f *fastCluster) Client() kubernetes.Interface { return f.api.core }
 func (f *fastCluster) Aisched() versioned.Interface { return f.api.aisched }
 func (f *fastCluster) Now() time.Time               { return f.clock.Now() }
+
+// SchedulerPlugins implements Cluster.
+func (f *fastCluster) SchedulerPlugins(profile string) (*config.Plugins, bool) {
+	return aischedscheduler.ProfilePlugins(f.sched, profile)
+}
 
 // KubeletHolders is nil for a snapshot, which has no simulated kubelets.
 func (f *fastCluster) KubeletHolders() map[string]string {

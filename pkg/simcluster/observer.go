@@ -1,0 +1,174 @@
+package simcluster
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
+)
+
+// PodObserver watches a cluster's pods with one informer and records, at
+// the cluster's time, what the runners above wait on and measure: when
+// each pod was first seen bound, when it was first seen ended, and why
+// the scheduler last left it pending. It is the one observer of pods of
+// every harness: scenario runs measure from it, trace replays and whatif
+// wait on it.
+type PodObserver struct {
+	cluster Cluster
+	stop    func()
+
+	mu   sync.Mutex
+	pods map[string]*PodState
+	// last is when a pod was last seen bound or ended.
+	last time.Time
+	// changed is closed, and replaced, whenever a pod's state changes.
+	changed chan struct{}
+}
+
+// PodState is what an observer saw of one pod.
+type PodState struct {
+	// Pod is the pod as last seen.
+	Pod *corev1.Pod
+	// Bound is when the pod was first seen bound to a node; zero until
+	// then.
+	Bound time.Time
+	// Ended is when the pod was first seen Succeeded or Failed; zero
+	// until then.
+	Ended time.Time
+}
+
+// NotScheduled is the pod's PodScheduled=False condition as last seen: why
+// the scheduler left it pending (Unschedulable, SchedulerError, or the job
+// queue's reason); nil when the pod is bound or nothing said so.
+func (s PodState) NotScheduled() *corev1.PodCondition {
+	if s.Pod == nil {
+		return nil
+	}
+	return NotScheduled(s.Pod)
+}
+
+// NotScheduled returns pod's PodScheduled=False condition, nil when it has
+// none.
+func NotScheduled(pod *corev1.Pod) *corev1.PodCondition {
+	_, cond := podutil.GetPodCondition(&pod.Status, corev1.PodScheduled)
+	if cond == nil || cond.Status != corev1.ConditionFalse {
+		return nil
+	}
+	return cond
+}
+
+// ObservePods starts observing every pod of c, and returns once the
+// observer has seen the pods c has now. Stop ends it.
+func ObservePods(ctx context.Context, c Cluster) (*PodObserver, error) {
+	o := &PodObserver{cluster: c, pods: map[string]*PodState{}, changed: make(chan struct{})}
+	factory := informers.NewSharedInformerFactory(c.Client(), 0)
+	informer := factory.Core().V1().Pods().Informer()
+	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    o.observe,
+		UpdateFunc: func(_, obj interface{}) { o.observe(obj) },
+	}); err != nil {
+		return nil, err
+	}
+	stopInformers := make(chan struct{})
+	// Shutdown waits for the informers, which stop with their channel.
+	o.stop = sync.OnceFunc(func() { close(stopInformers); factory.Shutdown() })
+	factory.Start(stopInformers)
+	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+		o.Stop()
+		return nil, fmt.Errorf("observing pods: %w", ctx.Err())
+	}
+	return o, nil
+}
+
+// Stop stops the observer's informer and waits for it.
+func (o *PodObserver) Stop() { o.stop() }
+
+func (o *PodObserver) observe(obj interface{}) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	now := o.cluster.Now()
+	key := pod.Namespace + "/" + pod.Name
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	s := o.pods[key]
+	if s == nil {
+		s = &PodState{}
+		o.pods[key] = s
+	}
+	s.Pod = pod
+	if pod.Spec.NodeName != "" && s.Bound.IsZero() {
+		s.Bound, o.last = now, now
+	}
+	// A pod that ends frees room: what waits may bind now.
+	if (pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed) && s.Ended.IsZero() {
+		s.Ended, o.last = now, now
+	}
+	close(o.changed)
+	o.changed = make(chan struct{})
+}
+
+// Pod returns what the observer saw of the pod namespace/name; false when
+// it saw nothing of it.
+func (o *PodObserver) Pod(key string) (PodState, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	s, ok := o.pods[key]
+	if !ok {
+		return PodState{}, false
+	}
+	return *s, true
+}
+
+// LastChange is when a pod was last seen bound or ended; zero when none
+// was.
+func (o *PodObserver) LastChange() time.Time {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.last
+}
+
+// Wait returns the state of the pod key once done says it is done.
+func (o *PodObserver) Wait(ctx context.Context, key string, done func(PodState) bool) (PodState, error) {
+	for {
+		o.mu.Lock()
+		s, seen := o.pods[key]
+		changed := o.changed
+		o.mu.Unlock()
+		if seen && done(*s) {
+			return *s, nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return PodState{}, fmt.Errorf("waiting for pod %s: %w", key, ctx.Err())
+		}
+	}
+}
+
+// Refresh reads the pods named (namespace/name) from the cluster and
+// records them as if the informer had delivered them, for a reader that
+// must see their state as of now rather than as the watch brings it:
+// whatif, between steps of the fast engine's clock. Its states are
+// Pod(key)'s from then on.
+func (o *PodObserver) Refresh(ctx context.Context, keys ...string) error {
+	for _, key := range keys {
+		namespace, name, err := cache.SplitMetaNamespaceKey(key)
+		if err != nil {
+			return err
+		}
+		pod, err := o.cluster.Client().CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		o.observe(pod)
+	}
+	return nil
+}
