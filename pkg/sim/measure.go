@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,7 +16,8 @@ import (
 )
 
 // measure reads the cluster at the end of a run into the metrics.
-func measure(ctx context.Context, c simcluster.Cluster, s *scenario.Scenario, w *watcher, rejected int, firstArrival time.Time) (metrics.Result, error) {
+func (r *run) measure(ctx context.Context, c simcluster.Cluster, firstArrival time.Time) (metrics.Result, error) {
+	s := r.scenario
 	nodes, err := c.Client().CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return metrics.Result{}, err
@@ -34,9 +36,7 @@ func measure(ctx context.Context, c simcluster.Cluster, s *scenario.Scenario, w 
 	}
 	cards := cardsByNode(s)
 
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	res := metrics.Result{PendingPods: rejected}
+	res := metrics.Result{PendingPods: r.rejected}
 	var simNodes []metrics.Node
 	index := map[string]int{}
 	for _, n := range nodes.Items {
@@ -56,11 +56,9 @@ func measure(ctx context.Context, c simcluster.Cluster, s *scenario.Scenario, w 
 			continue
 		}
 		// Pods of items bound to a node directly never met the scheduler.
-		if t, ok := w.bound[pod.Namespace+"/"+pod.Name]; ok && !directlyBound(s, pod) {
+		if seen, ok := r.pods.Pod(pod.Namespace + "/" + pod.Name); ok && !seen.Bound.IsZero() && !directlyBound(s, pod) {
 			scheduled++
-			if t.After(lastBind) {
-				lastBind = t
-			}
+			lastBind = later(lastBind, seen.Bound)
 		}
 		r, gpuErr := gpu.ParseRequest(pod)
 		isGPU := gpuErr == nil && r.Count > 0
@@ -86,13 +84,44 @@ func measure(ctx context.Context, c simcluster.Cluster, s *scenario.Scenario, w 
 	res.BalanceEfficiencyH = metrics.BalanceEfficiencyH(simNodes)
 	res.GPUAllocationRate = metrics.GPUAllocationRate(simNodes)
 	res.UnallocatedGPUPct = metrics.UnallocatedGPUPct(simNodes)
-	w.groups.Settle(c.Now())
-	res.PartialGroups = w.groups.Partial()
-	res.GroupWaitSeconds = metrics.PercentilesOf(w.groups.Waits())
+	groups := r.trackGroups()
+	groups.Settle(c.Now())
+	res.PartialGroups = groups.Partial()
+	res.GroupWaitSeconds = metrics.PercentilesOf(groups.Waits())
 	if !lastBind.IsZero() {
 		res.PodsPerSecond = metrics.PodsPerSecond(scheduled, lastBind.Sub(firstArrival))
 	}
 	return res, nil
+}
+
+// partialAfter is how long a group must stay partially bound to count as
+// partial (metrics.GroupTracker): a gang's members bind milliseconds apart,
+// a group stuck half bound stays so.
+const partialAfter = time.Second
+
+// trackGroups plays the run's pod groups through a GroupTracker: each
+// created when its first member arrived, then its members' bindings in the
+// order the observer saw them.
+func (r *run) trackGroups() *metrics.GroupTracker {
+	t := metrics.NewGroupTracker(partialAfter)
+	for key, g := range r.groups {
+		t.Created(key, g.minAvailable, g.at)
+	}
+	type binding struct {
+		group string
+		at    time.Time
+	}
+	var bindings []binding
+	for pod, group := range r.groupOf {
+		if seen, ok := r.pods.Pod(pod); ok && !seen.Bound.IsZero() {
+			bindings = append(bindings, binding{group, seen.Bound})
+		}
+	}
+	slices.SortFunc(bindings, func(a, b binding) int { return a.at.Compare(b.at) })
+	for _, b := range bindings {
+		t.Bound(b.group, b.at)
+	}
+	return t
 }
 
 // directlyBound reports whether the pod comes from an item bound to a
@@ -177,4 +206,16 @@ func loadAndPerformance(nodes []metrics.Node, samples map[string]*aischedv1alpha
 			nodes[i].Performance = perf / m
 		}
 	}
+}
+
+// quantity returns the value of r in l, 0 when absent.
+func quantity(l corev1.ResourceList, r corev1.ResourceName, milli bool) int64 {
+	q, ok := l[r]
+	if !ok {
+		return 0
+	}
+	if milli {
+		return q.MilliValue()
+	}
+	return q.Value()
 }

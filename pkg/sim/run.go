@@ -6,18 +6,14 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 
 	"github.com/aisched/aisched/pkg/clusterfile"
@@ -145,25 +141,17 @@ func runTrace(ctx context.Context, s *scenario.Scenario, opts Options) (*report.
 }
 
 // policyConfig is the scheduler configuration of a policy, with its
-// profile checked.
+// profile checked: the file the policy names, else builtIn, else `aisched
+// up`'s.
 func policyConfig(p scenario.Policy, builtIn *config.KubeSchedulerConfiguration) (*config.KubeSchedulerConfiguration, error) {
-	var cfg *config.KubeSchedulerConfiguration
-	var err error
-	switch {
-	case p.SchedulerConfig == "" && builtIn != nil:
-		cfg = builtIn
-	case p.SchedulerConfig == "":
-		cfg, err = scheduler.LocalConfig()
-	default:
-		var data []byte
-		if data, err = os.ReadFile(p.SchedulerConfig); err == nil {
-			cfg, err = scheduler.DecodeConfig(data)
+	cfg := builtIn
+	if p.SchedulerConfig != "" || cfg == nil {
+		var err error
+		if cfg, err = scheduler.ReadConfig(p.SchedulerConfig); err != nil {
+			return nil, fmt.Errorf("policy %s: %w", p.Name, err)
 		}
 	}
-	if err != nil {
-		return nil, fmt.Errorf("policy %s: %w", p.Name, err)
-	}
-	if findProfile(cfg, p.Profile) == nil {
+	if scheduler.FindProfile(cfg, p.Profile) == nil {
 		return nil, fmt.Errorf("policy %s: no profile %q in its scheduler configuration", p.Name, p.Profile)
 	}
 	return cfg, nil
@@ -239,49 +227,6 @@ const itemLabel = "sim.aisched.io/item"
 
 func priorityClassName(v int32) string { return "sim-priority-" + strconv.Itoa(int(v)) }
 
-// watcher records what happens to the workload's pods, at the cluster's
-// time.
-type watcher struct {
-	now    func() time.Time
-	mu     sync.Mutex
-	bound  map[string]time.Time // pod key -> first seen bound
-	ended  map[string]bool      // pod keys seen Succeeded or Failed
-	groups *metrics.GroupTracker
-	group  map[string]string // pod key -> group key
-	last   time.Time         // last binding or end of a pod
-}
-
-func (w *watcher) observe(obj interface{}) {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok || pod.Spec.NodeName == "" {
-		return
-	}
-	key := pod.Namespace + "/" + pod.Name
-	now := w.now()
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
-		// A pod that ends frees room: what waits may bind now.
-		if !w.ended[key] {
-			w.ended[key] = true
-			w.last = now
-		}
-	}
-	if _, seen := w.bound[key]; seen {
-		return
-	}
-	w.bound[key] = now
-	w.last = now
-	if g, ok := w.group[key]; ok {
-		w.groups.Bound(g, now)
-	}
-}
-
-// partialAfter is how long a group must stay partially bound to count as
-// partial (metrics.GroupTracker): a gang's members bind milliseconds apart,
-// a group stuck half bound stays so.
-const partialAfter = time.Second
-
 // runOne runs the arrivals on a fresh cluster under cfg, calling step
 // after each arrival.
 func runOne(ctx context.Context, s *scenario.Scenario, cfg *config.KubeSchedulerConfiguration, arrivals []arrival, opts Options, step func(int)) (_ metrics.Result, err error) {
@@ -299,55 +244,41 @@ func runOne(ctx context.Context, s *scenario.Scenario, cfg *config.KubeScheduler
 	if err := prepare(ctx, c, s); err != nil {
 		return metrics.Result{}, err
 	}
-
-	w := &watcher{now: c.Now, bound: map[string]time.Time{}, ended: map[string]bool{}, groups: metrics.NewGroupTracker(partialAfter), group: map[string]string{}}
-	stopWatching, err := watchPods(ctx, c, w.observe)
+	pods, err := simcluster.ObservePods(ctx, c)
 	if err != nil {
 		return metrics.Result{}, err
 	}
-	defer stopWatching()
+	defer pods.Stop()
 
 	start := c.Now()
-	rejected := 0
+	run := &run{scenario: s, pods: pods, groups: map[string]groupArrival{}, groupOf: map[string]string{}}
 	for i, a := range arrivals {
 		step(i)
 		if err := c.RunUntil(ctx, start.Add(a.at)); err != nil {
 			return metrics.Result{}, err
 		}
-		key := a.pod.Namespace + "/" + a.pod.Name
-		if g, ok := a.pod.Labels[podgroup.NameLabel]; ok {
-			min, _ := strconv.Atoi(a.pod.Labels[podgroup.MinAvailableLabel])
-			w.mu.Lock()
-			w.group[key] = a.pod.Namespace + "/" + g
-			w.groups.Created(w.group[key], min, c.Now())
-			w.mu.Unlock()
-		}
+		run.arrived(a.pod, c.Now())
 		if _, err := c.Client().CoreV1().Pods(a.pod.Namespace).Create(ctx, a.pod, metav1.CreateOptions{}); err != nil {
 			// A pod the apiserver refuses (a quota) never runs: it counts
 			// as pending.
 			if ctx.Err() != nil {
 				return metrics.Result{}, ctx.Err()
 			}
-			rejected++
+			run.rejected++
 		}
 	}
 	step(len(arrivals))
-	w.mu.Lock()
-	w.last = c.Now()
-	w.mu.Unlock()
 	// Settle: run until no pod is bound or ends for opts.Settle, looking
 	// every 200ms of the cluster's time. (Not as soon as every pod is
 	// bound: what is measured then would depend on how fast the engine
 	// got there, and the pods still running with it.)
+	lastArrival := c.Now()
 	for {
-		w.mu.Lock()
-		done := c.Now().Sub(w.last) >= opts.Settle
-		next := w.last.Add(opts.Settle)
-		w.mu.Unlock()
-		if done {
+		last := later(lastArrival, pods.LastChange())
+		if c.Now().Sub(last) >= opts.Settle {
 			break
 		}
-		if err := c.RunUntil(ctx, minTime(next, c.Now().Add(200*time.Millisecond))); err != nil {
+		if err := c.RunUntil(ctx, earlier(last.Add(opts.Settle), c.Now().Add(200*time.Millisecond))); err != nil {
 			return metrics.Result{}, err
 		}
 	}
@@ -358,10 +289,51 @@ func runOne(ctx context.Context, s *scenario.Scenario, cfg *config.KubeScheduler
 	if err := checkCards(ctx, c, s.Cluster.NodePools); err != nil {
 		return metrics.Result{}, err
 	}
-	return measure(ctx, c, s, w, rejected, start.Add(arrivals[0].at))
+	return run.measure(ctx, c, start.Add(arrivals[0].at))
 }
 
-func minTime(a, b time.Time) time.Time {
+// run is what a scenario run knows of its workload as it goes, for the
+// measurement at its end.
+type run struct {
+	scenario *scenario.Scenario
+	pods     *simcluster.PodObserver
+	// rejected counts the pods the apiserver refused.
+	rejected int
+	// groups are the workload's pod groups by key, groupOf the group of
+	// each pod of one.
+	groups  map[string]groupArrival
+	groupOf map[string]string
+}
+
+// groupArrival is when a pod group's first member arrived and its
+// min-available.
+type groupArrival struct {
+	at           time.Time
+	minAvailable int
+}
+
+// arrived records the arrival of pod at at.
+func (r *run) arrived(pod *corev1.Pod, at time.Time) {
+	g, ok := pod.Labels[podgroup.NameLabel]
+	if !ok {
+		return
+	}
+	key := pod.Namespace + "/" + g
+	r.groupOf[pod.Namespace+"/"+pod.Name] = key
+	if _, seen := r.groups[key]; !seen {
+		min, _ := strconv.Atoi(pod.Labels[podgroup.MinAvailableLabel])
+		r.groups[key] = groupArrival{at: at, minAvailable: min}
+	}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func earlier(a, b time.Time) time.Time {
 	if a.Before(b) {
 		return a
 	}
@@ -388,24 +360,6 @@ func checkCards(ctx context.Context, c simcluster.Cluster, pools []clusterfile.N
 		return err
 	}
 	return compareLedgers(ctx, list, c.KubeletHolders)
-}
-
-// watchPods calls observe with every pod the cluster has and each change
-// of one, until stop, which waits for the informer to end.
-func watchPods(ctx context.Context, c simcluster.Cluster, observe func(interface{})) (stop func(), err error) {
-	factory := informers.NewSharedInformerFactory(c.Client(), 0)
-	informer := factory.Core().V1().Pods().Informer()
-	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    observe,
-		UpdateFunc: func(_, obj interface{}) { observe(obj) },
-	}); err != nil {
-		return nil, err
-	}
-	stopInformers := make(chan struct{})
-	factory.Start(stopInformers)
-	cache.WaitForCacheSync(ctx.Done(), informer.HasSynced)
-	// Shutdown waits for the informers, which stop with their channel.
-	return func() { close(stopInformers); factory.Shutdown() }, nil
 }
 
 // prepare creates the namespaces, their quotas and the priority classes,
@@ -449,16 +403,4 @@ func priorities(s *scenario.Scenario) map[int32]bool {
 		}
 	}
 	return out
-}
-
-// quantity returns the value of r in l, 0 when absent.
-func quantity(l corev1.ResourceList, r corev1.ResourceName, milli bool) int64 {
-	q, ok := l[r]
-	if !ok {
-		return 0
-	}
-	if milli {
-		return q.MilliValue()
-	}
-	return q.Value()
 }
