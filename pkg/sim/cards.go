@@ -9,11 +9,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/aisched/aisched/pkg/clusterfile"
 	"github.com/aisched/aisched/pkg/gpu"
 	"github.com/aisched/aisched/pkg/gpuledger"
 	"github.com/aisched/aisched/pkg/local/nodesim"
+	"github.com/aisched/aisched/pkg/simcluster"
 )
 
 // cardsOf returns the cards of each node of the pools, by node name, as
@@ -32,6 +34,28 @@ func cardsOf(pools []clusterfile.NodePool) func(node string) *gpu.Set {
 	return func(node string) *gpu.Set { return sets[node] }
 }
 
+// checkCards audits the cards the cluster's pods hold and compares the
+// scheduler's record with the simulated kubelets' (compareHolders): a run
+// whose cards are overcommitted, or whose kubelets hold other cards than
+// the scheduler assigned, reports no number.
+func checkCards(ctx context.Context, c simcluster.Cluster, pools []clusterfile.NodePool) error {
+	list := func(ctx context.Context) ([]corev1.Pod, error) {
+		l, err := c.Client().CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		return l.Items, nil
+	}
+	pods, err := list(ctx)
+	if err != nil {
+		return err
+	}
+	if err := auditCards(pods, cardsOf(pools)); err != nil {
+		return err
+	}
+	return compareHolders(ctx, list, c.KubeletHolders)
+}
+
 // auditCards checks the cards the pods hold with the GPU ledger's Audit:
 // a run whose cards are overcommitted reports no number.
 func auditCards(pods []corev1.Pod, cards func(string) *gpu.Set) error {
@@ -45,14 +69,14 @@ func auditCards(pods []corev1.Pod, cards func(string) *gpu.Set) error {
 	return nil
 }
 
-// compareLedgers compares the scheduler's record of which pod holds which
+// compareHolders compares the scheduler's record of which pod holds which
 // card (the pods' assignments, as the GPU ledger reads them) with the
 // simulated kubelets' own, which play the device layer. Pods without an
 // assignment (placed by a profile without GPUFit) are left out: their
 // cards are the kubelet's choice. A pod that binds or ends while the two
 // are read makes them differ for a moment, so they are read again for up
 // to two seconds before a difference counts.
-func compareLedgers(ctx context.Context, list func(context.Context) ([]corev1.Pod, error), kubelets func() map[string]string) error {
+func compareHolders(ctx context.Context, list func(context.Context) ([]corev1.Pod, error), kubelets func() map[string]string) error {
 	var diff string
 	for range 10 {
 		pods, err := list(ctx)
@@ -69,7 +93,7 @@ func compareLedgers(ctx context.Context, list func(context.Context) ([]corev1.Po
 		}
 		scheduler := gpuledger.Holders(ptrs)
 		kubelet := only(kubelets(), assigned)
-		if diff = ledgerDiff(scheduler, kubelet); diff == "" {
+		if diff = holdersDiff(scheduler, kubelet); diff == "" {
 			return nil
 		}
 		select {
@@ -99,8 +123,8 @@ func only(table map[string]string, keep map[string]bool) map[string]string {
 	return out
 }
 
-// ledgerDiff lists the cards whose holders differ, "" when none does.
-func ledgerDiff(scheduler, kubelet map[string]string) string {
+// holdersDiff lists the cards whose holders differ, "" when none does.
+func holdersDiff(scheduler, kubelet map[string]string) string {
 	cards := slices.Sorted(maps.Keys(scheduler))
 	for c := range kubelet {
 		if _, ok := scheduler[c]; !ok {

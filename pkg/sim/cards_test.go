@@ -11,7 +11,7 @@ import (
 	"github.com/aisched/aisched/pkg/gpu"
 )
 
-func TestCompareLedgers(t *testing.T) {
+func TestCompareHolders(t *testing.T) {
 	pod := func(name, assigned string) corev1.Pod {
 		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}, Spec: corev1.PodSpec{NodeName: "n"}}
 		if assigned != "" {
@@ -33,9 +33,9 @@ func TestCompareLedgers(t *testing.T) {
 		{"an unassigned pod beside an assigned one is not compared", map[string]string{"n/0": "ns/a,ns/b"}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := compareLedgers(context.Background(), list, func() map[string]string { return tc.kubelet })
+			err := compareHolders(context.Background(), list, func() map[string]string { return tc.kubelet })
 			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
-				t.Errorf("compareLedgers = %v, want %q", err, tc.wantErr)
+				t.Errorf("compareHolders = %v, want %q", err, tc.wantErr)
 			}
 		})
 	}

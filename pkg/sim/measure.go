@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"slices"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -10,13 +11,65 @@ import (
 
 	aischedv1alpha1 "github.com/aisched/aisched/apis/aisched/v1alpha1"
 	"github.com/aisched/aisched/pkg/gpu"
+	"github.com/aisched/aisched/pkg/podgroup"
 	"github.com/aisched/aisched/pkg/sim/metrics"
 	"github.com/aisched/aisched/pkg/sim/scenario"
 	"github.com/aisched/aisched/pkg/simcluster"
 )
 
+// itemLabel names the workload item of a pod.
+const itemLabel = "sim.aisched.io/item"
+
+// record is what a scenario run knows of its workload as it goes, for the
+// measurement at its end.
+type record struct {
+	scenario *scenario.Scenario
+	pods     *simcluster.PodObserver
+	// rejected counts the pods the apiserver refused.
+	rejected int
+	// groups are the workload's pod groups by key, groupOf the group of
+	// each pod of one.
+	groups  map[string]groupArrival
+	groupOf map[string]string
+}
+
+// groupArrival is when a pod group's first member arrived and its
+// min-available.
+type groupArrival struct {
+	at           time.Time
+	minAvailable int
+}
+
+// arrived records the arrival of pod at at.
+func (r *record) arrived(pod *corev1.Pod, at time.Time) {
+	g, ok := pod.Labels[podgroup.NameLabel]
+	if !ok {
+		return
+	}
+	key := pod.Namespace + "/" + g
+	r.groupOf[pod.Namespace+"/"+pod.Name] = key
+	if _, seen := r.groups[key]; !seen {
+		min, _ := strconv.Atoi(pod.Labels[podgroup.MinAvailableLabel])
+		r.groups[key] = groupArrival{at: at, minAvailable: min}
+	}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func earlier(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
 // measure reads the cluster at the end of a run into the metrics.
-func (r *run) measure(ctx context.Context, c simcluster.Cluster, firstArrival time.Time) (metrics.Result, error) {
+func (r *record) measure(ctx context.Context, c simcluster.Cluster, firstArrival time.Time) (metrics.Result, error) {
 	s := r.scenario
 	nodes, err := c.Client().CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -102,7 +155,7 @@ const partialAfter = time.Second
 // trackGroups plays the run's pod groups through a GroupTracker: each
 // created when its first member arrived, then its members' bindings in the
 // order the observer saw them.
-func (r *run) trackGroups() *metrics.GroupTracker {
+func (r *record) trackGroups() *metrics.GroupTracker {
 	t := metrics.NewGroupTracker(partialAfter)
 	for key, g := range r.groups {
 		t.Created(key, g.minAvailable, g.at)

@@ -16,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 
-	"github.com/aisched/aisched/pkg/clusterfile"
 	"github.com/aisched/aisched/pkg/local/nodesim"
 	"github.com/aisched/aisched/pkg/podgroup"
 	"github.com/aisched/aisched/pkg/podload"
@@ -222,9 +221,6 @@ func buildPod(it scenario.Item, k int, profile string) *corev1.Pod {
 	return pod
 }
 
-// itemLabel names the workload item of a pod.
-const itemLabel = "sim.aisched.io/item"
-
 func priorityClassName(v int32) string { return "sim-priority-" + strconv.Itoa(int(v)) }
 
 // runOne runs the arrivals on a fresh cluster under cfg, calling step
@@ -251,20 +247,20 @@ func runOne(ctx context.Context, s *scenario.Scenario, cfg *config.KubeScheduler
 	defer pods.Stop()
 
 	start := c.Now()
-	run := &run{scenario: s, pods: pods, groups: map[string]groupArrival{}, groupOf: map[string]string{}}
+	rec := &record{scenario: s, pods: pods, groups: map[string]groupArrival{}, groupOf: map[string]string{}}
 	for i, a := range arrivals {
 		step(i)
 		if err := c.RunUntil(ctx, start.Add(a.at)); err != nil {
 			return metrics.Result{}, err
 		}
-		run.arrived(a.pod, c.Now())
+		rec.arrived(a.pod, c.Now())
 		if _, err := c.Client().CoreV1().Pods(a.pod.Namespace).Create(ctx, a.pod, metav1.CreateOptions{}); err != nil {
 			// A pod the apiserver refuses (a quota) never runs: it counts
 			// as pending.
 			if ctx.Err() != nil {
 				return metrics.Result{}, ctx.Err()
 			}
-			run.rejected++
+			rec.rejected++
 		}
 	}
 	step(len(arrivals))
@@ -289,77 +285,7 @@ func runOne(ctx context.Context, s *scenario.Scenario, cfg *config.KubeScheduler
 	if err := checkCards(ctx, c, s.Cluster.NodePools); err != nil {
 		return metrics.Result{}, err
 	}
-	return run.measure(ctx, c, start.Add(arrivals[0].at))
-}
-
-// run is what a scenario run knows of its workload as it goes, for the
-// measurement at its end.
-type run struct {
-	scenario *scenario.Scenario
-	pods     *simcluster.PodObserver
-	// rejected counts the pods the apiserver refused.
-	rejected int
-	// groups are the workload's pod groups by key, groupOf the group of
-	// each pod of one.
-	groups  map[string]groupArrival
-	groupOf map[string]string
-}
-
-// groupArrival is when a pod group's first member arrived and its
-// min-available.
-type groupArrival struct {
-	at           time.Time
-	minAvailable int
-}
-
-// arrived records the arrival of pod at at.
-func (r *run) arrived(pod *corev1.Pod, at time.Time) {
-	g, ok := pod.Labels[podgroup.NameLabel]
-	if !ok {
-		return
-	}
-	key := pod.Namespace + "/" + g
-	r.groupOf[pod.Namespace+"/"+pod.Name] = key
-	if _, seen := r.groups[key]; !seen {
-		min, _ := strconv.Atoi(pod.Labels[podgroup.MinAvailableLabel])
-		r.groups[key] = groupArrival{at: at, minAvailable: min}
-	}
-}
-
-func later(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
-
-func earlier(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
-}
-
-// checkCards audits the cards the cluster's pods hold and compares the
-// scheduler's record with the simulated kubelets' (ledger.go): a run
-// whose cards are overcommitted, or whose kubelets hold other cards than
-// the scheduler assigned, reports no number.
-func checkCards(ctx context.Context, c simcluster.Cluster, pools []clusterfile.NodePool) error {
-	list := func(ctx context.Context) ([]corev1.Pod, error) {
-		l, err := c.Client().CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return nil, err
-		}
-		return l.Items, nil
-	}
-	pods, err := list(ctx)
-	if err != nil {
-		return err
-	}
-	if err := auditCards(pods, cardsOf(pools)); err != nil {
-		return err
-	}
-	return compareLedgers(ctx, list, c.KubeletHolders)
+	return rec.measure(ctx, c, start.Add(arrivals[0].at))
 }
 
 // prepare creates the namespaces, their quotas and the priority classes,
