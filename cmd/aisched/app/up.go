@@ -25,7 +25,9 @@ import (
 	"k8s.io/kubernetes/pkg/features"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 
+	aischedconfig "github.com/aisched/aisched/apis/config"
 	"github.com/aisched/aisched/pkg/clusterfile"
+	"github.com/aisched/aisched/pkg/console"
 	"github.com/aisched/aisched/pkg/gpu"
 	"github.com/aisched/aisched/pkg/local"
 	"github.com/aisched/aisched/pkg/scheduler"
@@ -193,12 +195,14 @@ loop:
 	return nil
 }
 
-// consoleOf is the console of aisched up at addr; nil for "0".
+// consoleOf is the console of aisched up at addr, whose simulations use
+// the cluster's scheduler configuration; nil for "0".
 func consoleOf(addr string, sched *config.KubeSchedulerConfiguration) *local.ConsoleOptions {
 	if addr == "0" {
 		return nil
 	}
-	return &local.ConsoleOptions{Addr: addr, Simulator: Simulations{SchedulerConfig: sched, WhatIfHorizon: whatif.DefaultHorizon}}
+	sims := &console.Simulations{SchedulerConfig: sched, Services: aischedconfig.DefaultServices(), WhatIfHorizon: whatif.DefaultHorizon}
+	return &local.ConsoleOptions{Addr: addr, Handler: console.ForCluster(console.Options{Simulations: sims})}
 }
 
 // apiserverArgsForGates serves the beta APIs that enabled gates need and
