@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"time"
 
-
 	"github.com/aisched/aisched/pkg/sim/report"
 )
 

@@ -30,8 +30,8 @@ import (
 // ReplayOptions configure Replay.
 type ReplayOptions struct {
 	// Engine runs each policy and seed: simcluster.Fast (default) or
-	// simcluster.APIServer.
-	Engine simcluster.Kind
+	// apiserver.Engine.
+	Engine simcluster.Engine
 	// Name names the report, usually the pod list's file name.
 	Name string
 	// Nodes and Pods are the trace.
@@ -122,7 +122,7 @@ func Replay(ctx context.Context, opts ReplayOptions) (*report.Report, error) {
 	if opts.Progress == nil {
 		opts.Progress = io.Discard
 	}
-	if opts.Engine == "" {
+	if opts.Engine.Start == nil {
 		opts.Engine = simcluster.Fast
 	}
 	policies := slices.Clone(opts.Policies)
@@ -154,7 +154,7 @@ func Replay(ctx context.Context, opts ReplayOptions) (*report.Report, error) {
 		return nil, errors.New("nodes: the cluster has no GPUs")
 	}
 	if opts.Parallel <= 0 {
-		opts.Parallel = defaultParallel(opts.Engine)
+		opts.Parallel = opts.Engine.Parallel
 	}
 	var jobs []job
 	for _, p := range policies {
@@ -190,7 +190,7 @@ func Replay(ctx context.Context, opts ReplayOptions) (*report.Report, error) {
 func replayOne(ctx context.Context, opts ReplayOptions, pools []clusterfile.NodePool, p ReplayPolicy, seq []trace.Pod, capacity int64, step func(int)) (_ metrics.Result, err error) {
 	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
-	c, err := simcluster.Start(ctx, opts.Engine, simcluster.Options{
+	c, err := opts.Engine.Start(ctx, simcluster.Options{
 		NodePools:       pools,
 		SchedulerConfig: p.SchedulerConfig,
 		// Nobody reads the scheduler's events of a replay.

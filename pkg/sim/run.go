@@ -30,8 +30,8 @@ import (
 // Options configure Run.
 type Options struct {
 	// Engine runs each policy and seed: simcluster.Fast (default) or
-	// simcluster.APIServer.
-	Engine simcluster.Kind
+	// apiserver.Engine.
+	Engine simcluster.Engine
 	// Settle overrides the scenario's settle when positive.
 	Settle time.Duration
 	// Timeout bounds one run (one policy, one seed); default 10m.
@@ -73,11 +73,11 @@ func Run(ctx context.Context, s *scenario.Scenario, opts Options) (*report.Repor
 	if opts.Progress == nil {
 		opts.Progress = io.Discard
 	}
-	if opts.Engine == "" {
+	if opts.Engine.Start == nil {
 		opts.Engine = simcluster.Fast
 	}
 	if opts.Parallel <= 0 {
-		opts.Parallel = defaultParallel(opts.Engine)
+		opts.Parallel = opts.Engine.Parallel
 	}
 	var jobs []job
 	for _, p := range s.Policies {
@@ -228,7 +228,7 @@ func priorityClassName(v int32) string { return "sim-priority-" + strconv.Itoa(i
 func runOne(ctx context.Context, s *scenario.Scenario, cfg *config.KubeSchedulerConfiguration, arrivals []arrival, opts Options, step func(int)) (_ metrics.Result, err error) {
 	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
-	c, err := simcluster.Start(ctx, opts.Engine, simcluster.Options{NodePools: s.Cluster.NodePools, SchedulerConfig: cfg, MetricsInterval: time.Second})
+	c, err := opts.Engine.Start(ctx, simcluster.Options{NodePools: s.Cluster.NodePools, SchedulerConfig: cfg, MetricsInterval: time.Second})
 	if err != nil {
 		return metrics.Result{}, err
 	}

@@ -2,7 +2,7 @@ package simcluster
 
 import (
 	"context"
-	"fmt"
+	"runtime"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -22,7 +22,7 @@ type Cluster interface {
 	// virtual time.
 	Now() time.Time
 	// RunUntil lets the cluster work until its time reaches t: the
-	// APIServer engine waits, the fast engine moves its clock from event
+	// apiserver engine waits, the fast engine moves its clock from event
 	// to event, each handled before the next.
 	RunUntil(ctx context.Context, t time.Time) error
 	// WaitAdmissible waits until the apiserver admits pods in the
@@ -39,23 +39,22 @@ type Cluster interface {
 	Stop() error
 }
 
-// Kind names an engine.
-type Kind string
-
-// The engines.
-const (
-	Fast      Kind = "fast"
-	APIServer Kind = "apiserver"
-)
-
-// ParseKind reads an engine name.
-func ParseKind(s string) (Kind, error) {
-	switch k := Kind(s); k {
-	case Fast, APIServer:
-		return k, nil
-	}
-	return "", fmt.Errorf("unknown engine %q: want %s or %s", s, Fast, APIServer)
+// Engine starts simulated clusters of one kind: Fast, or the embedded
+// control plane's (package apiserver, which links kube-apiserver and etcd,
+// so that the runners that need only Fast do not).
+type Engine struct {
+	// Name names the engine on the command line (--engine).
+	Name string
+	// Parallel is how many of its clusters a runner runs at once unless
+	// told.
+	Parallel int
+	// Start starts a cluster.
+	Start func(ctx context.Context, opts Options) (Cluster, error)
 }
+
+// Fast is the fast engine, one run per core at once unless told: its
+// runs are light.
+var Fast = Engine{Name: "fast", Parallel: runtime.NumCPU(), Start: startFast}
 
 // Options configure a cluster.
 type Options struct {
@@ -73,18 +72,4 @@ type Options struct {
 	MetricsInterval time.Duration
 	// DiscardSchedulerEvents drops the scheduler's Events.
 	DiscardSchedulerEvents bool
-}
-
-// Start starts a cluster of the given kind.
-func Start(ctx context.Context, kind Kind, opts Options) (Cluster, error) {
-	if opts.Services == nil {
-		opts.Services = aischedconfig.DefaultServices()
-	}
-	switch kind {
-	case Fast:
-		return startFast(ctx, opts)
-	case APIServer:
-		return startAPIServer(ctx, opts)
-	}
-	return nil, fmt.Errorf("unknown engine %q", kind)
 }

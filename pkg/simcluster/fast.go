@@ -18,9 +18,12 @@ import (
 	"k8s.io/client-go/tools/events"
 	fwk "k8s.io/kube-scheduler/framework"
 	kubescheduler "k8s.io/kubernetes/pkg/scheduler"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/defaultpreemption"
+	"k8s.io/kubernetes/pkg/scheduler/framework/preemption"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 
 	aischedv1alpha1 "github.com/aisched/aisched/apis/aisched/v1alpha1"
+	aischedconfig "github.com/aisched/aisched/apis/config"
 	"github.com/aisched/aisched/pkg/clusterfile"
 	"github.com/aisched/aisched/pkg/generated/clientset/versioned"
 	"github.com/aisched/aisched/pkg/local/nodesim"
@@ -35,8 +38,8 @@ var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // before its clock moves: quietRounds checks in a row, quietPause apart in
 // real time, find no write to the fake apiserver and every component idle
 // (the scheduler's active and backoff queues empty and no pod in a cycle
-// except those waiting in Permit, the kubelets' queue empty, the job
-// queue not in a pass). Watch events reach informers within microseconds;
+// except those waiting in Permit, no preemption deleting its victims, the
+// kubelets' queue empty, the job queue not in a pass). Watch events reach informers within microseconds;
 // the pause leaves them that long and more.
 const (
 	quietRounds = 3
@@ -53,6 +56,9 @@ type fastCluster struct {
 	// waiting iterates over the pods waiting in Permit (one map serves
 	// every profile).
 	waiting fwk.Handle
+	// preemptions are the profiles' DefaultPreemption executors, which
+	// delete a preemptor's victims in goroutines of their own.
+	preemptions []*preemption.Executor
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -61,6 +67,9 @@ type fastCluster struct {
 }
 
 func startFast(ctx context.Context, opts Options) (Cluster, error) {
+	if opts.Services == nil {
+		opts.Services = aischedconfig.DefaultServices()
+	}
 	c, err := startFastAt(ctx, epoch, opts, func(*fakeAPI) error { return nil })
 	if err != nil {
 		return nil, err
@@ -79,7 +88,7 @@ func startFastAt(ctx context.Context, start time.Time, opts Options, seed func(*
 	}
 	api.core.PrependReactor("create", "resourcequotas", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(corev1.Resource("resourcequotas"), "",
-			errors.New("the fast engine has no ResourceQuota admission or quota controller; run with --engine apiserver"))
+			errors.New("the fast engine has no ResourceQuota admission or quota controller; run on the apiserver engine"))
 	})
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	f := &fastCluster{api: api, clock: clk, cancel: cancel}
@@ -132,6 +141,13 @@ func startFastAt(ctx context.Context, start time.Time, opts Options, seed func(*
 	for _, p := range f.sched.Profiles {
 		f.waiting = p
 		break
+	}
+	for _, p := range f.sched.Profiles {
+		for _, pl := range p.PreEnqueuePlugins() {
+			if dp, ok := pl.(*defaultpreemption.DefaultPreemption); ok {
+				f.preemptions = append(f.preemptions, dp.Executor)
+			}
+		}
 	}
 	informerFactory.Start(runCtx.Done())
 	dynFactory.Start(runCtx.Done())
@@ -230,7 +246,26 @@ func (f *fastCluster) idle() bool {
 	}
 	waiting := 0
 	f.waiting.IterateOverWaitingPods(func(fwk.WaitingPod) { waiting++ })
-	return len(q.InFlightPods()) == waiting && (f.nodes == nil || f.nodes.Idle()) && f.svc.Queue.Idle()
+	return len(q.InFlightPods()) == waiting && (f.nodes == nil || f.nodes.Idle()) && f.svc.Queue.Idle() && !f.preempting()
+}
+
+// preempting reports whether a pending pod's preemption is still deleting
+// its victims: the pod waits in no active queue meanwhile, and the
+// deletions are writes to come, however long a loaded machine takes to
+// start them.
+func (f *fastCluster) preempting() bool {
+	if len(f.preemptions) == 0 {
+		return false
+	}
+	pending, _ := f.sched.SchedulingQueue.PendingPods()
+	for _, p := range pending {
+		for _, e := range f.preemptions {
+			if e.IsPodRunningPreemption(p.UID) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Stop stops every component and waits for them.

@@ -32,7 +32,7 @@ nodePools:
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := Start(ctx, Fast, Options{
+	c, err := Fast.Start(ctx, Options{
 		NodePools:       cluster.NodePools,
 		SchedulerConfig: cfg,
 		MetricsInterval: -1,

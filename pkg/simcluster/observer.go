@@ -139,11 +139,15 @@ func (o *PodObserver) LastChange() time.Time {
 func (o *PodObserver) Wait(ctx context.Context, key string, done func(PodState) bool) (PodState, error) {
 	for {
 		o.mu.Lock()
-		s, seen := o.pods[key]
+		var s PodState
+		p, seen := o.pods[key]
+		if seen {
+			s = *p
+		}
 		changed := o.changed
 		o.mu.Unlock()
-		if seen && done(*s) {
-			return *s, nil
+		if seen && done(s) {
+			return s, nil
 		}
 		select {
 		case <-changed:

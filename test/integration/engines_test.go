@@ -14,6 +14,7 @@ import (
 	"github.com/aisched/aisched/pkg/sim/scenario"
 	"github.com/aisched/aisched/pkg/sim/trace"
 	"github.com/aisched/aisched/pkg/simcluster"
+	"github.com/aisched/aisched/pkg/simcluster/apiserver"
 )
 
 // TestEnginesAgree runs shipped scenarios, and the sample trace, on the
@@ -45,9 +46,9 @@ func TestEnginesAgree(t *testing.T) {
 			s.Seeds = s.Seeds[:1]
 		}
 		var reps [2]*report.Report
-		for i, kind := range []simcluster.Kind{simcluster.APIServer, simcluster.Fast} {
-			if reps[i], err = sim.Run(context.Background(), s, sim.Options{Engine: kind}); err != nil {
-				t.Fatalf("%s on the %s engine: %v", name, kind, err)
+		for i, engine := range []simcluster.Engine{apiserver.Engine, simcluster.Fast} {
+			if reps[i], err = sim.Run(context.Background(), s, sim.Options{Engine: engine}); err != nil {
+				t.Fatalf("%s on the %s engine: %v", name, engine.Name, err)
 			}
 		}
 		compareReports(t, name, reps[0], reps[1], 0)
@@ -60,11 +61,11 @@ func TestEnginesAgree(t *testing.T) {
 		Seeds: []int64{7}, Inflate: 1.3,
 	}
 	var reps [2]*report.Report
-	for i, kind := range []simcluster.Kind{simcluster.APIServer, simcluster.Fast} {
-		opts.Engine = kind
+	for i, engine := range []simcluster.Engine{apiserver.Engine, simcluster.Fast} {
+		opts.Engine = engine
 		var err error
 		if reps[i], err = sim.Replay(context.Background(), opts); err != nil {
-			t.Fatalf("the sample trace on the %s engine: %v", kind, err)
+			t.Fatalf("the sample trace on the %s engine: %v", engine.Name, err)
 		}
 	}
 	compareReports(t, "sample trace", reps[0], reps[1], traceTolerance)

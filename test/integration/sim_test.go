@@ -15,6 +15,7 @@ import (
 	"github.com/aisched/aisched/pkg/sim/scenario"
 	"github.com/aisched/aisched/pkg/sim/trace"
 	"github.com/aisched/aisched/pkg/simcluster"
+	"github.com/aisched/aisched/pkg/simcluster/apiserver"
 )
 
 // TestSimRun runs a tiny scenario end to end on both engines, each policy
@@ -33,17 +34,17 @@ func TestSimRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, kind := range []simcluster.Kind{simcluster.APIServer, simcluster.Fast} {
-		rep, err := sim.Run(context.Background(), s, sim.Options{Engine: kind, Settle: 2 * time.Second})
+	for _, engine := range []simcluster.Engine{apiserver.Engine, simcluster.Fast} {
+		rep, err := sim.Run(context.Background(), s, sim.Options{Engine: engine, Settle: 2 * time.Second})
 		if err != nil {
-			t.Fatalf("%s engine: %v", kind, err)
+			t.Fatalf("%s engine: %v", engine.Name, err)
 		}
 		var got bytes.Buffer
 		if err := rep.WriteMarkdown(&got); err != nil {
 			t.Fatal(err)
 		}
 		if diff := cmp.Diff(string(want), got.String()); diff != "" {
-			t.Errorf("%s engine: report (-want,+got):\n%s", kind, diff)
+			t.Errorf("%s engine: report (-want,+got):\n%s", engine.Name, diff)
 		}
 	}
 }
@@ -60,7 +61,7 @@ func TestSimTrace(t *testing.T) {
 	pods := readCSV(t, filepath.Join(dir, "pods.csv"), trace.ReadPods)
 	const seed = 7
 	rep, err := sim.Replay(context.Background(), sim.ReplayOptions{
-		Engine: simcluster.APIServer, Name: "sample", Nodes: nodes, Pods: pods, Policies: sim.ProfilePolicies("BestFit", "default-scheduler"),
+		Engine: apiserver.Engine, Name: "sample", Nodes: nodes, Pods: pods, Policies: sim.ProfilePolicies("BestFit", "default-scheduler"),
 		Seeds: []int64{seed}, Inflate: 1.3,
 	})
 	if err != nil {

@@ -28,7 +28,9 @@ func TestServe(t *testing.T) {
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- Serve(ctx, &http.Server{Handler: mux, ReadHeaderTimeout: time.Second}, l, 5*time.Second) }()
+	go func() {
+		served <- Serve(ctx, &http.Server{Handler: mux, ReadHeaderTimeout: time.Second}, l, 5*time.Second)
+	}()
 
 	resp, err := http.Get("http://" + l.Addr().String() + "/ok")
 	if err != nil {

@@ -1,4 +1,10 @@
-package simcluster
+// Package apiserver is the simulator's engine on `aisched up`'s cluster:
+// a real etcd, kube-apiserver and controllers in a temporary directory, in
+// real time. It models what the fast engine cannot (ResourceQuota
+// admission, controllers) at the speed of a real control plane. It is a
+// package of its own so that the runners that need only the fast engine
+// (the console, whatif) do not link the control plane.
+package apiserver
 
 import (
 	"context"
@@ -15,7 +21,12 @@ import (
 	"github.com/aisched/aisched/pkg/generated/clientset/versioned"
 	"github.com/aisched/aisched/pkg/local"
 	"github.com/aisched/aisched/pkg/local/nodesim"
+	"github.com/aisched/aisched/pkg/simcluster"
 )
+
+// Engine starts clusters on the embedded control plane, one run at a time
+// unless told: each starts an etcd and a kube-apiserver.
+var Engine = simcluster.Engine{Name: "apiserver", Parallel: 1, Start: start}
 
 // apiserverCluster is `aisched up`'s embedded cluster in a temporary
 // directory.
@@ -25,7 +36,7 @@ type apiserverCluster struct {
 	dir     string
 }
 
-func startAPIServer(ctx context.Context, opts Options) (Cluster, error) {
+func start(ctx context.Context, opts simcluster.Options) (simcluster.Cluster, error) {
 	dir, err := os.MkdirTemp("", "aisched-sim-")
 	if err != nil {
 		return nil, err
