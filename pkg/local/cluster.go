@@ -12,7 +12,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -337,127 +336,6 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	return c, nil
 }
 
-// component is a part of the cluster that runs until its context ends.
-type component struct {
-	name string
-	// run closes started once the component works.
-	run     func(ctx context.Context, started chan<- struct{}) error
-	started chan struct{}
-	cancel  context.CancelFunc
-	done    chan struct{}
-}
-
-// startComponent runs comp under parent. A component that ends while its
-// context is live fails the cluster.
-func (c *Cluster) startComponent(parent context.Context, comp *component) {
-	ctx, cancel := context.WithCancel(parent)
-	comp.started, comp.cancel, comp.done = make(chan struct{}), cancel, make(chan struct{})
-	logger := klog.FromContext(parent).WithName(comp.name)
-	c.runningMu.Lock()
-	if c.running == nil {
-		c.running = map[*component]struct{}{}
-	}
-	c.running[comp] = struct{}{}
-	c.runningMu.Unlock()
-	c.compWG.Go(func() {
-		defer func() {
-			c.runningMu.Lock()
-			delete(c.running, comp)
-			c.runningMu.Unlock()
-			close(comp.done)
-		}()
-		err := comp.run(klog.NewContext(ctx, logger), comp.started)
-		if ctx.Err() == nil {
-			if err == nil {
-				err = errors.New("stopped")
-			}
-			c.fail(fmt.Errorf("%s: %w", comp.name, err))
-		}
-	})
-}
-
-func (c *Cluster) waitStarted(ctx context.Context, comp *component) error {
-	select {
-	case <-comp.started:
-		return nil
-	case <-c.failed:
-		return c.err
-	case <-ctx.Done():
-		return fmt.Errorf("waiting for %s: %w", comp.name, ctx.Err())
-	}
-}
-
-func (c *Cluster) newSchedulerComponent() *component {
-	return &component{name: "scheduler", run: func(ctx context.Context, started chan<- struct{}) error {
-		return runScheduler(ctx, c.Config, c.schedulerConfig, c.services, c.discardEvents, &c.runningScheduler, started)
-	}}
-}
-
-// RestartScheduler stops the in-process scheduler and starts a new one
-// with fresh plugin state, as a restarted scheduler process would be; it
-// returns once the new one schedules. Pods in flight (assumed, waiting,
-// binding) are dropped and rescheduled, as in a real restart.
-func (c *Cluster) RestartScheduler(ctx context.Context) error {
-	c.schedMu.Lock()
-	defer c.schedMu.Unlock()
-	if err := c.stopSchedulerLocked(); err != nil {
-		return err
-	}
-	return c.startSchedulerLocked(ctx)
-}
-
-// StartScheduler starts the scheduler of a cluster started with
-// DeferScheduler; it returns once the scheduler schedules.
-func (c *Cluster) StartScheduler(ctx context.Context) error {
-	c.schedMu.Lock()
-	defer c.schedMu.Unlock()
-	if c.scheduler != nil {
-		return errors.New("scheduler already running")
-	}
-	return c.startSchedulerLocked(ctx)
-}
-
-func (c *Cluster) stopSchedulerLocked() error {
-	if c.scheduler == nil {
-		return nil
-	}
-	c.scheduler.cancel()
-	select {
-	case <-c.scheduler.done:
-	case <-time.After(stopTimeout):
-		return errors.New("scheduler did not stop in time")
-	}
-	c.scheduler = nil
-	return nil
-}
-
-func (c *Cluster) startSchedulerLocked(ctx context.Context) error {
-	c.scheduler = c.newSchedulerComponent()
-	c.startComponent(c.compCtx, c.scheduler)
-	return c.waitStarted(ctx, c.scheduler)
-}
-
-// Failed is closed when a component of the cluster stopped on its own; Err
-// then says which and why.
-func (c *Cluster) Failed() <-chan struct{} { return c.failed }
-
-// Err returns the failure that closed Failed, or nil.
-func (c *Cluster) Err() error {
-	select {
-	case <-c.failed:
-		return c.err
-	default:
-		return nil
-	}
-}
-
-func (c *Cluster) fail(err error) {
-	c.failOnce.Do(func() {
-		c.err = err
-		close(c.failed)
-	})
-}
-
 // AddNodes adds simulated nodes to the running cluster, as if their kubelets
 // had just started: the pools of cluster, which must have been parsed (and
 // so defaulted and validated) with clusterfile. Their names must be new.
@@ -505,32 +383,6 @@ func (c *Cluster) Stop() error {
 		c.stopErr = errors.Join(errs...)
 	})
 	return c.stopErr
-}
-
-// runningNames are the components still running, sorted.
-func (c *Cluster) runningNames() []string {
-	c.runningMu.Lock()
-	defer c.runningMu.Unlock()
-	names := make([]string, 0, len(c.running))
-	for comp := range c.running {
-		names = append(names, comp.name)
-	}
-	slices.Sort(names)
-	return names
-}
-
-func waitGroupTimeout(wg *sync.WaitGroup, d time.Duration) bool {
-	done := make(chan struct{})
-	go func() {
-		wg.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-		return true
-	case <-time.After(d):
-		return false
-	}
 }
 
 // lockDir takes an exclusive lock on dir/lock so that two clusters never

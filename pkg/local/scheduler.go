@@ -2,8 +2,10 @@ package local
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/dynamic"
@@ -74,4 +76,54 @@ func runScheduler(ctx context.Context, restCfg *rest.Config, cfg *config.KubeSch
 	close(started)
 	sched.Run(ctx)
 	return nil
+}
+
+func (c *Cluster) newSchedulerComponent() *component {
+	return &component{name: "scheduler", run: func(ctx context.Context, started chan<- struct{}) error {
+		return runScheduler(ctx, c.Config, c.schedulerConfig, c.services, c.discardEvents, &c.runningScheduler, started)
+	}}
+}
+
+// RestartScheduler stops the in-process scheduler and starts a new one
+// with fresh plugin state, as a restarted scheduler process would be; it
+// returns once the new one schedules. Pods in flight (assumed, waiting,
+// binding) are dropped and rescheduled, as in a real restart.
+func (c *Cluster) RestartScheduler(ctx context.Context) error {
+	c.schedMu.Lock()
+	defer c.schedMu.Unlock()
+	if err := c.stopSchedulerLocked(); err != nil {
+		return err
+	}
+	return c.startSchedulerLocked(ctx)
+}
+
+// StartScheduler starts the scheduler of a cluster started with
+// DeferScheduler; it returns once the scheduler schedules.
+func (c *Cluster) StartScheduler(ctx context.Context) error {
+	c.schedMu.Lock()
+	defer c.schedMu.Unlock()
+	if c.scheduler != nil {
+		return errors.New("scheduler already running")
+	}
+	return c.startSchedulerLocked(ctx)
+}
+
+func (c *Cluster) stopSchedulerLocked() error {
+	if c.scheduler == nil {
+		return nil
+	}
+	c.scheduler.cancel()
+	select {
+	case <-c.scheduler.done:
+	case <-time.After(stopTimeout):
+		return errors.New("scheduler did not stop in time")
+	}
+	c.scheduler = nil
+	return nil
+}
+
+func (c *Cluster) startSchedulerLocked(ctx context.Context) error {
+	c.scheduler = c.newSchedulerComponent()
+	c.startComponent(c.compCtx, c.scheduler)
+	return c.waitStarted(ctx, c.scheduler)
 }
