@@ -40,10 +40,7 @@ func listenConsole(opts ConsoleOptions) (net.Listener, error) {
 	}
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
-		if errors.Is(err, syscall.EADDRINUSE) {
-			return nil, fmt.Errorf("console address %s is in use; choose another with --console-addr", addr)
-		}
-		return nil, fmt.Errorf("console address %s: %w", addr, err)
+		return nil, &ListenError{Listener: ConsoleListener, Addr: addr, InUse: errors.Is(err, syscall.EADDRINUSE), Err: err}
 	}
 	return l, nil
 }

@@ -21,6 +21,21 @@ type component struct {
 	done    chan struct{}
 }
 
+// startAll runs the components under one context, which Stop cancels,
+// and returns once each has started.
+func (c *Cluster) startAll(ctx context.Context, components []*component) error {
+	c.compCtx, c.compCancel = context.WithCancel(context.WithoutCancel(ctx))
+	for _, comp := range components {
+		c.startComponent(c.compCtx, comp)
+	}
+	for _, comp := range components {
+		if err := c.waitStarted(ctx, comp); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // startComponent runs comp under parent. A component that ends while its
 // context is live fails the cluster.
 func (c *Cluster) startComponent(parent context.Context, comp *component) {
