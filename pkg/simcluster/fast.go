@@ -18,9 +18,9 @@ import (
 	"k8s.io/client-go/tools/events"
 	fwk "k8s.io/kube-scheduler/framework"
 	kubescheduler "k8s.io/kubernetes/pkg/scheduler"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/defaultpreemption"
 	"k8s.io/kubernetes/pkg/scheduler/framework/preemption"
-	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 
 	aischedv1alpha1 "github.com/aisched/aisched/apis/aisched/v1alpha1"
 	aischedconfig "github.com/aisched/aisched/apis/config"
