@@ -36,7 +36,7 @@ func TestConfigWithKubeconfig(t *testing.T) {
 	}
 	var cfg struct {
 		ClientConnection struct{ Kubeconfig string } `json:"clientConnection"`
-		Profiles         []map[string]string      `json:"profiles"`
+		Profiles         []map[string]string         `json:"profiles"`
 	}
 	if err := yaml.Unmarshal(data, &cfg); err != nil {
 		t.Fatal(err)

@@ -26,20 +26,20 @@ type Holding struct {
 	Delivered bool
 }
 
-// Ledger is the record of the cards live containers hold on this node, by
-// container ID. It is rebuilt from the runtime's containers whenever the
+// Holdings is the record of the cards live containers hold on this node,
+// by container ID. It is rebuilt from the runtime's containers whenever the
 // hook (re)connects, so it survives restarts of the agent and the runtime
 // without a file of its own.
-type Ledger struct {
+type Holdings struct {
 	mu         sync.Mutex
 	containers map[string]Holding
 }
 
-// NewLedger returns an empty ledger.
-func NewLedger() *Ledger { return &Ledger{containers: map[string]Holding{}} }
+// NewHoldings returns an empty record.
+func NewHoldings() *Holdings { return &Holdings{containers: map[string]Holding{}} }
 
-// Reset replaces the ledger's content.
-func (l *Ledger) Reset(byContainer map[string]Holding) {
+// Reset replaces the record's content.
+func (l *Holdings) Reset(byContainer map[string]Holding) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.containers = maps.Clone(byContainer)
@@ -49,21 +49,21 @@ func (l *Ledger) Reset(byContainer map[string]Holding) {
 }
 
 // Add records that container id holds h.
-func (l *Ledger) Add(id string, h Holding) {
+func (l *Holdings) Add(id string, h Holding) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.containers[id] = h
 }
 
 // Remove forgets container id.
-func (l *Ledger) Remove(id string) {
+func (l *Holdings) Remove(id string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	delete(l.containers, id)
 }
 
-// Holdings returns every holding, by container ID.
-func (l *Ledger) Holdings() map[string]Holding {
+// All returns every holding, by container ID.
+func (l *Holdings) All() map[string]Holding {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return maps.Clone(l.containers)
@@ -75,7 +75,7 @@ func (l *Ledger) Holdings() map[string]Holding {
 // gives each card's memory). Containers of the same pod never conflict:
 // they share the pod's cards by design. Check and record are one step, so
 // two containers created at once cannot both take a card.
-func (l *Ledger) Admit(id string, h Holding, cards []gpu.Card) error {
+func (l *Holdings) Admit(id string, h Holding, cards []gpu.Card) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.checkLocked(h.PodUID, Delivery{UUIDs: h.UUIDs, Share: h.Share}, cards); err != nil {
@@ -85,7 +85,7 @@ func (l *Ledger) Admit(id string, h Holding, cards []gpu.Card) error {
 	return nil
 }
 
-func (l *Ledger) checkLocked(podUID string, d Delivery, cards []gpu.Card) error {
+func (l *Holdings) checkLocked(podUID string, d Delivery, cards []gpu.Card) error {
 	for _, u := range d.UUIDs {
 		// The shares of the card held by other pods, one per pod.
 		shares := map[string]Share{}

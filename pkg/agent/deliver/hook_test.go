@@ -403,12 +403,12 @@ func TestHookDeliversChosenCards(t *testing.T) {
 		}
 	}
 
-	// The agent restarts: a new hook rebuilds its ledger from the
+	// The agent restarts: a new hook rebuilds its holdings from the
 	// runtime's containers.
 	stopHook()
 	h, _ := startHook(t, r, src, layer)
-	if got := len(h.Ledger().Holdings()); got != 4 {
-		t.Errorf("after the hook's restart the ledger holds %d containers, want 4", got)
+	if got := len(h.Holdings().All()); got != 4 {
+		t.Errorf("after the hook's restart the holdings list %d containers, want 4", got)
 	}
 	refused("after the hook's restart")
 
@@ -426,7 +426,7 @@ func TestHookDeliversChosenCards(t *testing.T) {
 }
 
 // TestHookForeignAndCDI: a container the node's device plugin served for
-// another scheduler holds its card in the ledger; with CDI naming the
+// another scheduler holds its card in the holdings; with CDI naming the
 // cards come as CDI devices and the device plugin's own choice is voided;
 // without an isolation layer a share still gets its card.
 func TestHookForeignAndCDI(t *testing.T) {

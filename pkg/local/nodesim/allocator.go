@@ -18,7 +18,7 @@ import (
 	"github.com/aisched/aisched/pkg/gpu"
 )
 
-// ledger is what the simulated kubelets have admitted: per node the
+// allocator is what the simulated kubelets have admitted: per node the
 // resources in use, the pod IPs and the GPU cards handed out, per pod what
 // it holds. It is the kubelet's admission check, so a pod bound to a full
 // node (by a scheduler bug or a hand-written spec.nodeName) fails like on a
@@ -28,13 +28,13 @@ import (
 // card stay within its compute and memory. It is the kubelets' own record,
 // kept apart from the scheduler's GPU ledger; Holders lets the simulator
 // compare the two.
-type ledger struct {
+type allocator struct {
 	mu    sync.Mutex
-	nodes map[string]*nodeLedger
+	nodes map[string]*nodeAllocator
 	pods  map[string]*podRecord
 }
 
-type nodeLedger struct {
+type nodeAllocator struct {
 	allocatable corev1.ResourceList
 	maxPods     int64
 	used        corev1.ResourceList
@@ -125,13 +125,13 @@ type rejection struct {
 	Message string
 }
 
-func newLedger() *ledger {
-	return &ledger{nodes: map[string]*nodeLedger{}, pods: map[string]*podRecord{}}
+func newAllocator() *allocator {
+	return &allocator{nodes: map[string]*nodeAllocator{}, pods: map[string]*podRecord{}}
 }
 
 // addNode registers the node as registered in the apiserver; its pod CIDR
 // comes from the node object, which keeps the first one it was given.
-func (l *ledger) addNode(n *corev1.Node) error {
+func (l *allocator) addNode(n *corev1.Node) error {
 	_, cidr, err := net.ParseCIDR(n.Spec.PodCIDR)
 	if err != nil {
 		return fmt.Errorf("node %s: spec.podCIDR: %w", n.Name, err)
@@ -141,7 +141,7 @@ func (l *ledger) addNode(n *corev1.Node) error {
 	defer l.mu.Unlock()
 	gpus := n.Status.Allocatable[gpu.ResourceName]
 	cardMem, _ := strconv.ParseInt(n.Labels[gpu.GFDMemoryLabel], 10, 64)
-	l.nodes[n.Name] = &nodeLedger{
+	l.nodes[n.Name] = &nodeAllocator{
 		cards:       make([]cardHolders, gpus.Value()),
 		cardMemMiB:  cardMem,
 		allocatable: n.Status.Allocatable.DeepCopy(),
@@ -156,7 +156,7 @@ func (l *ledger) addNode(n *corev1.Node) error {
 }
 
 // holds reports whether key is admitted with this UID.
-func (l *ledger) holds(key string, uid types.UID) (ip string, ok bool) {
+func (l *allocator) holds(key string, uid types.UID) (ip string, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	r, ok := l.pods[key]
@@ -169,7 +169,7 @@ func (l *ledger) holds(key string, uid types.UID) (ip string, ok bool) {
 // admit checks that the pod fits next to what the node already runs and
 // records it. force skips the checks; it is for pods that were already
 // running before a restart.
-func (l *ledger) admit(key string, c claim, force bool) (string, *rejection) {
+func (l *allocator) admit(key string, c claim, force bool) (string, *rejection) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.releaseLocked(key)
@@ -264,7 +264,7 @@ func allocationError(format string, args ...interface{}) *rejection {
 
 // allocateCards plays the device plugin for whole cards: the assigned
 // cards when the scheduler chose them, else the lowest free ones.
-func (n *nodeLedger) allocateCards(assigned []int, count int64, force bool) ([]int, *rejection) {
+func (n *nodeAllocator) allocateCards(assigned []int, count int64, force bool) ([]int, *rejection) {
 	if count == 0 {
 		return nil, nil
 	}
@@ -301,7 +301,7 @@ func (n *nodeLedger) allocateCards(assigned []int, count int64, force bool) ([]i
 // held whole and has the share's compute and memory left. A pod with a
 // share and no assigned card (placed by a scheduler that does not share
 // cards) gets no card, as on a real node.
-func (n *nodeLedger) allocateShare(assigned []int, sh share, force bool) ([]int, *rejection) {
+func (n *nodeAllocator) allocateShare(assigned []int, sh share, force bool) ([]int, *rejection) {
 	if assigned == nil {
 		return nil, nil
 	}
@@ -329,7 +329,7 @@ func (n *nodeLedger) allocateShare(assigned []int, sh share, force bool) ([]int,
 // Holders is the kubelets' card record in the form of gpuledger.Holders:
 // for each held card, "node/index", who holds it ("ns/pod" whole,
 // "ns/pod@milli/memMiB" shared, sorted, comma-separated).
-func (l *ledger) Holders() map[string]string {
+func (l *allocator) Holders() map[string]string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	out := map[string]string{}
@@ -354,7 +354,7 @@ func (l *ledger) Holders() map[string]string {
 }
 
 // hostIP returns the InternalIP of a registered node.
-func (l *ledger) hostIP(node string) string {
+func (l *allocator) hostIP(node string) string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if n, ok := l.nodes[node]; ok {
@@ -364,7 +364,7 @@ func (l *ledger) hostIP(node string) string {
 }
 
 // cardsOf returns the indices of the cards the pod with this key holds.
-func (l *ledger) cardsOf(key string) []int {
+func (l *allocator) cardsOf(key string) []int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if r, ok := l.pods[key]; ok {
@@ -374,13 +374,13 @@ func (l *ledger) cardsOf(key string) []int {
 }
 
 // release frees what key holds; releasing an unknown key does nothing.
-func (l *ledger) release(key string) {
+func (l *allocator) release(key string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.releaseLocked(key)
 }
 
-func (l *ledger) releaseLocked(key string) {
+func (l *allocator) releaseLocked(key string) {
 	r, ok := l.pods[key]
 	if !ok {
 		return
@@ -413,7 +413,7 @@ func (l *ledger) releaseLocked(key string) {
 
 // take reserves want when it is a free address of the CIDR, otherwise the
 // next free one; 0 means none is left.
-func (n *nodeLedger) take(want string) int {
+func (n *nodeAllocator) take(want string) int {
 	if ip := net.ParseIP(want); ip != nil && n.cidr.Contains(ip) {
 		idx := int(ipToUint(ip) - ipToUint(n.cidr.IP))
 		if idx > 0 && idx < len(n.ips)-1 && !n.ips[idx] {

@@ -27,8 +27,8 @@ func testNode(cidr string, cpu string, pods int64) *corev1.Node {
 	}
 }
 
-func TestLedgerIPs(t *testing.T) {
-	l := newLedger()
+func TestAllocatorIPs(t *testing.T) {
+	l := newAllocator()
 	// A /30 has two usable addresses: .1 and .2.
 	if err := l.addNode(testNode("10.0.0.0/30", "10", 10)); err != nil {
 		t.Fatal(err)
@@ -58,8 +58,8 @@ func TestLedgerIPs(t *testing.T) {
 	}
 }
 
-func TestLedgerResources(t *testing.T) {
-	l := newLedger()
+func TestAllocatorResources(t *testing.T) {
+	l := newAllocator()
 	if err := l.addNode(testNode("10.0.0.0/24", "4", 10)); err != nil {
 		t.Fatal(err)
 	}
@@ -85,8 +85,8 @@ func TestLedgerResources(t *testing.T) {
 	}
 }
 
-func TestLedgerCards(t *testing.T) {
-	l := newLedger()
+func TestAllocatorCards(t *testing.T) {
+	l := newAllocator()
 	node := testNode("10.0.0.0/24", "64", 10)
 	node.Status.Allocatable[gpu.ResourceName] = resource.MustParse("4")
 	if err := l.addNode(node); err != nil {
@@ -128,10 +128,10 @@ func TestLedgerCards(t *testing.T) {
 	}
 }
 
-// The ledger plays a sharing device layer: shares of one card up to its
+// The allocator plays a sharing device layer: shares of one card up to its
 // compute and memory, never beside a whole-card pod.
-func TestLedgerShares(t *testing.T) {
-	l := newLedger()
+func TestAllocatorShares(t *testing.T) {
+	l := newAllocator()
 	node := testNode("10.0.0.0/24", "64", 20)
 	node.Status.Allocatable[gpu.ResourceName] = resource.MustParse("2")
 	node.Labels = map[string]string{gpu.GFDMemoryLabel: "16384"}
