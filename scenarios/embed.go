@@ -8,5 +8,5 @@ import "embed"
 
 // Files are the shipped scenarios that need no trace.
 //
-//go:embed seed*.yaml
+//go:embed *.yaml
 var Files embed.FS
