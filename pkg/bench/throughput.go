@@ -19,7 +19,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -28,8 +27,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/kubernetes/pkg/features"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
@@ -41,6 +38,7 @@ import (
 	"github.com/aisched/aisched/pkg/local/nodesim"
 	"github.com/aisched/aisched/pkg/podgroup"
 	"github.com/aisched/aisched/pkg/scheduler"
+	"github.com/aisched/aisched/pkg/simcluster"
 )
 
 // ThroughputOptions configure a throughput run.
@@ -63,7 +61,7 @@ type ThroughputOptions struct {
 	Fill float64
 	// Profiles are the cases compared, each a profile name, optionally
 	// with a pod group size: "aisched@4" puts every 4 consecutive pods in a
-	// pod group with min-available 4 (the seed labels); profiles without
+	// pod group with min-available 4 (the pod-group labels); profiles without
 	// Coscheduling schedule them as plain pods. "native@4" is upstream gang
 	// scheduling (NativeCase). Ratios are against the first case.
 	Profiles []string
@@ -127,7 +125,7 @@ type benchCase struct {
 	profile string
 	// groupSize is the pod group size; 0 for plain pods.
 	groupSize int
-	// native puts the groups in native PodGroups instead of the seed labels.
+	// native puts the groups in native PodGroups instead of the pod-group labels.
 	native bool
 }
 
@@ -238,14 +236,13 @@ func profileConfig(profile string, base *config.KubeSchedulerConfiguration) (*co
 			return nil, err
 		}
 	}
-	for _, p := range base.Profiles {
-		if p.SchedulerName == profile {
-			cfg := base.DeepCopy()
-			cfg.Profiles = []config.KubeSchedulerProfile{p}
-			return cfg, nil
-		}
+	p := scheduler.FindProfile(base, profile)
+	if p == nil {
+		return nil, fmt.Errorf("no profile %q in the scheduler configuration", profile)
 	}
-	return nil, fmt.Errorf("no profile %q in the scheduler configuration", profile)
+	cfg := base.DeepCopy()
+	cfg.Profiles = []config.KubeSchedulerProfile{*p.DeepCopy()}
+	return cfg, nil
 }
 
 func benchCluster(opts ThroughputOptions) *clusterfile.Cluster {
@@ -347,59 +344,47 @@ func Measure(ctx context.Context, opts ThroughputOptions, name string) (_ Profil
 	fmt.Fprintf(progress, "%s: %d pods created in %.1fs\n", profile, opts.Pods, time.Since(begin).Seconds())
 
 	// Record when each pod is seen bound.
-	var mu sync.Mutex
-	var first, last time.Time
-	var bound atomic.Int64
-	done := make(chan struct{})
-	factory := informers.NewSharedInformerFactoryWithOptions(c.Client, 0, informers.WithNamespace(ns))
-	informer := factory.Core().V1().Pods().Informer()
-	seen := map[string]bool{}
-	record := func(obj interface{}) {
-		pod, ok := obj.(*corev1.Pod)
-		if !ok || pod.Spec.NodeName == "" || pod.Labels[fillLabel] != "" {
-			return
-		}
-		now := time.Now()
-		mu.Lock()
-		defer mu.Unlock()
-		if seen[pod.Name] {
-			return
-		}
-		seen[pod.Name] = true
-		if first.IsZero() {
-			first = now
-		}
-		last = now
-		if bound.Add(1) == int64(opts.Pods) {
-			close(done)
-		}
-	}
-	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    record,
-		UpdateFunc: func(_, obj interface{}) { record(obj) },
-	}); err != nil {
+	pods, err := simcluster.ObserveClient(ctx, c.Client, time.Now)
+	if err != nil {
 		return ProfileResult{}, err
 	}
-	stop := make(chan struct{})
-	defer close(stop)
-	factory.Start(stop)
-	cache.WaitForCacheSync(stop, informer.HasSynced)
-
+	defer pods.Stop()
 	if err := c.StartScheduler(ctx); err != nil {
 		return ProfileResult{}, err
 	}
-	select {
-	case <-done:
-	case <-time.After(opts.Timeout):
-		return ProfileResult{}, fmt.Errorf("%d of %d pods bound after %s", bound.Load(), opts.Pods, opts.Timeout)
-	case <-ctx.Done():
-		return ProfileResult{}, ctx.Err()
-	case <-c.Failed():
-		return ProfileResult{}, c.Err()
+	waitCtx, cancel := context.WithTimeout(ctx, opts.Timeout)
+	defer cancel()
+	go func() {
+		select {
+		case <-c.Failed():
+			cancel()
+		case <-waitCtx.Done():
+		}
+	}()
+	var first, last time.Time
+	bound := 0
+	for i := range opts.Pods {
+		s, err := pods.Wait(waitCtx, ns+"/"+benchPodName(i), func(s simcluster.PodState) bool { return !s.Bound.IsZero() })
+		if err != nil {
+			select {
+			case <-c.Failed():
+				return ProfileResult{}, c.Err()
+			default:
+			}
+			if ctx.Err() != nil {
+				return ProfileResult{}, ctx.Err()
+			}
+			return ProfileResult{}, fmt.Errorf("%d of %d pods bound after %s", boundCount(pods, ns, opts.Pods), opts.Pods, opts.Timeout)
+		}
+		bound++
+		if first.IsZero() || s.Bound.Before(first) {
+			first = s.Bound
+		}
+		if s.Bound.After(last) {
+			last = s.Bound
+		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	r := ProfileResult{Name: name, Scheduled: int(bound.Load()), Seconds: last.Sub(first).Seconds(), Batching: batchingStats(profile)}
+	r := ProfileResult{Name: name, Scheduled: bound, Seconds: last.Sub(first).Seconds(), Batching: batchingStats(profile)}
 	if r.Seconds > 0 {
 		r.PodsPerSecond = float64(r.Scheduled-1) / r.Seconds
 	}
@@ -485,11 +470,25 @@ func fill(ctx context.Context, c *local.Cluster, ns string, opts ThroughputOptio
 	return nil
 }
 
+// benchPodName is the name of pod i of a case.
+func benchPodName(i int) string { return fmt.Sprintf("pod-%05d", i) }
+
+// boundCount is how many of the n pods of a case in ns pods saw bound.
+func boundCount(pods *simcluster.PodObserver, ns string, n int) int {
+	bound := 0
+	for i := range n {
+		if s, ok := pods.Pod(ns + "/" + benchPodName(i)); ok && !s.Bound.IsZero() {
+			bound++
+		}
+	}
+	return bound
+}
+
 // benchPod is pod i of a case: in its group's native PodGroup, or labelled
-// with the seed labels, or plain.
+// with the pod-group labels, or plain.
 func benchPod(i int, ns string, bc benchCase, requests, limits corev1.ResourceList) *corev1.Pod {
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pod-%05d", i), Namespace: ns},
+		ObjectMeta: metav1.ObjectMeta{Name: benchPodName(i), Namespace: ns},
 		Spec: corev1.PodSpec{
 			SchedulerName: bc.profile,
 			Containers: []corev1.Container{{

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 )
@@ -18,10 +19,11 @@ import (
 // each pod was first seen bound, when it was first seen ended, and why
 // the scheduler last left it pending. It is the one observer of pods of
 // every harness: scenario runs measure from it, trace replays and whatif
-// wait on it.
+// wait on it; the throughput benchmark measures from it too.
 type PodObserver struct {
-	cluster Cluster
-	stop    func()
+	client kubernetes.Interface
+	now    func() time.Time
+	stop   func()
 
 	mu   sync.Mutex
 	pods map[string]*PodState
@@ -63,11 +65,17 @@ func NotScheduled(pod *corev1.Pod) *corev1.PodCondition {
 	return cond
 }
 
-// ObservePods starts observing every pod of c, and returns once the
-// observer has seen the pods c has now. Stop ends it.
+// ObservePods starts observing every pod of c at c's time, and returns
+// once the observer has seen the pods c has now. Stop ends it.
 func ObservePods(ctx context.Context, c Cluster) (*PodObserver, error) {
-	o := &PodObserver{cluster: c, pods: map[string]*PodState{}, changed: make(chan struct{})}
-	factory := informers.NewSharedInformerFactory(c.Client(), 0)
+	return ObserveClient(ctx, c.Client(), c.Now)
+}
+
+// ObserveClient is ObservePods for any cluster client, with now its time:
+// a real cluster's is time.Now.
+func ObserveClient(ctx context.Context, client kubernetes.Interface, now func() time.Time) (*PodObserver, error) {
+	o := &PodObserver{client: client, now: now, pods: map[string]*PodState{}, changed: make(chan struct{})}
+	factory := informers.NewSharedInformerFactory(client, 0)
 	informer := factory.Core().V1().Pods().Informer()
 	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    o.observe,
@@ -94,7 +102,7 @@ func (o *PodObserver) observe(obj interface{}) {
 	if !ok {
 		return
 	}
-	now := o.cluster.Now()
+	now := o.now()
 	key := pod.Namespace + "/" + pod.Name
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -168,7 +176,7 @@ func (o *PodObserver) Refresh(ctx context.Context, keys ...string) error {
 		if err != nil {
 			return err
 		}
-		pod, err := o.cluster.Client().CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+		pod, err := o.client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
