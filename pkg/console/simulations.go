@@ -37,36 +37,39 @@ type Simulations struct {
 	WhatIfHorizon time.Duration
 }
 
-// scenarios lists the embedded scenarios; one that does not load is
-// logged and left out.
+// scenarios lists the shipped scenarios that need no trace.
 func (*Simulations) scenarios() []Scenario {
 	var out []Scenario
-	files, _ := fs.Glob(scenarios.Files, "*.yaml")
-	for _, f := range files {
-		s, err := loadScenario(f)
-		if err != nil {
-			klog.ErrorS(err, "console: a shipped scenario does not load", "file", f)
-			continue
-		}
+	for _, s := range shippedScenarios() {
 		out = append(out, Scenario{Name: s.Name, Description: s.Description})
 	}
 	return out
 }
 
-func loadScenario(file string) (*scenario.Scenario, error) {
-	data, err := scenarios.Files.ReadFile(file)
-	if err != nil {
-		return nil, err
-	}
-	return scenario.Parse(file, data)
-}
-
-// runScenario runs an embedded scenario by name.
-func (*Simulations) runScenario(ctx context.Context, name string) (*SimReport, error) {
+// shippedScenarios are the embedded scenarios that need no trace; one
+// that does not load is logged and left out.
+func shippedScenarios() []*scenario.Scenario {
+	var out []*scenario.Scenario
 	files, _ := fs.Glob(scenarios.Files, "*.yaml")
 	for _, f := range files {
-		s, err := loadScenario(f)
-		if err != nil || s.Name != name {
+		data, err := scenarios.Files.ReadFile(f)
+		if err == nil {
+			var s *scenario.Scenario
+			if s, err = scenario.Parse(f, data); err == nil && s.Trace == nil {
+				out = append(out, s)
+			}
+		}
+		if err != nil {
+			klog.ErrorS(err, "console: a shipped scenario does not load", "file", f)
+		}
+	}
+	return out
+}
+
+// runScenario runs a shipped scenario by name.
+func (*Simulations) runScenario(ctx context.Context, name string) (*SimReport, error) {
+	for _, s := range shippedScenarios() {
+		if s.Name != name {
 			continue
 		}
 		rep, err := sim.Run(ctx, s, sim.Options{Parallel: 1})

@@ -9,13 +9,13 @@ import (
 	"github.com/aisched/aisched/pkg/simcluster"
 )
 
-// BenchmarkScenarioRun is one policy and one seed of a shipped seed
-// scenario (seed 001's mixed deployment, aisched) on the fast engine:
+// BenchmarkScenarioRun is one policy and one seed of a shipped
+// scenario (gpu-mixed, aisched) on the fast engine:
 // a fresh cluster, 20 pods, the settle, the measurement.
 //
 //	go test -run '^$' -bench ScenarioRun ./pkg/sim/
 func BenchmarkScenarioRun(b *testing.B) {
-	s, err := scenario.Load(filepath.Join("..", "..", "scenarios", "seed001-mixed.yaml"))
+	s, err := scenario.Load(filepath.Join("..", "..", "scenarios", "gpu-mixed.yaml"))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -217,7 +217,7 @@ func poolOf(s *scenario.Scenario, node string) string {
 
 // loadAndPerformance sets each node's L, the mean of its measured
 // utilisations, and S, the mean of its performance terms each over the
-// cluster's largest (seed 004; LoadAware's README), from the nodes' last samples.
+// cluster's largest (LoadAware's README), from the nodes' last samples.
 func loadAndPerformance(nodes []metrics.Node, samples map[string]*aischedv1alpha1.NodeMetricsStatus) {
 	terms := func(s *aischedv1alpha1.NodeMetricsStatus) [4]float64 {
 		p := s.Performance

@@ -310,7 +310,7 @@ func TestConsole(t *testing.T) {
 			visible("#form-scenario"),
 			// Chosen as a user chooses, with the events a choice fires: the
 			// description follows it.
-			inPage("#sim-scenario", `e.value = "seed002-deadlock"; e.dispatchEvent(new Event("input", {bubbles: true}))`),
+			inPage("#sim-scenario", `e.value = "gang-deadlock"; e.dispatchEvent(new Event("input", {bubbles: true}))`),
 			textContains("#sim-desc", "Two 4-pod gangs"),
 			click("#form-scenario button[type=submit]"),
 			// The results are a table, each metric with its direction and meaning.

@@ -20,7 +20,7 @@ import (
 // TestEnginesAgree runs shipped scenarios, and the sample trace, on the
 // apiserver engine and on the fast engine, and compares the outcomes.
 // What a run counts (pods left pending, partial groups, misplaced pods,
-// GPU allocated) must be equal; the balance of seed 000 is decided by
+// GPU allocated) must be equal; the PCC experiment's balance is decided by
 // scores alone and must be equal too; the trace replay, whose ties the
 // scheduler breaks at random, must agree within countedTolerance points.
 // With AISCHED_ENGINES_ALL=1 (make test-engines) it runs every shipped
@@ -29,13 +29,13 @@ import (
 func TestEnginesAgree(t *testing.T) {
 	t.Parallel()
 	all := os.Getenv("AISCHED_ENGINES_ALL") == "1"
-	files, err := filepath.Glob(filepath.Join("..", "..", "scenarios", "seed*.yaml"))
+	files, err := filepath.Glob(filepath.Join("..", "..", "scenarios", "*.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, file := range files {
 		name := strings.TrimSuffix(filepath.Base(file), ".yaml")
-		if !all && !slices.Contains([]string{"seed000-pcc-gpu", "seed001-mixed", "seed001-finegrained", "seed002-deadlock", "seed003-tfjob"}, name) {
+		if !all && !slices.Contains([]string{"pcc-gpu", "gpu-mixed", "gpu-finegrained", "gang-deadlock", "gang-tfjob"}, name) {
 			continue
 		}
 		s, err := scenario.Load(file)
