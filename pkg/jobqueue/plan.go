@@ -409,6 +409,7 @@ func (c *computation) decide(g *Group, leaf *queuetree.Node) {
 				return
 			}
 			c.tree.Charge(leaf, use)
+			c.pick.charged(leaf)
 		}
 		c.plan.Decisions[g.Key] = admitted
 		c.protect(g, demands, at)
@@ -525,7 +526,7 @@ func (c *computation) preempt(g *Group, leaf *queuetree.Node, demands []Demand, 
 		}
 	}
 	same := func(key string) bool { return c.tree.Queue(c.in.QueueOf[key]) == leaf }
-	victims, at, ok := preemption(demands, need, c.rooms, unitsBelow(*g, units, same))
+	victims, at, ok := preemption(demands, need, c.rooms, unitsBelow(*g, units, same, c.demandOf))
 	if !ok {
 		return false
 	}
