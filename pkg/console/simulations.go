@@ -92,9 +92,9 @@ func (*Simulations) runScenario(ctx context.Context, name string) (*SimReport, e
 // whatIf answers when a job would run, on a snapshot read with the user's
 // clients.
 func (s *Simulations) whatIf(ctx context.Context, kube kubernetes.Interface, ai versioned.Interface, manifest []byte, namespace string) (*SimReport, error) {
-	job, err := whatif.ParseJob(bytes.NewReader(manifest), namespace)
+	job, err := whatif.ParseJob("manifest", manifest, namespace)
 	if err != nil {
-		return nil, fmt.Errorf("manifest: %w", err)
+		return nil, err
 	}
 	snap, err := whatif.Take(ctx, kube, ai)
 	if err != nil {

@@ -2,7 +2,6 @@ package whatif
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
@@ -178,7 +177,7 @@ spec: {schedulerName: aisched, containers: [{name: c, image: x, resources: {limi
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			job, err := ParseJob(strings.NewReader(tc.manifest), "default")
+			job, err := ParseJob("job.yaml", []byte(tc.manifest), "default")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -77,6 +77,11 @@ type fieldPather interface{ FieldPath() string }
 // aggregates of either, and type mismatches. Others are reported at the
 // file without a line.
 func Errors(name string, root *yaml.Node, errs ...error) error {
+	return errorsAt(name, root, 0, errs...)
+}
+
+// errorsAt is Errors, with the errors it cannot place at line.
+func errorsAt(name string, root *yaml.Node, line int, errs ...error) error {
 	var lines []string
 	var walk func(error)
 	walk = func(err error) {
@@ -105,7 +110,7 @@ func Errors(name string, root *yaml.Node, errs ...error) error {
 		case m != nil:
 			lines = append(lines, at(name, lineOfPath(root, m[2]), fmt.Sprintf("%s: invalid value: want %s, found %s", m[2], goTypeWord(m[3]), m[1])))
 		default:
-			lines = append(lines, at(name, 0, err.Error()))
+			lines = append(lines, at(name, line, err.Error()))
 		}
 	}
 	for _, err := range errs {

@@ -1,11 +1,14 @@
 package yamlfile
 
 import (
+	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	sigsyaml "sigs.k8s.io/yaml"
 )
 
 // object is a type of Kubernetes' conventions: fields named by json tags.
@@ -80,4 +83,40 @@ func TestErrors(t *testing.T) {
 	if Errors("f.yaml", root) != nil {
 		t.Error("Errors of no error is not nil")
 	}
+}
+
+func TestDocuments(t *testing.T) {
+	data := "---\na: 1\n---\n# nothing\n---\nb:\n  c: [1, 2]\n---\n{\"d\": true}\n"
+	docs, err := Documents("f.yaml", []byte(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []int
+	for _, d := range docs {
+		lines = append(lines, d.Line)
+	}
+	if want := []int{2, 6, 9}; !slices.Equal(lines, want) {
+		t.Fatalf("documents at lines %v, want %v (the empty one left out)", lines, want)
+	}
+	var b struct {
+		B struct{ C []int } `json:"b"`
+	}
+	if err := json.Unmarshal(mustJSON(t, docs[1].Data), &b); err != nil || !slices.Equal(b.B.C, []int{1, 2}) {
+		t.Errorf("second document's data decodes to %+v (%v), want c [1 2]", b, err)
+	}
+	if got := docs[1].Errors("f.yaml", errors.New("boom")).Error(); got != "f.yaml:6: boom" {
+		t.Errorf("an error without a field: %q, want it at the document's line", got)
+	}
+	if _, err := Documents("f.yaml", []byte("a: 1\n---\nb: [\n")); err == nil || !strings.HasPrefix(err.Error(), "f.yaml:") {
+		t.Errorf("syntax error %v, want one at f.yaml's line", err)
+	}
+}
+
+func mustJSON(t *testing.T, data []byte) []byte {
+	t.Helper()
+	js, err := sigsyaml.YAMLToJSON(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
 }
