@@ -17,7 +17,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/aisched/aisched/pkg/bench"
+	"github.com/aisched/aisched/pkg/bench/gatewaylatency"
+	"github.com/aisched/aisched/pkg/bench/throughput"
 	"github.com/aisched/aisched/pkg/scheduler"
 )
 
@@ -31,7 +32,7 @@ func newBenchCommand() *cobra.Command {
 }
 
 func newBenchThroughputCommand() *cobra.Command {
-	opts := bench.ThroughputOptions{Nodes: 5000, Pods: 10000}
+	opts := throughput.ThroughputOptions{Nodes: 5000, Pods: 10000}
 	var profiles string
 	var logFile, cpuProfile, child, configPath string
 	cmd := &cobra.Command{
@@ -74,7 +75,7 @@ simulated kubelets leave them alone, so the scheduler alone is measured.`,
 			enc := json.NewEncoder(cmd.OutOrStdout())
 			enc.SetIndent("", "  ")
 			if child != "" {
-				r, err := bench.Measure(ctx, opts, child)
+				r, err := throughput.Measure(ctx, opts, child)
 				if err != nil {
 					return err
 				}
@@ -83,7 +84,7 @@ simulated kubelets leave them alone, so the scheduler alone is measured.`,
 			if cpuProfile == "" {
 				opts.Measure = measureInChild(cmd.Flags())
 			}
-			res, err := bench.Throughput(ctx, opts)
+			res, err := throughput.Throughput(ctx, opts)
 			if err != nil {
 				return err
 			}
@@ -109,34 +110,34 @@ simulated kubelets leave them alone, so the scheduler alone is measured.`,
 
 // measureInChild runs each measurement as "aisched bench throughput
 // --measure-profile P" with the same flags, in a fresh process.
-func measureInChild(flags *pflag.FlagSet) func(context.Context, bench.ThroughputOptions, string) (bench.ProfileResult, error) {
+func measureInChild(flags *pflag.FlagSet) func(context.Context, throughput.ThroughputOptions, string) (throughput.ProfileResult, error) {
 	var args []string
 	flags.Visit(func(f *pflag.Flag) {
 		if f.Name != "rounds" && f.Name != "profiles" {
 			args = append(args, "--"+f.Name+"="+f.Value.String())
 		}
 	})
-	return func(ctx context.Context, opts bench.ThroughputOptions, profile string) (bench.ProfileResult, error) {
+	return func(ctx context.Context, opts throughput.ThroughputOptions, profile string) (throughput.ProfileResult, error) {
 		self, err := os.Executable()
 		if err != nil {
-			return bench.ProfileResult{}, err
+			return throughput.ProfileResult{}, err
 		}
 		cmd := exec.CommandContext(ctx, self, append([]string{"bench", "throughput", "--measure-profile=" + profile}, args...)...)
 		cmd.Stderr = opts.Progress
 		out, err := cmd.Output()
 		if err != nil {
-			return bench.ProfileResult{}, fmt.Errorf("measurement process: %w", err)
+			return throughput.ProfileResult{}, fmt.Errorf("measurement process: %w", err)
 		}
-		var r bench.ProfileResult
+		var r throughput.ProfileResult
 		if err := json.Unmarshal(out, &r); err != nil {
-			return bench.ProfileResult{}, fmt.Errorf("measurement process printed %q: %w", out, err)
+			return throughput.ProfileResult{}, fmt.Errorf("measurement process printed %q: %w", out, err)
 		}
 		return r, nil
 	}
 }
 
 func newBenchGatewayCommand() *cobra.Command {
-	opts := bench.GatewayOptions{Duration: 20 * time.Second, Warmup: 2 * time.Second, Idle: 5 * time.Second, Connections: 64}
+	opts := gatewaylatency.GatewayOptions{Duration: 20 * time.Second, Warmup: 2 * time.Second, Idle: 5 * time.Second, Connections: 64}
 	rates, format := "1000,2000,5000,10000", "json"
 	var backend string
 	cmd := &cobra.Command{
@@ -167,13 +168,13 @@ stderr.
 					_, _ = io.Copy(io.Discard, cmd.InOrStdin())
 					stop()
 				}()
-				if err := bench.ServeGateway(ctx, backend, cmd.OutOrStdout()); err != nil {
+				if err := gatewaylatency.ServeGateway(ctx, backend, cmd.OutOrStdout()); err != nil {
 					return fmt.Errorf("--serve-gateway: %w", err)
 				}
 				return nil
 			}
 			var err error
-			if opts.Rates, err = bench.ParseRates(rates); err != nil {
+			if opts.Rates, err = gatewaylatency.ParseRates(rates); err != nil {
 				return fmt.Errorf("--rates: %w", err)
 			}
 			switch {
@@ -215,7 +216,7 @@ stderr.
 
 // runGatewayBench starts the backend and the gateway as child processes
 // of this binary, measures, and kills them.
-func runGatewayBench(ctx context.Context, opts bench.GatewayOptions) (*bench.GatewayResult, error) {
+func runGatewayBench(ctx context.Context, opts gatewaylatency.GatewayOptions) (*gatewaylatency.GatewayResult, error) {
 	backend, line, err := startChild(ctx, opts.Progress, "demo-model", "--bind-address", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -236,7 +237,7 @@ func runGatewayBench(ctx context.Context, opts bench.GatewayOptions) (*bench.Gat
 		return nil, fmt.Errorf("the bench gateway printed %q: %w", line, err)
 	}
 	fmt.Fprintf(opts.Progress, "backend on %s, gateway on %s (admin %s)\n", opts.Backend, opts.Gateway.Traffic, opts.Gateway.Admin)
-	return bench.GatewayLatency(ctx, opts)
+	return gatewaylatency.GatewayLatency(ctx, opts)
 }
 
 // childStartTimeout bounds the wait for a child's first line.

@@ -1,10 +1,9 @@
-// Package bench measures aisched against a baseline in the same run on the
-// same machine, so that only the difference is compared: the scheduler
-// against the upstream default on the embedded control plane (the same
-// pods on the same simulated cluster, one profile after the other), and the
-// gateway against calling its backend directly (an open-loop load on
-// loopback, gateway.go).
-package bench
+// Package throughput measures the scheduler's throughput against
+// upstream's default in the same run on the same machine, so that only the
+// difference is compared: the same pods on the same cluster of the
+// embedded control plane, one profile after the other (`aisched bench
+// throughput`).
+package throughput
 
 import (
 	"cmp"
