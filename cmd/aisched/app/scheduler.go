@@ -92,11 +92,11 @@ func runScheduler(cmd *cobra.Command, opts *options.Options, servicesConfig stri
 	if err != nil {
 		return fmt.Errorf("--services-config: %w", err)
 	}
-	fg := opts.ComponentGlobalsRegistry.FeatureGateFor(basecompatibility.DefaultKubeComponent)
-	if err := logsapi.ValidateAndApply(opts.Logs, fg); err != nil {
+	if err := checkConfigKind(opts.ConfigFile); err != nil {
 		return err
 	}
-	if err := checkConfigKind(opts.ConfigFile); err != nil {
+	fg := opts.ComponentGlobalsRegistry.FeatureGateFor(basecompatibility.DefaultKubeComponent)
+	if err := logsapi.ValidateAndApply(opts.Logs, fg); err != nil {
 		return err
 	}
 	cliflag.PrintFlags(cmd.Flags())

@@ -103,6 +103,9 @@ persist in --data-dir across restarts.`,
 
 func runUp(out io.Writer, o upOptions) error {
 	begin := time.Now()
+	if o.port < 0 || o.port > 65535 {
+		return fmt.Errorf("--port %d: want 0 (any free port) to 65535", o.port)
+	}
 	cluster := clusterfile.Default()
 	if o.clusterFile != "" {
 		var err error
