@@ -296,6 +296,10 @@ func (s *State) usageLocked(node string, pods iter.Seq[*corev1.Pod], requested i
 		}
 		if h.share.IsZero() {
 			known += int64(len(h.cards))
+		} else {
+			// HAMi's form of a share names its cards in nvidia.com/gpu too:
+			// those are the shared cards, known, not cards of unknown pods.
+			known += gpu.RequestedCards(pod)
 		}
 	}
 	u.Unknown = max(requested-known, 0)

@@ -179,6 +179,14 @@ func TestMultiCardShares(t *testing.T) {
 	s.ObservePod(hami)
 	ni.AddPod(hami)
 	u = s.Usage(ni, "", 0)
+	// Its two nvidia.com/gpu are the shared cards, not two cards of
+	// unknown pods: cards 0, 1 and 3 have 400 left, 400, 700.
+	if u.Unknown != 0 {
+		t.Errorf("Unknown = %d with HAMi's form bound, want 0", u.Unknown)
+	}
+	if _, free := u.Fit(cards, gpu.Request{Count: 3, Milli: 400}); free != 3 {
+		t.Errorf("Fit of 400 of three cards beside it: %d free, want 3", free)
+	}
 	// Card 1: 300 + 300; card 3: 300. Each holds 3000 MiB of hami's.
 	for i, want := range map[int]int64{1: 600, 3: 300} {
 		if got := u.HeldMilli(i); got != want {
