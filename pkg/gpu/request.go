@@ -167,6 +167,35 @@ func (r Request) TotalMilli() int64 {
 	return r.Count * WholeCardMilli
 }
 
+// Describe is the request in words, as a pod spec would say it: "2 GPUs",
+// "300/1000 and 3000 MiB of each of 2 GPUs", "50% of the memory of a
+// GPU"; "" for no GPU. (Not String: the request is a value the scheduler
+// compares and signs whole.)
+func (r Request) Describe() string {
+	switch {
+	case r.Count == 0:
+		return ""
+	case !r.Shared() && r.Count == 1:
+		return "1 GPU"
+	case !r.Shared():
+		return fmt.Sprintf("%d GPUs", r.Count)
+	}
+	var parts []string
+	if r.Milli > 0 {
+		parts = append(parts, fmt.Sprintf("%d/1000", r.Milli))
+	}
+	if r.GPUMemMiB > 0 {
+		parts = append(parts, fmt.Sprintf("%d MiB", r.GPUMemMiB))
+	}
+	if r.GPUMemPercent > 0 {
+		parts = append(parts, fmt.Sprintf("%d%% of the memory", r.GPUMemPercent))
+	}
+	if r.Count == 1 {
+		return strings.Join(parts, " and ") + " of a GPU"
+	}
+	return fmt.Sprintf("%s of each of %d GPUs", strings.Join(parts, " and "), r.Count)
+}
+
 // MemMiBOn is the MiB of card c's memory that the share r takes:
 // GPUMemMiB, or GPUMemPercent of the card's memory, rounded down and at
 // least 1 (a share in percent always holds some memory, so that it never

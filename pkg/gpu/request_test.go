@@ -198,6 +198,21 @@ func TestRequestShares(t *testing.T) {
 	}
 }
 
+func TestDescribe(t *testing.T) {
+	for r, want := range map[*Request]string{
+		{}:                                      "",
+		{Count: 1}:                              "1 GPU",
+		{Count: 4}:                              "4 GPUs",
+		{Count: 1, Milli: 500}:                  "500/1000 of a GPU",
+		{Count: 2, Milli: 300, GPUMemMiB: 3000}: "300/1000 and 3000 MiB of each of 2 GPUs",
+		{Count: 1, GPUMemPercent: 50}:           "50% of the memory of a GPU",
+	} {
+		if got := r.Describe(); got != want {
+			t.Errorf("%+v: Describe() = %q, want %q", *r, got, want)
+		}
+	}
+}
+
 func TestShareMemory(t *testing.T) {
 	card := &Card{MemoryMiB: 16384}
 	for _, tc := range []struct {
