@@ -37,8 +37,17 @@ host_ip=10.250.0.1
 node_ip() { echo "10.250.0.1${1#node-}"; }
 pod_cidr() { echo "10.251.${1#node-}.0/24"; }
 netns() { echo "aisched-e2e-${1#node-}"; }
-# in NODE CMD...: runs CMD in the node's network and mount namespaces.
-in() { local n=$1; shift; nsenter --net="/run/netns/$(netns "$n")" --mount="$work/ns/$n" "$@"; }
+# on_node NODE CMD...: runs CMD in the node's network and mount namespaces.
+on_node() { local n=$1; shift; nsenter --net="/run/netns/$(netns "$n")" --mount="$work/ns/$n" "$@"; }
+# start NODE NAME CMD...: starts CMD in the node's namespaces in the
+# background (nsenter execs it: the pid is CMD's), logging to
+# $work/NODE/NAME.log, its pid in $work/NODE/NAME.pid.
+start() {
+  local n=$1 name=$2
+  shift 2
+  nsenter --net="/run/netns/$(netns "$n")" --mount="$work/ns/$n" "$@" >> "$work/$n/$name.log" 2>&1 &
+  echo $! > "$work/$n/$name.pid"
+}
 
 # down: stops and removes everything of a run, whatever it got to; safe
 # to call twice.
@@ -46,21 +55,26 @@ down() {
   set +e
   local n p
   for n in "${nodes[@]}"; do
-    for p in plugin proxy kubelet; do stop_pid "$(cat "$work/$n/$p.pid" 2>/dev/null)"; done
-    [ -S "$work/$n/containerd.sock" ] && stop_tasks "$work/$n/containerd.sock"
+    for p in device-plugin kube-proxy kubelet; do stop_pid "$(cat "$work/$n/$p.pid" 2>/dev/null)"; done
+    stop_tasks "$work/$n/containerd/containerd.sock"
     stop_pid "$(cat "$work/$n/containerd.pid" 2>/dev/null)"
-    # What is left in the node's namespaces (the shims, host-network
-    # containers) was started by this run: end it by process id.
+    # What is left in the node's namespaces was started by this run: end
+    # it by process id.
     for p in $(ns_pids "/run/netns/$(netns "$n")" net) $(ns_pids "$work/ns/$n" mnt); do stop_pid "$p"; done
     if mountpoint -q "$work/ns/$n" 2>/dev/null; then umount "$work/ns/$n"; fi
     ip netns del "$(netns "$n")" 2>/dev/null
     ip route del "$(pod_cidr "$n")" 2>/dev/null
   done
   stop_pid "$(cat "$work/up.pid" 2>/dev/null)"
+  # Anything else still running one of this run's binaries.
+  for p in /proc/[0-9]*; do
+    case $(readlink "$p/exe" 2>/dev/null) in "$bin"/*) stop_pid "${p#/proc/}" ;; esac
+  done
   if mountpoint -q "$work/ns" 2>/dev/null; then umount "$work/ns"; fi
   ip link del "$bridge" 2>/dev/null
   [ -f "$work/ip_forward" ] && sysctl -qw net.ipv4.ip_forward="$(cat "$work/ip_forward")" && rm -f "$work/ip_forward"
   rm -f "$work"/*.pid "$work"/*/*.pid
+  rmdir /run/nri /run/aisched-fake-gpu /var/lib/kubelet 2>/dev/null
   set -e
 }
 
@@ -105,7 +119,8 @@ begin=$(date +%s)
 mkdir -p "$bin"
 down
 find "$work" -mindepth 1 -maxdepth 1 ! -name bin -exec rm -rf {} +
-trap 'down' EXIT
+# E2E_KEEP=1 keeps the cluster, also after a failure, for a look.
+trap '[ "${E2E_KEEP:-}" = 1 ] && log "the cluster stays up: KUBECONFIG=$work/up/kubeconfig; end it with hack/node-e2e/e2e.sh down" || down' EXIT
 
 build_node kube-proxy
 log "building the CNI plugins (containernetworking/plugins), helm, the release image twice (make image, linux/amd64), the demo model's image"
@@ -119,6 +134,7 @@ for build in 1 2; do
   make -s -C "$repo" image IMAGE_ARCHES=amd64 VERSION="$v" >/dev/null
   tar -C "$repo/bin/image" -cf "$work/release-$build.tar" .
   jq -r '.manifests[0].digest' "$repo/bin/image/index.json" > "$work/release-$build.digest"
+  echo "$v" > "$work/release-$build.tag"
 done
 # The platform example's model image: the release binary serving the demo
 # model (docs/platform.md: the aisched image with the argument demo-model).
@@ -138,8 +154,8 @@ mount --make-private "$work/ns"
 for n in "${nodes[@]}"; do
   ns=$(netns "$n")
   ip netns add "$ns"
-  ip link add "ve-$ns" type veth peer name eth0 netns "$ns"
-  ip link set "ve-$ns" master "$bridge" up
+  ip link add "ve2e-${n#node-}" type veth peer name eth0 netns "$ns"
+  ip link set "ve2e-${n#node-}" master "$bridge" up
   ip -n "$ns" addr add "$(node_ip "$n")/24" dev eth0
   ip -n "$ns" link set eth0 up
   ip -n "$ns" link set lo up
@@ -155,7 +171,7 @@ for n in "${nodes[@]}"; do
   mkdir -p "$d"/{kubelet,nri,netns,fake-gpu,containerd,cni/net.d,pod-logs} /var/lib/kubelet /run/nri /run/aisched-fake-gpu
   touch "$work/ns/$n"
   unshare --mount="$work/ns/$n" --propagation private true
-  in "$n" sh -c "mount --bind '$d/kubelet' /var/lib/kubelet && mount --bind '$d/nri' /run/nri &&
+  on_node "$n" sh -c "mount --bind '$d/kubelet' /var/lib/kubelet && mount --bind '$d/nri' /run/nri &&
     mount --bind '$d/netns' /run/netns && mount --bind '$d/fake-gpu' /run/aisched-fake-gpu"
 done
 
@@ -186,10 +202,11 @@ client_kubeconfig() {
   local key=$1.key crt=$1.crt
   openssl req -new -newkey rsa:2048 -nodes -keyout "$key" -subj "/O=$3/CN=$2" -out "$1.csr" 2>/dev/null
   openssl x509 -req -in "$1.csr" -CA "$work/up/pki/ca.crt" -CAkey "$work/up/pki/ca.key" -CAcreateserial -days 2 -out "$crt" 2>/dev/null
-  KUBECONFIG=$1 k config set-cluster e2e --server="https://$host_ip:6443" --certificate-authority="$work/up/pki/ca.crt" --embed-certs >/dev/null
-  KUBECONFIG=$1 k config set-credentials "$2" --client-certificate="$crt" --client-key="$key" --embed-certs >/dev/null
-  KUBECONFIG=$1 k config set-context e2e --cluster=e2e --user="$2" >/dev/null
-  KUBECONFIG=$1 k config use-context e2e >/dev/null
+  local kc=("$bin/aisched" kubectl --kubeconfig "$1" config)
+  "${kc[@]}" set-cluster e2e --server="https://$host_ip:6443" --certificate-authority="$work/up/pki/ca.crt" --embed-certs >/dev/null
+  "${kc[@]}" set-credentials "$2" --client-certificate="$crt" --client-key="$key" --embed-certs >/dev/null
+  "${kc[@]}" set-context e2e --cluster=e2e --user="$2" >/dev/null
+  "${kc[@]}" use-context e2e >/dev/null
 }
 client_kubeconfig "$work/kube-proxy.kubeconfig" system:kube-proxy system:node-proxier
 
@@ -220,21 +237,22 @@ for n in "${nodes[@]}"; do
 {"cniVersion": "1.0.0", "name": "e2e", "plugins": [{"type": "bridge", "bridge": "cni0", "isGateway": true, "hairpinMode": true,
   "ipam": {"type": "host-local", "ranges": [[{"subnet": "$(pod_cidr "$n")"}]], "routes": [{"dst": "0.0.0.0/0"}], "dataDir": "$d/cni/ipam"}}]}
 JSON
-  PATH=$bin:$PATH in "$n" "$bin/containerd" --config "$d/containerd.toml" >> "$d/containerd.log" 2>&1 &
-  echo $! > "$d/containerd.pid"
+  PATH=$bin:$PATH start "$n" containerd "$bin/containerd" --config "$d/containerd.toml"
   wait_containerd "$d/containerd/containerd.sock" "$d/containerd.log" "$(cat "$d/containerd.pid")"
   for image in pause probe demo-model; do
-    "$bin/ctr" -a "$d/containerd/containerd.sock" -n k8s.io images import "$work/$image.tar" >/dev/null
+    "$bin/ctr" -a "$d/containerd/containerd.sock" -n k8s.io images import "$work/$image.tar" >/dev/null 2>&1
   done
   for build in 1 2; do
-    "$bin/ctr" -a "$d/containerd/containerd.sock" -n k8s.io images import --base-name ghcr.io/aisched/aisched "$work/release-$build.tar" >/dev/null
+    "$bin/ctr" -a "$d/containerd/containerd.sock" -n k8s.io images import --base-name ghcr.io/aisched/aisched "$work/release-$build.tar" >/dev/null 2>&1
+    # By digest too, as a pull by digest names it: the chart pins the digest.
+    "$bin/ctr" -a "$d/containerd/containerd.sock" -n k8s.io images tag "ghcr.io/aisched/aisched:$(cat "$work/release-$build.tag")" \
+      "ghcr.io/aisched/aisched@$(cat "$work/release-$build.digest")" >/dev/null 2>&1
   done
 
   client_kubeconfig "$d/kubelet.kubeconfig" "system:node:$n" system:nodes
   kubelet_config "$d/kubelet.yaml" "$d/containerd" "$(node_ip "$n")" 10250 true
-  in "$n" "$bin/kubelet" --config "$d/kubelet.yaml" --kubeconfig "$d/kubelet.kubeconfig" --hostname-override "$n" \
-    --node-ip "$(node_ip "$n")" >> "$d/kubelet.log" 2>&1 &
-  echo $! > "$d/kubelet.pid"
+  start "$n" kubelet "$bin/kubelet" --config "$d/kubelet.yaml" --kubeconfig "$d/kubelet.kubeconfig" --hostname-override "$n" \
+    --node-ip "$(node_ip "$n")"
 
   cat > "$d/kube-proxy.yaml" <<YAML
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
@@ -248,15 +266,12 @@ healthzBindAddress: 127.0.0.1:10256
 # The conntrack table is the machine's: leave its sysctls alone.
 conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
 YAML
-  in "$n" "$bin/kube-proxy" --config "$d/kube-proxy.yaml" >> "$d/kube-proxy.log" 2>&1 &
-  echo $! > "$d/proxy.pid"
+  start "$n" kube-proxy "$bin/kube-proxy" --config "$d/kube-proxy.yaml"
 
   if [ -n "$runtime" ]; then
-    in "$n" "$bin/fakegpu" device-plugin --gpus /run/aisched-fake-gpu/gpus.csv --dir /var/lib/kubelet/device-plugins >> "$d/plugin.log" 2>&1 &
-    echo $! > "$d/plugin.pid"
+    start "$n" device-plugin "$bin/fakegpu" device-plugin --gpus /run/aisched-fake-gpu/gpus.csv --dir /var/lib/kubelet/device-plugins
   fi
 done
-k label node node-1 node-2 aisched.io/e2e-gpus=fake >/dev/null 2>&1 || true
 for _ in $(seq 180); do
   [ "$(k get nodes -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' 2>/dev/null | grep -c True)" = 3 ] && break
   sleep 1
@@ -270,11 +285,8 @@ if [ "${E2E_SUITE:-1}" = 1 ]; then
   suite_begin=$(date +%s)
   (cd "$repo" && AISCHED_E2E_KUBECONFIG=$kubeconfig AISCHED_E2E_DIR=$work AISCHED_HELM=$repo/bin/helm \
     AISCHED_E2E_IMAGE=ghcr.io/aisched/aisched AISCHED_E2E_DIGESTS="$(cat "$work/release-1.digest") $(cat "$work/release-2.digest")" \
-    go test -count=1 -timeout 30m -v -run '^TestE2E$' ./test/e2e/) 2>&1 | tee "$work/suite.log" | grep -E '^\s+e2e_test.go:[0-9]+: e2e:|^(--- |ok|FAIL|PASS)' || true
+    go test -count=1 -timeout 30m -v -run '^TestE2E$' ./test/e2e/) 2>&1 | tee "$work/suite.log" |
+    sed -n -E 's/^ +e2e_test.go:[0-9]+: (e2e: .*)/\1/p; s/^ +(e2e_test.go:[0-9]+: .*)/e2e: \1/p; /^(--- FAIL|FAIL|ok)/p' || true
   grep -q '^ok ' "$work/suite.log" || fail "the suite failed ($work/suite.log)"
   log "PASS: the chart on 3 real nodes, $(grep -c 'e2e: ok:' "$work/suite.log") checks; built and up in $(( suite_begin - begin ))s, suite $(( $(date +%s) - suite_begin ))s"
-fi
-if [ "${E2E_KEEP:-}" = 1 ]; then
-  trap - EXIT
-  log "the cluster stays up: KUBECONFIG=$kubeconfig; end it with hack/node-e2e/e2e.sh down"
 fi

@@ -31,7 +31,15 @@ build_node() {
   cp "$repo/go.sum" "$work/kube.sum"
   local cmds=(k8s.io/kubernetes/cmd/kubelet)
   [ -z "${1:-}" ] || cmds+=("k8s.io/kubernetes/cmd/$1")
-  (cd "$repo" && go build -mod=mod -modfile="$work/kube.mod" -o "$bin/" "${cmds[@]}" && go build -o "$bin/aisched" ./cmd/aisched)
+  # The Kubernetes version they report, as make stamps it (KUBE_LDFLAGS):
+  # the chart's kubeVersion reads the apiserver's.
+  local v ldflags pkg
+  v=$(cd "$repo" && go list -m -f '{{.Version}}' k8s.io/kubernetes)
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ldflags+=" -X $pkg.gitVersion=$v -X $pkg.gitMajor=$(echo "$v" | cut -d. -f1 | tr -d v) -X $pkg.gitMinor=$(echo "$v" | cut -d. -f2) -X $pkg.gitTreeState=clean"
+  done
+  (cd "$repo" && go build -mod=mod -modfile="$work/kube.mod" -ldflags "$ldflags" -o "$bin/" "${cmds[@]}" &&
+    go build -ldflags "$ldflags" -o "$bin/aisched" ./cmd/aisched)
   (cd "$repo/hack/node-e2e" && CGO_ENABLED=0 go build -o "$bin/probe" ./probe && CGO_ENABLED=0 go build -o "$bin/fakegpu" ./fakegpu &&
     go run ./mkimage -binary "$bin/probe" -out "$work/probe.tar" aisched.io/e2e/probe:1 &&
     go run ./mkimage -binary "$bin/probe" -out "$work/pause.tar" -entrypoint "/probe pause" registry.k8s.io/pause:3.10.1)
@@ -113,10 +121,14 @@ wait_containerd() {
   fail "containerd did not start: $(tail -3 "$2")"
 }
 
-# stop_tasks SOCKET: kills the containers of the containerd at SOCKET and
-# deletes them, so that their shims exit.
+# stop_tasks SOCKET: kills the containers of the containerd at SOCKET
+# (containerd_config's: its state beside the socket) and deletes them and
+# their pods' sandboxes, so that their shims exit. What is left of them
+# (their cgroups' processes, their shims), also when that containerd is
+# gone, is ended by process id.
 stop_tasks() {
-  local c t
+  local c t p ids
+  ids=$({ "$bin/ctr" -a "$1" -n k8s.io containers ls -q 2>/dev/null; ls "$(dirname "$1")/state/io.containerd.runtime.v2.task/k8s.io" 2>/dev/null; } | sort -u)
   for t in $("$bin/ctr" -a "$1" -n k8s.io tasks ls -q 2>/dev/null); do
     "$bin/ctr" -a "$1" -n k8s.io tasks kill -s KILL "$t" 2>/dev/null || true
   done
@@ -125,6 +137,30 @@ stop_tasks() {
     "$bin/ctr" -a "$1" -n k8s.io tasks delete -f "$c" >/dev/null 2>&1 || true
     "$bin/ctr" -a "$1" -n k8s.io containers delete "$c" >/dev/null 2>&1 || true
   done
+  for c in $("$bin/ctr" -a "$1" -n k8s.io sandboxes ls 2>/dev/null | awk 'NR > 1 {print $1}'); do
+    "$bin/ctr" -a "$1" -n k8s.io sandboxes rm -f "$c" >/dev/null 2>&1 || true
+  done
+  for c in $ids; do stop_cgroup "k8s.io/$c"; done
+  # containerd's parent of its containers' cgroups, once empty.
+  for c in /sys/fs/cgroup/*/k8s.io; do [ -d "$c" ] && rmdir "$c" 2>/dev/null; done
+  for p in /proc/[0-9]*; do
+    [ "$(readlink "$p/exe" 2>/dev/null)" = "$bin/containerd-shim-runc-v2" ] &&
+      tr '\0' ' ' < "$p/cmdline" 2>/dev/null | grep -q -- "-address $1 " && stop_pid "${p#/proc/}"
+  done
+  return 0
+}
+
+# stop_cgroup NAME: ends the processes of a container's cgroup NAME (in
+# every hierarchy), by process id, and removes the cgroup.
+stop_cgroup() {
+  local p dir
+  for p in $(cat /sys/fs/cgroup/*/"$1"/cgroup.procs 2>/dev/null | sort -u); do
+    stop_pid "$p"
+  done
+  for dir in /sys/fs/cgroup/*/"$1"; do
+    [ -d "$dir" ] && rmdir "$dir" 2>/dev/null
+  done
+  return 0
 }
 
 # stop_pid PID: ends a process this script started and waits for it.
