@@ -43,11 +43,11 @@ const (
 // foreignResources are device layers' resources aisched cannot express in
 // its request model, with what to write instead.
 var foreignResources = map[corev1.ResourceName]string{
-	"volcano.sh/vgpu-number":  "Volcano's vGPU: write nvidia.com/gpu: 1 with nvidia.com/gpumem (MiB) and nvidia.com/gpucores (percent), or " + MilliAnnotation + " and " + GPUMemAnnotation,
-	"volcano.sh/vgpu-memory":  "Volcano's vGPU: write nvidia.com/gpu: 1 with nvidia.com/gpumem (MiB), or " + GPUMemAnnotation,
-	"volcano.sh/vgpu-cores":   "Volcano's vGPU: write nvidia.com/gpu: 1 with nvidia.com/gpucores (percent), or " + MilliAnnotation,
-	"aliyun.com/gpu-mem":      "Alibaba cGPU: write the share of one card's memory in MiB in " + GPUMemAnnotation,
-	"aliyun.com/gpu-count":    "Alibaba cGPU: write nvidia.com/gpu for whole cards, or " + MilliAnnotation + " for a share",
+	"volcano.sh/vgpu-number": "Volcano's vGPU: write nvidia.com/gpu: 1 with nvidia.com/gpumem (MiB) and nvidia.com/gpucores (percent), or " + MilliAnnotation + " and " + GPUMemAnnotation,
+	"volcano.sh/vgpu-memory": "Volcano's vGPU: write nvidia.com/gpu: 1 with nvidia.com/gpumem (MiB), or " + GPUMemAnnotation,
+	"volcano.sh/vgpu-cores":  "Volcano's vGPU: write nvidia.com/gpu: 1 with nvidia.com/gpucores (percent), or " + MilliAnnotation,
+	"aliyun.com/gpu-mem":     "Alibaba cGPU: write the share of one card's memory in MiB in " + GPUMemAnnotation,
+	"aliyun.com/gpu-count":   "Alibaba cGPU: write nvidia.com/gpu for whole cards, or " + MilliAnnotation + " for a share",
 }
 
 // foreignAnnotations are annotations of device layers aisched cannot
