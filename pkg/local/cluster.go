@@ -54,6 +54,11 @@ type Options struct {
 	Fresh bool
 	// APIServerPort is the kube-apiserver port on 127.0.0.1; 0 picks a free one.
 	APIServerPort int
+	// AdvertiseAddress, when set, is the address the kube-apiserver listens
+	// on instead of 127.0.0.1 and publishes as the kubernetes Service's
+	// endpoint, so that real kubelets and their pods (in other network
+	// namespaces or hosts) reach it: the control plane of real nodes.
+	AdvertiseAddress net.IP
 	// KubeconfigPath is where the admin kubeconfig is written; default DataDir/kubeconfig.
 	KubeconfigPath string
 	// Cluster describes the simulated nodes; default clusterfile.Default().
@@ -259,14 +264,18 @@ func (c *Cluster) openDataDir(ctx context.Context, opts Options) (*datadir.DiskW
 // (ListenError when it is in use), so that nothing starts for a port that
 // cannot serve.
 func (c *Cluster) startControlPlane(ctx context.Context, opts Options) (pki, error) {
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(opts.APIServerPort))
+	listenIP := net.IPv4(127, 0, 0, 1)
+	if opts.AdvertiseAddress != nil {
+		listenIP = opts.AdvertiseAddress
+	}
+	addr := net.JoinHostPort(listenIP.String(), strconv.Itoa(opts.APIServerPort))
 	listener, err := net.Listen("tcp", addr)
 	if err != nil {
 		return pki{}, &ListenError{Listener: APIServerListener, Addr: addr, InUse: errors.Is(err, syscall.EADDRINUSE), Err: err}
 	}
 	c.Host = "https://" + listener.Addr().String()
 	p := pki{dir: pkiDir(opts.DataDir)}
-	if err := p.ensure(kubernetesServiceIP); err != nil {
+	if err := p.ensure(kubernetesServiceIP, opts.AdvertiseAddress); err != nil {
 		listener.Close()
 		return pki{}, err
 	}
@@ -276,7 +285,7 @@ func (c *Cluster) startControlPlane(ctx context.Context, opts Options) (pki, err
 	}
 	apiCtx, apiCancel := context.WithCancel(context.WithoutCancel(ctx))
 	c.apiCtx, c.apiCancel = apiCtx, apiCancel
-	c.apiDone, err = startAPIServer(apiCtx, apiserverConfig{listener: listener, etcdURL: c.etcdURL, pki: p, extraArgs: opts.APIServerArgs})
+	c.apiDone, err = startAPIServer(apiCtx, apiserverConfig{listener: listener, etcdURL: c.etcdURL, pki: p, advertise: opts.AdvertiseAddress, extraArgs: opts.APIServerArgs})
 	if err != nil {
 		listener.Close()
 		return pki{}, err
@@ -338,7 +347,7 @@ func (c *Cluster) startComponents(ctx context.Context, opts Options, p pki) erro
 	c.schedulerConfig, c.services, c.discardEvents = opts.SchedulerConfig, opts.Services, opts.DiscardSchedulerEvents
 	components := []*component{
 		{name: "controllers", run: func(ctx context.Context, started chan<- struct{}) error {
-			return runControllers(ctx, c.Config, p.CACert(), started)
+			return runControllers(ctx, c.Config, p.CACert(), opts.AdvertiseAddress != nil, started)
 		}},
 		{name: "nodes", run: c.nodes.Run},
 	}

@@ -78,12 +78,12 @@ func startFast(ctx context.Context, opts Options) (Cluster, error) {
 }
 
 // startFastAt starts a fast-engine cluster whose clock reads start, with
-// seed's objects in its API before anything watches it, and simulated
+// load's objects in its API before anything watches it, and simulated
 // kubelets for opts.NodePools when there are any.
-func startFastAt(ctx context.Context, start time.Time, opts Options, seed func(*fakeAPI) error) (_ *fastCluster, err error) {
+func startFastAt(ctx context.Context, start time.Time, opts Options, load func(*fakeAPI) error) (_ *fastCluster, err error) {
 	clk := vclock.New(start)
 	api := newFakeAPI(clk)
-	if err := seed(api); err != nil {
+	if err := load(api); err != nil {
 		return nil, err
 	}
 	api.core.PrependReactor("create", "resourcequotas", func(k8stesting.Action) (bool, runtime.Object, error) {

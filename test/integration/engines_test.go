@@ -24,7 +24,7 @@ import (
 // scores alone and must be equal too; the trace replay, whose ties the
 // scheduler breaks at random, must agree within countedTolerance points.
 // With AISCHED_ENGINES_ALL=1 (make test-engines) it runs every shipped
-// scenario with all its seeds; by default a set that covers each seed's
+// scenario with all its seeds; by default a set that covers each experiment's
 // mechanism, with the first seed.
 func TestEnginesAgree(t *testing.T) {
 	t.Parallel()

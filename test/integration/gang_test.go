@@ -394,8 +394,8 @@ func TestNativeWorkload(t *testing.T) {
 	create(nativePod("native-0"))
 	create(nativePod("native-1"))
 	for i := range 2 {
-		create(utiltesting.MakePod(fmt.Sprintf("seed-%d", i), ns).SchedulerName(scheduler.AischedProfile).Req(corev1.ResourceCPU, "100m").
-			Label(podgroup.NameLabel, "seed").Label(podgroup.MinAvailableLabel, "2").Obj())
+		create(utiltesting.MakePod(fmt.Sprintf("labelled-%d", i), ns).SchedulerName(scheduler.AischedProfile).Req(corev1.ResourceCPU, "100m").
+			Label(podgroup.NameLabel, "labelled").Label(podgroup.MinAvailableLabel, "2").Obj())
 	}
 	bound := func(ctx context.Context) (map[string]bool, error) {
 		pods, err := up.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
@@ -412,7 +412,7 @@ func TestNativeWorkload(t *testing.T) {
 	}
 	localtest.Eventually(t, time.Minute, "the pod-group-label group bound", func(ctx context.Context) (bool, error) {
 		b, err := bound(ctx)
-		return b["seed-0"] && b["seed-1"], err
+		return b["labelled-0"] && b["labelled-1"], err
 	})
 	// The native pods were created first and had their chance; give the
 	// scheduler a few more seconds anyway.
@@ -432,7 +432,7 @@ func TestNativeWorkload(t *testing.T) {
 	if _, err := groups.Get(ctx, "native", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("aisched's queue made a PodGroup for the native pods (err %v), want none", err)
 	}
-	if _, err := groups.Get(ctx, "seed", metav1.GetOptions{}); err != nil {
+	if _, err := groups.Get(ctx, "labelled", metav1.GetOptions{}); err != nil {
 		t.Errorf("PodGroup of the pod-group-label group: %v", err)
 	}
 
