@@ -125,11 +125,13 @@ func errorsAt(name string, root *yaml.Node, line int, errs ...error) error {
 // asAggregate returns the errors of an aggregate (utilerrors.Aggregate,
 // errors.Join), nil for any other error.
 func asAggregate(err error) []error {
-	switch a := err.(type) {
-	case interface{ Errors() []error }:
-		return a.Errors()
-	case interface{ Unwrap() []error }:
-		return a.Unwrap()
+	var joined interface{ Unwrap() []error }
+	if errors.As(err, &joined) {
+		return joined.Unwrap()
+	}
+	var aggregate interface{ Errors() []error }
+	if errors.As(err, &aggregate) {
+		return aggregate.Errors()
 	}
 	return nil
 }

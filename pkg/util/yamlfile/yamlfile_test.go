@@ -36,7 +36,7 @@ func TestDecodeObject(t *testing.T) {
 		{name: "good", data: "kind: K\nspec:\n  count: 3\n  enabled: true\nitems: [{name: a}]\n",
 			want: object{Kind: "K", Spec: spec{Count: 3, Enabled: true}, Items: []item{{Name: "a"}}}},
 		{name: "unknown field at its line", data: "kind: K\nspec:\n  count: 3\n  cuont: 4\n", wantErr: `f.yaml:4: unknown field "spec.cuont"`},
-		{name: "unknown field in a list item", data: "kind: K\nitems:\n- name: a\n- nmae: b\n", wantErr: `f.yaml:4: unknown field "items[1].nmae"`},
+		{name: "unknown field in a list item", data: "kind: K\nitems:\n- name: a\n- title: b\n", wantErr: `f.yaml:4: unknown field "items[1].title"`},
 		{name: "wrong type", data: "kind: K\nspec:\n  count: many\n", wantErr: "f.yaml:3: spec.count: invalid value: want an integer, found string"},
 		{name: "case matters", data: "Kind: K\n", wantErr: `f.yaml:1: unknown field "Kind"`},
 		{name: "syntax", data: "kind: K\nspec: {count: 1\n", wantErr: "f.yaml:1: invalid YAML: did not find expected"},
