@@ -92,6 +92,13 @@ type State struct {
 	synced   []cache.InformerSynced
 	isSynced atomic.Bool
 
+	// versions count each node's changes (VersionOf).
+	versions map[string]*atomic.Uint64
+	// gone are the NodeMemos' hooks for deleted nodes.
+	gone []func(node string)
+	// prio counts the pods that hold cards by priority (HolderBelow).
+	prio priorities
+
 	// proposers are the card proposers by profile (framework handle).
 	proposers sync.Map // fwk.Handle -> namedProposer
 }
@@ -105,6 +112,7 @@ func New(opts Options) *State {
 		cards:    map[string]nodeCards{},
 		ptrs:     map[string][]*corev1.Node{},
 		nodes:    map[string]*corev1.Node{},
+		versions: map[string]*atomic.Uint64{},
 	}
 }
 

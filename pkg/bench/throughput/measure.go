@@ -119,6 +119,7 @@ func schedule(ctx context.Context, c *local.Cluster, b *bindings, opts Options, 
 	before := gatherSchedulerMetrics(bc.profile)
 	heapBefore := heapAfterGC()
 	r.Load[0] = loadAverage()
+	cpuBefore := processCPU()
 	if opts.CPUProfile != "" {
 		f, err := os.Create(opts.CPUProfile)
 		if err != nil {
@@ -146,6 +147,7 @@ func schedule(ctx context.Context, c *local.Cluster, b *bindings, opts Options, 
 		pprof.StopCPUProfile()
 	}
 	r.Load[1] = loadAverage()
+	cpu := processCPU() - cpuBefore
 	after := gatherSchedulerMetrics(bc.profile)
 	r.MicrosPerAttempt, r.Batching = after.sub(before)
 	r.Memory = memoryOf(heapBefore)
@@ -153,6 +155,9 @@ func schedule(ctx context.Context, c *local.Cluster, b *bindings, opts Options, 
 	r.Scheduled, r.Seconds = n, last.Sub(first).Seconds()
 	if r.Seconds > 0 {
 		r.PodsPerSecond = float64(n-1) / r.Seconds
+	}
+	if n > 0 {
+		r.CPUMillisPerPod = cpu.Seconds() * 1000 / float64(n)
 	}
 	return r, nil
 }

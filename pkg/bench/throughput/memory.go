@@ -2,6 +2,7 @@ package throughput
 
 import (
 	"runtime"
+	"time"
 
 	"github.com/prometheus/procfs"
 )
@@ -47,6 +48,19 @@ func memoryOf(heapBefore uint64) Memory {
 }
 
 func mib(b uint64) float64 { return float64(b) / (1 << 20) }
+
+// processCPU is the CPU time this process has used, 0 where /proc has none.
+func processCPU() time.Duration {
+	p, err := procfs.Self()
+	if err != nil {
+		return 0
+	}
+	st, err := p.Stat()
+	if err != nil {
+		return 0
+	}
+	return time.Duration(st.CPUTime() * float64(time.Second))
+}
 
 // loadAverage is the machine's 1-minute load average, 0 where /proc has
 // none.

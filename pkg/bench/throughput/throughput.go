@@ -90,6 +90,13 @@ type ProfileResult struct {
 	// Seconds is the time from the first to the last binding.
 	Seconds   float64 `json:"seconds"`
 	Scheduled int     `json:"scheduled"`
+	// CPUMillisPerPod is the CPU time this process spent from the
+	// scheduler's start to the last binding, per pod bound: the
+	// scheduler's and the apiserver's serving it. The same pods cost the
+	// apiserver alike under every profile, so the difference between two
+	// profiles is their schedulers'; a busy machine slows pods/s far more
+	// than it inflates this.
+	CPUMillisPerPod float64 `json:"cpu_ms_per_pod"`
 	// Load is the machine's 1-minute load average when the scheduler
 	// started and when the last pod was bound (0 where /proc has none).
 	Load [2]float64 `json:"load"`

@@ -58,7 +58,7 @@ func (pl *GPUFit) Reserve(ctx context.Context, cs fwk.CycleState, pod *corev1.Po
 			r.uuids = append(r.uuids, c.UUID)
 		}
 	}
-	pl.state.Assign(pod.UID, nodeName, picked, gpuledger.ShareOf(s.req))
+	pl.state.AssignPod(pod, nodeName, picked, gpuledger.ShareOf(s.req))
 	cs.Write(reserveStateKey, r)
 	klog.FromContext(ctx).V(4).Info("Reserved GPUs", "pod", klog.KObj(pod), "node", nodeName, "cards", picked)
 	return nil
