@@ -8,7 +8,8 @@ import (
 )
 
 // podAdded: a new unbound member may complete its group: a pass now.
-// A pod created bound takes capacity: a pass soon.
+// A pod created bound takes capacity: a pass soon, if there are groups to
+// place on it.
 func (q *Queue) podAdded(obj interface{}) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -18,8 +19,10 @@ func (q *Queue) podAdded(obj interface{}) {
 	switch {
 	case inGroup && pod.Spec.NodeName == "":
 		q.Kick()
-	case inGroup || pod.Spec.NodeName != "":
+	case inGroup:
 		q.refresh()
+	case pod.Spec.NodeName != "":
+		q.refreshForGroups()
 	}
 }
 
@@ -37,8 +40,11 @@ func (q *Queue) podUpdate(old, obj interface{}) {
 		q.kickIfWaiting()
 	}
 	q.notePreempted(n)
-	if _, inGroup := podgroup.KeyOf(n); inGroup || n.Spec.NodeName != "" {
+	switch _, inGroup := podgroup.KeyOf(n); {
+	case inGroup:
 		q.refresh()
+	case n.Spec.NodeName != "":
+		q.refreshForGroups()
 	}
 }
 

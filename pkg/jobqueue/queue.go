@@ -198,6 +198,17 @@ func (q *Queue) refresh() {
 	}
 }
 
+// refreshForGroups is refresh for a pod in no group that took or freed
+// capacity: the exact accounting of free resources matters only to
+// groups, so without any in the last plan no pass is made (a cluster of
+// plain pods would otherwise list every pod and node each second while
+// pods bind). A new group's first member kicks a pass of its own.
+func (q *Queue) refreshForGroups() {
+	if p := q.plan.Load(); p != nil && len(p.Decisions) > 0 {
+		q.refresh()
+	}
+}
+
 func (q *Queue) kickIfWaiting() {
 	if q.waiting.Load() {
 		q.Kick()
