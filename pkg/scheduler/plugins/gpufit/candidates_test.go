@@ -80,7 +80,7 @@ func TestCandidates(t *testing.T) {
 			want: names(100, func(i int) bool { return full(i) <= 7 })},
 		{name: "four cards: the nodes with four free", nodes: 100, held: full, req: gpu.Request{Count: 4},
 			want: names(100, func(i int) bool { return full(i) <= 4 })},
-		{name: "few nodes left out: every node", nodes: 100, held: func(i int) int { return 8 * min(i/95, 1) }, req: gpu.Request{Count: 1}},
+		{name: "few nodes left out: every node", nodes: 100, held: func(i int) int { return 8 * min(i/80, 1) }, req: gpu.Request{Count: 1}},
 		{name: "none with room: every node, for the filters to say why", nodes: 100, held: func(int) int { return 8 }, req: gpu.Request{Count: 1}},
 		{name: "small cluster: every node", nodes: 99, held: full, req: gpu.Request{Count: 1}},
 		{name: "empty cluster: every node", nodes: 100, held: none, req: gpu.Request{Count: 1}},
@@ -94,8 +94,8 @@ func TestCandidates(t *testing.T) {
 		// room; in HAMi's form a share asks for nvidia.com/gpu too, so a
 		// node can count full with shared cards), a full node without one
 		// is not.
-		{name: "a share", nodes: 100, held: full, shared: func(i int) bool { return i%5 == 0 }, req: gpu.Request{Count: 1, Milli: 250},
-			want: names(100, func(i int) bool { return full(i) <= 7 || i%5 == 0 })},
+		{name: "a share", nodes: 100, held: func(i int) int { return 8 * min(1, 3-min(3, i%5)) }, shared: func(i int) bool { return i%5 == 0 }, req: gpu.Request{Count: 1, Milli: 250},
+			want: names(100, func(i int) bool { return i%5 >= 3 || i%5 == 0 })},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			state := gpuledger.NewStandalone(gpuledger.Options{})
@@ -122,8 +122,8 @@ func TestCandidates(t *testing.T) {
 func TestCandidatesFollowNodes(t *testing.T) {
 	state := gpuledger.NewStandalone(gpuledger.Options{})
 	pl := &GPUFit{state: state}
-	// 20 of 100 nodes full.
-	nodes := candidateNodes(state, 100, func(i int) int { return 8 * min(1, i/80) }, nil)
+	// 30 of 100 nodes full.
+	nodes := candidateNodes(state, 100, func(i int) int { return 8 * min(1, i/70) }, nil)
 	pod := st.MakePod().Name("p").UID("p").Obj()
 	list := func() sets.Set[string] {
 		res := pl.candidates(pod, gpu.Request{Count: 1}, nodes)
@@ -132,15 +132,15 @@ func TestCandidatesFollowNodes(t *testing.T) {
 		}
 		return res.NodeNames
 	}
-	if got := list(); got.Len() != 80 || got.Has("n080") {
-		t.Fatalf("%d nodes listed (n080 %t), want the 80 with cards free", got.Len(), got.Has("n080"))
+	if got := list(); got.Len() != 70 || got.Has("n070") {
+		t.Fatalf("%d nodes listed (n070 %t), want the 70 with cards free", got.Len(), got.Has("n070"))
 	}
 	filler := st.MakePod().Name("f").UID("f").Node("n000").Req(map[corev1.ResourceName]string{gpu.ResourceName: "8"}).Obj()
 	nodes[0].(*framework.NodeInfo).AddPod(filler)
-	if err := nodes[80].(*framework.NodeInfo).RemovePod(klog.Background(), nodes[80].GetPods()[0].GetPod()); err != nil {
+	if err := nodes[70].(*framework.NodeInfo).RemovePod(klog.Background(), nodes[70].GetPods()[0].GetPod()); err != nil {
 		t.Fatal(err)
 	}
-	if got := list(); got.Has("n000") || !got.Has("n080") || got.Len() != 80 {
-		t.Errorf("after n000 filled and n080 freed a card: %d listed, n000 %t, n080 %t", got.Len(), got.Has("n000"), got.Has("n080"))
+	if got := list(); got.Has("n000") || !got.Has("n070") || got.Len() != 70 {
+		t.Errorf("after n000 filled and n070 freed a card: %d listed, n000 %t, n070 %t", got.Len(), got.Has("n000"), got.Has("n070"))
 	}
 }
