@@ -24,6 +24,7 @@ func (q *Queue) input(now time.Time) (Input, map[string]*Group, []Preemption) {
 	q.mu.Unlock()
 
 	last := q.plan.Load()
+	q.demands.next()
 	used := map[string]Resources{}
 	bound := map[string][]*corev1.Pod{}
 	groups := map[string]*Group{}
@@ -37,7 +38,7 @@ func (q *Queue) input(now time.Time) (Input, map[string]*Group, []Preemption) {
 			continue
 		}
 		if pod.Spec.NodeName != "" {
-			used[pod.Spec.NodeName] = used[pod.Spec.NodeName].Add(RequestOf(pod))
+			used[pod.Spec.NodeName] = used[pod.Spec.NodeName].Add(q.demands.of(pod).Request)
 			bound[pod.Spec.NodeName] = append(bound[pod.Spec.NodeName], pod)
 		}
 		if pod.DeletionTimestamp != nil || !profiles[pod.Spec.SchedulerName] {
@@ -68,7 +69,7 @@ func (q *Queue) input(now time.Time) (Input, map[string]*Group, []Preemption) {
 		}
 	}
 
-	in := Input{Now: now, Backfill: q.opts.Backfill, Quotas: map[string][]Quota{}}
+	in := Input{Now: now, Backfill: q.opts.Backfill, Quotas: map[string][]Quota{}, Demand: q.demands.of}
 	if last != nil {
 		in.LastReservation = last.Reservation
 	}

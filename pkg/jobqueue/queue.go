@@ -55,6 +55,8 @@ type Queue struct {
 	status *statusWriter
 	held   *podWriter
 	evict  *evictor
+	// demands are the pods' demands, for the loop's passes.
+	demands demandCache
 	// synced report whether the queue's handlers have seen what the
 	// informers first listed.
 	synced []cache.InformerSynced
