@@ -27,9 +27,9 @@ type preFilterState struct {
 func (s *preFilterState) Clone() fwk.StateData { return s }
 
 // PreFilter reads the pod's GPU request and lists the nodes that may have
-// room for it (candidates.go). CPU pods skip the plugin; an invalid
-// request makes the pod unschedulable until it is fixed, with a message
-// that names the annotation and its value.
+// room for it, or rejects it when none has (candidates.go). CPU pods skip
+// the plugin; an invalid request makes the pod unschedulable until it is
+// fixed, with a message that names the annotation and its value.
 func (pl *GPUFit) PreFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	req, err := gpu.ParseRequest(pod)
 	if err != nil {
@@ -42,7 +42,7 @@ func (pl *GPUFit) PreFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.
 		return nil, fwk.NewStatus(fwk.Unschedulable, "the scheduler has not yet seen which cards the bound pods hold")
 	}
 	cs.Write(preFilterStateKey, &preFilterState{req: req})
-	return pl.candidates(pod, req, nodes), nil
+	return pl.candidates(pod, req, nodes)
 }
 
 // PreFilterExtensions implements fwk.PreFilterPlugin. Filter reads the
