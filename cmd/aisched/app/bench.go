@@ -124,12 +124,12 @@ memory; --rows picks some) and, with --format table, prints it as markdown:
 	fs.StringVar(&format, "format", "json", "output: json, or table (markdown; with --suite)")
 	fs.DurationVar(&opts.Timeout, "timeout", 30*time.Minute, "longest time to schedule one profile's pods")
 	fs.StringVar(&logFile, "log-file", os.DevNull, "component log file (- for stderr)")
-	fs.StringVar(&opts.CPUProfiles, "cpu-profile", "", "write a CPU profile (go tool pprof) of each measurement's scheduling, from the scheduler's start to the last binding, to PREFIX-<case>-r<round>.pprof")
+	fs.StringVar(&opts.ProfilePrefix, "profile", "", "write, for each measurement, a CPU profile of its scheduling (the scheduler's start to the last binding) and its heap at the end to PREFIX-<case>-r<round>.cpu.pprof and .heap.pprof (go tool pprof)")
 	fs.StringVar(&configPath, "scheduler-config", "", "KubeSchedulerConfiguration holding the profiles measured (default: the built-in one of aisched up); default-scheduler is always upstream's")
 	fs.StringVar(&child, "measure-profile", "", "measure this one case in this process and print its result (what each child process does)")
-	fs.StringVar(&opts.CPUProfile, "measure-cpu-profile", "", "with --measure-profile, the file of its CPU profile")
+	fs.StringVar(&opts.ProfileTo, "measure-profile-to", "", "with --measure-profile, the prefix of its profiles")
 	_ = fs.MarkHidden("measure-profile")
-	_ = fs.MarkHidden("measure-cpu-profile")
+	_ = fs.MarkHidden("measure-profile-to")
 	return cmd
 }
 
@@ -139,7 +139,7 @@ func childArgs(flags *pflag.FlagSet) []string {
 	var args []string
 	flags.Visit(func(f *pflag.Flag) {
 		switch f.Name {
-		case "rounds", "profiles", "suite", "rows", "format", "cpu-profile":
+		case "rounds", "profiles", "suite", "rows", "format", "profile":
 			return
 		}
 		args = append(args, "--"+f.Name+"="+f.Value.String())

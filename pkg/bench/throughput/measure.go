@@ -113,15 +113,15 @@ func Measure(ctx context.Context, opts Options, name string) (_ ProfileResult, e
 
 // schedule starts the scheduler and measures it until every pod is bound:
 // pods/s, load, the time per extension point, memory, and, with
-// opts.CPUProfile, a CPU profile of that time.
+// opts.ProfileTo, a CPU profile of that time and the heap at its end.
 func schedule(ctx context.Context, c *local.Cluster, b *bindings, opts Options, bc benchCase) (ProfileResult, error) {
 	var r ProfileResult
 	before := gatherSchedulerMetrics(bc.profile)
 	heapBefore := heapAfterGC()
 	r.Load[0] = loadAverage()
 	cpuBefore := processCPU()
-	if opts.CPUProfile != "" {
-		f, err := os.Create(opts.CPUProfile)
+	if opts.ProfileTo != "" {
+		f, err := os.Create(opts.ProfileTo + ".cpu.pprof")
 		if err != nil {
 			return r, err
 		}
@@ -143,7 +143,7 @@ func schedule(ctx context.Context, c *local.Cluster, b *bindings, opts Options, 
 	case <-c.Failed():
 		return r, c.Err()
 	}
-	if opts.CPUProfile != "" {
+	if opts.ProfileTo != "" {
 		pprof.StopCPUProfile()
 	}
 	r.Load[1] = loadAverage()
@@ -151,6 +151,11 @@ func schedule(ctx context.Context, c *local.Cluster, b *bindings, opts Options, 
 	after := gatherSchedulerMetrics(bc.profile)
 	r.MicrosPerAttempt, r.Batching = after.sub(before)
 	r.Memory = memoryOf(heapBefore)
+	if opts.ProfileTo != "" {
+		if err := writeHeapProfile(opts.ProfileTo + ".heap.pprof"); err != nil {
+			return r, err
+		}
+	}
 	first, last, n := b.span()
 	r.Scheduled, r.Seconds = n, last.Sub(first).Seconds()
 	if r.Seconds > 0 {
@@ -240,4 +245,17 @@ func (b *bindings) span() (first, last time.Time, n int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.first, b.last, len(b.seen)
+}
+
+// writeHeapProfile writes the heap profile to path.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

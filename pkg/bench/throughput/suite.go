@@ -77,8 +77,8 @@ func RunSuite(ctx context.Context, rows []Row, base Options) ([]RowResult, error
 		opts := base
 		opts.Nodes, opts.Pods, opts.GPU, opts.Shared, opts.Fill = row.Nodes, row.Pods, row.GPU, row.Shared, row.Fill
 		opts.Profiles = []string{row.Baseline, row.Case}
-		if base.CPUProfiles != "" {
-			opts.CPUProfiles = fmt.Sprintf("%s-row%d", base.CPUProfiles, i+1)
+		if base.ProfilePrefix != "" {
+			opts.ProfilePrefix = fmt.Sprintf("%s-row%d", base.ProfilePrefix, i+1)
 		}
 		if opts.Progress != nil {
 			fmt.Fprintf(opts.Progress, "row %d of %d: %s\n", i+1, len(rows), row.Name)

@@ -59,15 +59,15 @@ type Options struct {
 	Timeout time.Duration
 	// Progress receives one line per step; nil discards them.
 	Progress io.Writer
-	// CPUProfiles, when set, makes Run profile every measurement: each
-	// writes the CPU profile of its scheduling (Measure's CPUProfile) to
-	// CPUProfiles-<case>-r<round>.pprof.
-	CPUProfiles string
-	// CPUProfile, when set, is the file Measure writes a CPU profile of
-	// this process to, from the scheduler's start to the last pod bound:
-	// the scheduler's work and the apiserver's serving it, without the
-	// cluster's start.
-	CPUProfile string
+	// ProfilePrefix, when set, makes Run profile every measurement into
+	// ProfilePrefix-<case>-r<round> (Measure's ProfileTo).
+	ProfilePrefix string
+	// ProfileTo, when set, makes Measure write ProfileTo.cpu.pprof, a CPU
+	// profile of this process from the scheduler's start to the last pod
+	// bound (the scheduler's work and the apiserver's serving it, without
+	// the cluster's start), and ProfileTo.heap.pprof, the heap once every
+	// pod is bound (go tool pprof).
+	ProfileTo string
 	// Measure measures one case; default Measure in this process. The
 	// command runs each measurement in a child process instead (InChild),
 	// so that none inherits the heap a previous control plane left behind
@@ -215,8 +215,8 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		for _, i := range order {
 			profile := opts.Profiles[i]
 			o := opts
-			if opts.CPUProfiles != "" {
-				o.CPUProfile = fmt.Sprintf("%s-%s-r%d.pprof", opts.CPUProfiles, strings.ReplaceAll(profile, "@", "_"), round+1)
+			if opts.ProfilePrefix != "" {
+				o.ProfileTo = fmt.Sprintf("%s-%s-r%d", opts.ProfilePrefix, strings.ReplaceAll(profile, "@", "_"), round+1)
 			}
 			r, err := opts.Measure(ctx, o, profile)
 			if err != nil {
