@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"k8s.io/utils/clock"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,6 +46,7 @@ import (
 	"github.com/aisched/aisched/pkg/scheduler/plugins/fgdbaseline"
 	"github.com/aisched/aisched/pkg/scheduler/plugins/gpufit"
 	"github.com/aisched/aisched/pkg/scheduler/plugins/heteropriority"
+	"github.com/aisched/aisched/pkg/scheduler/plugins/loadaware"
 	"github.com/aisched/aisched/pkg/scheduler/plugins/pccbalance"
 )
 
@@ -222,6 +224,12 @@ func BenchmarkScore(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	// LoadAware without NodeMetrics: every node scored from its pods'
+	// requests, as on a cluster without aisched's agent.
+	loadAware, err := loadaware.New(ctx, nil, f.handle, nil, clock.RealClock{}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
 	balanced, err := noderesources.NewBalancedAllocation(ctx, &config.NodeResourcesBalancedAllocationArgs{
 		Resources: []config.ResourceSpec{{Name: "cpu", Weight: 1}, {Name: "memory", Weight: 1}},
 	}, f.handle, feature.Features{})
@@ -251,6 +259,9 @@ func BenchmarkScore(b *testing.B) {
 		{name: "FGD/shared-pod", pl: fgdPlugin, pods: []*corev1.Pod{sharedPod}},
 		{name: "FGD/alternating", pl: fgdPlugin, pods: []*corev1.Pod{gpuPod, sharedPod}},
 		{name: "BestFit", pl: bestFit, pods: []*corev1.Pod{gpuPod}},
+		{name: "BestFit/cpu-pod", pl: bestFit, pods: []*corev1.Pod{cpuPod}},
+		{name: "LoadAware/cpu-pod", pl: loadAware, pods: []*corev1.Pod{cpuPod}},
+		{name: "PCCBalance/cpu-pod", pl: pcc, pods: []*corev1.Pod{cpuPod}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			// Scores run on this goroutine: its thread's CPU time is theirs.
