@@ -15,7 +15,13 @@
 //
 // Everything is kept up to date by informer event handlers, so that the
 // plugins' Filter and Score read a node's cards and usage in a few map
-// lookups, with nothing converted or allocated per call.
+// lookups, with nothing converted or allocated per call. Each node's
+// record has a version (VersionOf) that every change of its cards or
+// holdings moves: with the NodeInfo's generation it tells a plugin that
+// remembers what it computed per node (NodeMemo) when to compute again,
+// so that scoring a node that did not change costs a comparison. The
+// priorities of the pods that hold cards (HolderBelow) tell whether
+// preemption could free any for a pod.
 package gpuledger
 
 import (
