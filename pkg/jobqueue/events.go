@@ -8,8 +8,7 @@ import (
 )
 
 // podAdded: a new unbound member may complete its group: a pass now.
-// A pod created bound takes capacity: a pass soon, if there are groups to
-// place on it.
+// A pod created bound takes capacity: a pass soon.
 func (q *Queue) podAdded(obj interface{}) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -19,10 +18,8 @@ func (q *Queue) podAdded(obj interface{}) {
 	switch {
 	case inGroup && pod.Spec.NodeName == "":
 		q.Kick()
-	case inGroup:
+	case inGroup || pod.Spec.NodeName != "":
 		q.refresh()
-	case pod.Spec.NodeName != "":
-		q.refreshForGroups()
 	}
 }
 
@@ -40,11 +37,8 @@ func (q *Queue) podUpdate(old, obj interface{}) {
 		q.kickIfWaiting()
 	}
 	q.notePreempted(n)
-	switch _, inGroup := podgroup.KeyOf(n); {
-	case inGroup:
+	if _, inGroup := podgroup.KeyOf(n); inGroup || n.Spec.NodeName != "" {
 		q.refresh()
-	case n.Spec.NodeName != "":
-		q.refreshForGroups()
 	}
 }
 

@@ -24,7 +24,6 @@ func (q *Queue) input(now time.Time) (Input, map[string]*Group, []Preemption) {
 	q.mu.Unlock()
 
 	last := q.plan.Load()
-	q.demands.next()
 	used := map[string]Resources{}
 	bound := map[string][]*corev1.Pod{}
 	groups := map[string]*Group{}
@@ -38,7 +37,7 @@ func (q *Queue) input(now time.Time) (Input, map[string]*Group, []Preemption) {
 			continue
 		}
 		if pod.Spec.NodeName != "" {
-			used[pod.Spec.NodeName] = used[pod.Spec.NodeName].Add(q.demands.of(pod).Request)
+			used[pod.Spec.NodeName] = used[pod.Spec.NodeName].Add(RequestOf(pod))
 			bound[pod.Spec.NodeName] = append(bound[pod.Spec.NodeName], pod)
 		}
 		if pod.DeletionTimestamp != nil || !profiles[pod.Spec.SchedulerName] {
@@ -69,7 +68,7 @@ func (q *Queue) input(now time.Time) (Input, map[string]*Group, []Preemption) {
 		}
 	}
 
-	in := Input{Now: now, Backfill: q.opts.Backfill, Quotas: map[string][]Quota{}, Demand: q.demands.of}
+	in := Input{Now: now, Backfill: q.opts.Backfill, Quotas: map[string][]Quota{}}
 	if last != nil {
 		in.LastReservation = last.Reservation
 	}

@@ -57,9 +57,6 @@ type Input struct {
 	// LastReservation is the last pass's reservation: its holder keeps its
 	// nodes while they can still hold it.
 	LastReservation *Reservation
-	// Demand returns a pod's demand; nil: DemandOf. The queue passes its
-	// cache of the pods' demands.
-	Demand func(*corev1.Pod) Demand
 }
 
 // Reason says why a group is where it is, in one word (a condition reason).
@@ -168,7 +165,7 @@ func Compute(in Input) Plan {
 	}
 	for _, g := range groups {
 		if g.Admitted {
-			demands := in.demandsOf(g.Pending)
+			demands := demandsOf(g.Pending)
 			_, at := FitFirst(demands, rooms, len(g.Pending))
 			plan.Decisions[g.Key] = admitted
 			protect(g, demands, at)
@@ -201,7 +198,7 @@ func Compute(in Input) Plan {
 			continue
 		}
 		need := g.MinAvailable - len(g.Bound) - g.Succeeded
-		demands := in.demandsOf(g.Pending)
+		demands := demandsOf(g.Pending)
 		// Try on the rooms themselves and give back what a failed try
 		// took: copying every node per group would cost groups x nodes.
 		fit, at := FitFirst(demands, rooms, need)
@@ -283,14 +280,10 @@ func queuedFirst(a, b int) int {
 	return cmp.Compare(a, b)
 }
 
-func (in Input) demandsOf(pods []*corev1.Pod) []Demand {
-	demand := in.Demand
-	if demand == nil {
-		demand = DemandOf
-	}
+func demandsOf(pods []*corev1.Pod) []Demand {
 	out := make([]Demand, len(pods))
 	for i, p := range pods {
-		out[i] = demand(p)
+		out[i] = DemandOf(p)
 	}
 	return out
 }

@@ -55,8 +55,6 @@ type Queue struct {
 	status *statusWriter
 	held   *podWriter
 	evict  *evictor
-	// demands are the pods' demands, for the loop's passes.
-	demands demandCache
 	// synced report whether the queue's handlers have seen what the
 	// informers first listed.
 	synced []cache.InformerSynced
@@ -197,17 +195,6 @@ func (q *Queue) refresh() {
 			q.refreshing.Store(false)
 			q.Kick()
 		})
-	}
-}
-
-// refreshForGroups is refresh for a pod in no group that took or freed
-// capacity: the exact accounting of free resources matters only to
-// groups, so without any in the last plan no pass is made (a cluster of
-// plain pods would otherwise list every pod and node each second while
-// pods bind). A new group's first member kicks a pass of its own.
-func (q *Queue) refreshForGroups() {
-	if p := q.plan.Load(); p != nil && len(p.Decisions) > 0 {
-		q.refresh()
 	}
 }
 

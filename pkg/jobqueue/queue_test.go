@@ -8,8 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	testingclock "k8s.io/utils/clock/testing"
-
-	"github.com/aisched/aisched/pkg/podgroup"
 )
 
 func TestFence(t *testing.T) {
@@ -116,41 +114,5 @@ func TestStuckPartial(t *testing.T) {
 	clk.Step(30 * time.Second)
 	if stuck := q.stuckPartial(plan, groups, clk.Now()); len(stuck) != 0 {
 		t.Errorf("released 30s after it was cut short again: %+v", stuck)
-	}
-}
-
-// A pod in no group that binds asks for a pass only while the queue knows
-// groups; a member always does.
-func TestPlainPodsMakeNoPass(t *testing.T) {
-	clk := testingclock.NewFakeClock(time.Now())
-	q := New(nil, nil, Options{Clock: clk})
-	plain := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "plain"}}
-	bound := plain.DeepCopy()
-	bound.Spec.NodeName = "n"
-	passes := func() int {
-		clk.Step(refreshDelay)
-		n := len(q.kick)
-		if n > 0 {
-			<-q.kick
-		}
-		return n
-	}
-	q.plan.Store(&Plan{})
-	q.podAdded(bound)
-	q.podUpdate(plain, bound)
-	if n := passes(); n != 0 {
-		t.Errorf("no group known, a plain pod bound: %d passes asked, want 0", n)
-	}
-	q.plan.Store(&Plan{Decisions: map[string]Decision{"ns/g": {}}})
-	q.podUpdate(plain, bound)
-	if n := passes(); n != 1 {
-		t.Errorf("a group known, a plain pod bound: %d passes asked, want 1", n)
-	}
-	q.plan.Store(&Plan{})
-	member := bound.DeepCopy()
-	member.Labels = map[string]string{podgroup.NameLabel: "g", podgroup.MinAvailableLabel: "2"}
-	q.podAdded(member)
-	if n := passes(); n != 1 {
-		t.Errorf("a bound member added: %d passes asked, want 1", n)
 	}
 }
