@@ -27,7 +27,7 @@ FUZZTIME ?= 30s
 
 .PHONY: help
 help: ## Show this help.
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_\/-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
 build: ## Build bin/aisched.
@@ -60,7 +60,7 @@ define build-image
 endef
 
 .PHONY: up
-up: ## Build bin/aisched (listing packages as they compile) and run a whole simulated cluster; ARGS=... adds flags.
+up: ## Build bin/aisched (listing packages as they compile) and run a whole simulated cluster in the foreground until Ctrl-C (use a second terminal); ARGS='--fresh ...' adds flags.
 	$(GO) build -v -ldflags '$(LDFLAGS)' -o bin/aisched ./cmd/aisched
 	bin/aisched up $(ARGS)
 
@@ -148,8 +148,7 @@ fuzz: ## Run every fuzz test for FUZZTIME (default 30s) each.
 	  done; \
 	done
 
-# Helm, pinned in hack/tools/helm/go.mod.
-bin/helm: hack/tools/helm/go.mod
+bin/helm: hack/tools/helm/go.mod ## Build Helm (the version pinned in hack/tools/helm/go.mod) into bin/helm, for the chart (helm install, helm template).
 	$(GO) build -modfile=hack/tools/helm/go.mod -o $@ helm.sh/helm/v4/cmd/helm
 
 .PHONY: chart-lint

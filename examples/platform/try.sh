@@ -7,20 +7,21 @@
 #   aisched up                      # in another terminal
 #   examples/platform/try.sh
 #
-# KUBECONFIG defaults to aisched up's; kubectl is $KUBECTL, else kubectl,
-# else `aisched kubectl` (aisched on PATH, or bin/aisched from make build).
+# KUBECONFIG defaults to aisched up's; kubectl is $KUBECTL, else `aisched
+# kubectl` (aisched on PATH, or bin/aisched from make build: the
+# apiserver's version), else a kubectl on PATH.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 export KUBECONFIG=${KUBECONFIG:-${XDG_DATA_HOME:-$HOME/.local/share}/aisched/kubeconfig}
 
 if [ -n "${KUBECTL:-}" ]; then
   read -r -a kubectl <<<"$KUBECTL"
-elif command -v kubectl >/dev/null; then
-  kubectl=(kubectl)
 elif command -v aisched >/dev/null; then
   kubectl=(aisched kubectl)
 elif [ -x "$here/../../bin/aisched" ]; then
   kubectl=("$here/../../bin/aisched" kubectl)
+elif command -v kubectl >/dev/null; then
+  kubectl=(kubectl)
 else
   echo "try.sh: needs kubectl, or aisched on PATH (make build)" >&2
   exit 2

@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/aisched/aisched/pkg/generated/clientset/versioned"
+	"github.com/aisched/aisched/pkg/sim/report"
 )
 
 // simulationTimeout bounds one simulation.
@@ -20,17 +21,25 @@ type Scenario struct {
 	Description string `json:"description,omitempty"`
 }
 
-// SimReport is what a simulation answers: a text report (Markdown for a
-// scenario, whatif's text for a job) and its plots as SVG.
+// SimReport is what a simulation answers: for a scenario, its results as
+// a table (a row per metric with its direction and meaning, a value per
+// policy) and its plots as SVG; for a job, whatif's answer in words.
 type SimReport struct {
 	Title string `json:"title"`
-	Text  string `json:"text"`
+	// Description is the scenario's.
+	Description string `json:"description,omitempty"`
+	// Policies and Rows are a scenario's results, medians over seeds.
+	Policies []string     `json:"policies,omitempty"`
+	Rows     []report.Row `json:"rows,omitempty"`
+	// Text is whatif's answer, plain words.
+	Text string `json:"text,omitempty"`
 	// SVG is the plots, from aisched's own renderer (no scripts).
 	SVG string `json:"svg,omitempty"`
 }
 
 // Simulator runs simulations for the console; cmd/aisched wires the
-// simulator and whatif in, so that this package links neither.
+// simulator and whatif in, so that this package links neither (only the
+// report's rows, plain values).
 type Simulator interface {
 	Scenarios() []Scenario
 	// RunScenario runs a shipped scenario by name.

@@ -103,7 +103,21 @@ type Request struct {
 	UUIDs []string
 	// ExcludeUUIDs are cards the pod refuses.
 	ExcludeUUIDs []string
+	// named are the pod's own words for the per-card constraints, for
+	// messages (Shortfall); Equal ignores them. A pointer, so that a
+	// Request stays small to copy.
+	named *named
 }
+
+// named holds, for each per-card constraint of a request, the key and
+// value the pod wrote it with ("gpu.aisched.io/memory=\"80Gi\""); empty
+// when the pod does not constrain it.
+type named struct {
+	memory, cores, share, models, excludeModels, uuids, excludeUUIDs string
+}
+
+// keyValue is key=value as messages quote what a pod wrote.
+func keyValue(key, value string) string { return key + "=" + quote.Value(value) }
 
 // Equal reports whether r and o ask for the same.
 func (r Request) Equal(o Request) bool {
@@ -183,7 +197,8 @@ func ParseRequest(pod *corev1.Pod) (Request, error) {
 		}
 	}
 
-	if err := r.readShare(a, requests); err != nil {
+	shareWords, err := r.readShare(a, requests)
+	if err != nil {
 		return Request{}, err
 	}
 
@@ -196,16 +211,24 @@ func ParseRequest(pod *corev1.Pod) (Request, error) {
 		return Request{}, err
 	}
 	r.MemoryMiB, r.Cores = mem, cores
+	words := named{share: shareWords}
+	if memKey != "" {
+		words.memory = keyValue(memKey, a[memKey])
+	}
+	if coresKey != "" {
+		words.cores = keyValue(coresKey, a[coresKey])
+	}
 	lists := []struct {
-		key  string
-		read func(key, v string) ([]string, error)
-		to   *[]string
+		key   string
+		read  func(key, v string) ([]string, error)
+		to    *[]string
+		words *string
 	}{
-		{ModelsAnnotation, modelList, &r.Models},
-		{HAMiUseTypeAnnotation, modelList, &r.Models},
-		{HAMiNoUseTypeAnnotation, modelList, &r.ExcludeModels},
-		{HAMiUseUUIDAnnotation, uuidList, &r.UUIDs},
-		{HAMiNoUseUUIDAnnotation, uuidList, &r.ExcludeUUIDs},
+		{ModelsAnnotation, modelList, &r.Models, &words.models},
+		{HAMiUseTypeAnnotation, modelList, &r.Models, &words.models},
+		{HAMiNoUseTypeAnnotation, modelList, &r.ExcludeModels, &words.excludeModels},
+		{HAMiUseUUIDAnnotation, uuidList, &r.UUIDs, &words.uuids},
+		{HAMiNoUseUUIDAnnotation, uuidList, &r.ExcludeUUIDs, &words.excludeUUIDs},
 	}
 	perCard := []string{memKey, coresKey}
 	for _, l := range lists {
@@ -219,6 +242,7 @@ func ParseRequest(pod *corev1.Pod) (Request, error) {
 		if *l.to, err = l.read(l.key, v); err != nil {
 			return Request{}, err
 		}
+		*l.words = keyValue(l.key, v)
 		perCard = append(perCard, l.key)
 	}
 	if r.Count == 0 {
@@ -228,6 +252,9 @@ func ParseRequest(pod *corev1.Pod) (Request, error) {
 			}
 		}
 	}
+	if words != (named{}) {
+		r.named = &words
+	}
 	return r, nil
 }
 
@@ -235,7 +262,7 @@ func ParseRequest(pod *corev1.Pod) (Request, error) {
 // (aisched's and HAMi's annotations, HAMi's resources, KAI's annotations),
 // which must agree. A share in annotations comes without nvidia.com/gpu; a
 // share in HAMi's resources comes with nvidia.com/gpu: 1, its card.
-func (r *Request) readShare(a map[string]string, requests corev1.ResourceList) error {
+func (r *Request) readShare(a map[string]string, requests corev1.ResourceList) (memoryWords string, err error) {
 	var compute, memory []shareValue
 	inLimits := false // a share named in HAMi's resources
 	annotationInt := func(key string, lo, hi int64, reason string, scale int64, to *[]shareValue) error {
@@ -274,45 +301,48 @@ func (r *Request) readShare(a map[string]string, requests corev1.ResourceList) e
 		annotationInt(KAIMemoryAnnotation, 1, maxMemoryMiB, memReason, 1, &memory),
 	} {
 		if err != nil {
-			return err
+			return "", err
 		}
 	}
 	if v, ok := a[KAIFractionAnnotation]; ok {
 		m, err := kaiFraction(v)
 		if err != nil {
-			return err
+			return "", err
 		}
 		compute = append(compute, shareValue{key: KAIFractionAnnotation, raw: v, n: m})
 	}
 	milli, err := agreed(compute)
 	if err != nil {
-		return err
+		return "", err
 	}
 	mib, err := agreed(memory)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if len(compute) == 0 && len(memory) == 0 {
-		return nil
+		return "", nil
 	}
 	first := slices.Concat(compute, memory)[0]
 	switch {
 	case inLimits && r.Count == 0:
-		return &RequestError{Key: first.key, Value: first.raw, Reason: "HAMi's form needs the card count beside it: resources.limits[nvidia.com/gpu]: 1"}
+		return "", &RequestError{Key: first.key, Value: first.raw, Reason: "HAMi's form needs the card count beside it: resources.limits[nvidia.com/gpu]: 1"}
 	case inLimits && r.Count > 1:
-		return &RequestError{Key: first.key, Value: first.raw, Reason: fmt.Sprintf("with nvidia.com/gpu: %d, %s", r.Count, multiCardShare)}
+		return "", &RequestError{Key: first.key, Value: first.raw, Reason: fmt.Sprintf("with nvidia.com/gpu: %d, %s", r.Count, multiCardShare)}
 	case !inLimits && r.Count > 0:
-		return &RequestError{Key: first.key, Value: first.raw, Reason: fmt.Sprintf("the pod also requests %d whole nvidia.com/gpu; a shared card is not an nvidia.com/gpu request, remove it", r.Count)}
+		return "", &RequestError{Key: first.key, Value: first.raw, Reason: fmt.Sprintf("the pod also requests %d whole nvidia.com/gpu; a shared card is not an nvidia.com/gpu request, remove it", r.Count)}
 	case milli == WholeCardMilli && inLimits:
 		// HAMi's gpucores: 100 is all of the card's compute: a whole card,
 		// whatever memory it names.
 		r.Count = 1
-		return nil
+		return "", nil
 	case milli == WholeCardMilli:
-		return &RequestError{Key: compute[0].key, Value: compute[0].raw, Reason: "a share of 1000 thousandths is a whole card: request nvidia.com/gpu: 1 instead"}
+		return "", &RequestError{Key: compute[0].key, Value: compute[0].raw, Reason: "a share of 1000 thousandths is a whole card: request nvidia.com/gpu: 1 instead"}
 	}
 	r.Count, r.Milli, r.GPUMemMiB = 1, milli, mib
-	return nil
+	if len(memory) > 0 {
+		memoryWords = keyValue(memory[0].key, memory[0].raw)
+	}
+	return memoryWords, nil
 }
 
 // agreed is the value every reading gives; 0 for none.

@@ -144,7 +144,7 @@ func (s *State) Start(ctx context.Context, client versioned.Interface, factory i
 
 func (s *State) start(ctx context.Context, client versioned.Interface, factory informers.SharedInformerFactory) error {
 	logger := klog.FromContext(ctx)
-	informer, err := crdwatch.Start(ctx, client, aischedv1alpha1.SchemeGroupVersion, syncTimeout,
+	informer, err := crdwatch.Start(ctx, client, aischedv1alpha1.SchemeGroupVersion.WithResource("gpuinventories"), syncTimeout,
 		func(f externalversions.SharedInformerFactory) cache.SharedIndexInformer {
 			return f.Aisched().V1alpha1().GPUInventories().Informer()
 		})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,6 +33,8 @@ type evictor struct {
 
 	mu    sync.Mutex
 	asked map[types.UID]time.Time
+	// evicted, if set, is told of each victim deleted.
+	evicted func(Preemption, *corev1.Pod)
 }
 
 func newEvictor(client kubernetes.Interface, recorder events.EventRecorder, clk clock.PassiveClock) *evictor {
@@ -72,6 +75,9 @@ func (e *evictor) evictOne(ctx context.Context, v *corev1.Pod, p Preemption) err
 	switch {
 	case p.brokenGroup:
 		msg = fmt.Sprintf("preempted by aisched's job queue: a member of its pod group %s was preempted, and a group is preempted whole", p.Group)
+	case p.Queue != "":
+		msg = fmt.Sprintf("taken back by aisched's job queue for %s, which is below its guarantee or its fair share (pod group %s of priority %d); %s had borrowed the capacity",
+			p.Queue, p.Group, p.Priority, strings.Join(p.From, ", "))
 	case p.partial:
 		msg = fmt.Sprintf("released by aisched's job queue: its pod group %s held fewer than min-available members bound for longer than partialGroupSeconds, and the rest cannot be placed (%s); the group starts over whole", p.Group, p.why)
 	}
@@ -88,11 +94,18 @@ func (e *evictor) evictOne(ctx context.Context, v *corev1.Pod, p Preemption) err
 		return err
 	}
 	if e.recorder != nil {
-		e.recorder.Eventf(v, nil, corev1.EventTypeNormal, "Preempted", "Preempting", "%s", msg)
+		reason := "Preempted"
+		if p.Queue != "" {
+			reason = "Reclaimed"
+		}
+		e.recorder.Eventf(v, nil, corev1.EventTypeNormal, reason, "Preempting", "%s", msg)
 	}
 	err = e.client.CoreV1().Pods(v.Namespace).Delete(ctx, v.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &v.UID}})
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil
+	}
+	if err == nil && e.evicted != nil {
+		e.evicted(p, v)
 	}
 	return err
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/aisched/aisched/pkg/queuetree"
 )
 
 // Gate reports whether the members of the group with key may be
@@ -21,13 +23,41 @@ func (q *Queue) Gate(pod *corev1.Pod, key string) (bool, string) {
 	if admitted {
 		return true, ""
 	}
+	what := workName(key)
 	if p := q.plan.Load(); p != nil {
 		if d, ok := p.Decisions[key]; ok {
-			return false, fmt.Sprintf("pod group %s is %s: %s", key, d.Reason, d.Message)
+			return false, fmt.Sprintf("%s is %s: %s", what, d.Reason, d.Message)
 		}
 	}
 	q.Kick()
-	return false, fmt.Sprintf("pod group %s is waiting for the job queue", key)
+	return false, what + " is waiting for the job queue"
+}
+
+// Single returns the key under which a pod in no pod group is queued, and
+// whether it is: only while team queues exist, and only when one accounts
+// the pod (it names one, or there is a default queue) or the queue it
+// names cannot hold it (it waits saying why). The pod is then a group of
+// one: Gate it with the key, and report a failed attempt with Failed.
+func (q *Queue) Single(pod *corev1.Pod) (string, bool) {
+	if q.source == nil || !q.source.active() {
+		return "", false
+	}
+	name, problem := q.source.queueOf(pod)
+	if name == "" && problem == "" {
+		return "", false
+	}
+	return singleKey(pod), true
+}
+
+// singleKey is the key of a pod the queue admits alone.
+func singleKey(pod *corev1.Pod) string {
+	return "pod " + pod.Namespace + "/" + pod.Name
+}
+
+// Queues returns the team queues as the last pass counted them, nil when
+// there are none; the tree must not be changed.
+func (q *Queue) Queues() *queuetree.Tree {
+	return q.tree.Load()
 }
 
 // Failed revokes the admission of a group whose attempt failed and holds

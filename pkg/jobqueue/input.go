@@ -7,9 +7,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 
 	"github.com/aisched/aisched/pkg/podgroup"
+	"github.com/aisched/aisched/pkg/queuetree"
 )
 
 // input gathers the state a plan depends on from the informers.
@@ -24,6 +26,8 @@ func (q *Queue) input(now time.Time) (Input, map[string]*Group, []Preemption) {
 	q.mu.Unlock()
 
 	last := q.plan.Load()
+	teams := q.source != nil && q.source.active()
+	var singles []*corev1.Pod
 	used := map[string]Resources{}
 	bound := map[string][]*corev1.Pod{}
 	groups := map[string]*Group{}
@@ -45,12 +49,20 @@ func (q *Queue) input(now time.Time) (Input, map[string]*Group, []Preemption) {
 		}
 		key, ok := podgroup.KeyOf(pod)
 		if !ok {
+			if pod.Spec.NodeName == "" && teams {
+				singles = append(singles, pod)
+			}
 			continue
 		}
 		g := groups[key]
 		if g == nil {
 			ref, ok, err := q.groups.Of(pod)
 			if !ok || err != nil || ref.MinAvailable < 2 {
+				// A group of one is a pod alone to the queue; an invalid
+				// group is PreFilter's to name.
+				if ok && err == nil && pod.Spec.NodeName == "" && teams {
+					singles = append(singles, pod)
+				}
 				continue
 			}
 			g = &Group{Key: key, Namespace: pod.Namespace, MinAvailable: ref.MinAvailable, MinResources: ref.MinResources,
@@ -68,7 +80,7 @@ func (q *Queue) input(now time.Time) (Input, map[string]*Group, []Preemption) {
 		}
 	}
 
-	in := Input{Now: now, Backfill: q.opts.Backfill, Quotas: map[string][]Quota{}}
+	in := Input{Now: now, Backfill: q.opts.Backfill, Quotas: map[string][]Quota{}, DemandOf: q.demands.of}
 	if last != nil {
 		in.LastReservation = last.Reservation
 	}
@@ -77,6 +89,9 @@ func (q *Queue) input(now time.Time) (Input, map[string]*Group, []Preemption) {
 	for _, n := range nodes {
 		alloc := allocatable(n)
 		in.Rooms = append(in.Rooms, Room{Node: n, Allocatable: alloc, Free: alloc.Sub(used[n.Name]), GPUs: q.gpus.NodeGPUs(n, bound[n.Name]), Pods: bound[n.Name]})
+	}
+	if teams {
+		q.teams(&in, groups, singles, bound, last)
 	}
 	q.mu.Lock()
 	for key, g := range groups {
@@ -99,6 +114,106 @@ func (q *Queue) input(now time.Time) (Input, map[string]*Group, []Preemption) {
 		}
 	}
 	return in, groups, broken
+}
+
+// teams builds the pass's tree of team queues into in, names the leaf
+// queue of every group and of the running work, and adds a group of one
+// for each pending pod in no group that a queue accounts.
+func (q *Queue) teams(in *Input, groups map[string]*Group, singles []*corev1.Pod, bound map[string][]*corev1.Pod, last *Plan) {
+	specs, _, _ := q.source.read()
+	specs = q.withHistory(specs)
+	tree, problems := queuetree.Build(specs, capacityOf(in.Rooms))
+	in.Queues, in.QueueOf, in.QueueProblems = tree, map[string]string{}, problems
+	leaf := func(pod *corev1.Pod) (string, string) {
+		name, problem := q.source.queueOf(pod)
+		if name != "" {
+			if p := leafProblem(tree, name); p != "" {
+				return "", p
+			}
+		}
+		return name, problem
+	}
+	for _, pods := range bound {
+		for _, p := range pods {
+			key := unitKey(p)
+			if _, done := in.QueueOf[key]; !done {
+				in.QueueOf[key], _ = leaf(p)
+			}
+		}
+	}
+	for _, g := range groups {
+		first := g.Pending
+		if len(first) == 0 {
+			first = g.Bound
+		}
+		g.Queue, g.QueueProblem = leaf(first[0])
+	}
+	for _, p := range singles {
+		name, problem := leaf(p)
+		if name == "" && problem == "" {
+			continue
+		}
+		key := singleKey(p)
+		g := &Group{Key: key, Namespace: p.Namespace, MinAvailable: 1, Priority: corev1helpers.PodPriority(p),
+			Created: p.CreationTimestamp.Time, Pending: []*corev1.Pod{p}, Queue: name, QueueProblem: problem, Single: true}
+		if last != nil {
+			g.Queued = last.Decisions[key].Position
+		}
+		groups[key] = g
+	}
+}
+
+// withHistory gives each queue with a half-life the usage history the
+// queue keeps from pass to pass; a queue it has none of yet (after a
+// restart) keeps what its status recorded.
+func (q *Queue) withHistory(specs []queuetree.Spec) []queuetree.Spec {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	out := slices.Clone(specs)
+	for i := range out {
+		if h, ok := q.history[out[i].Name]; ok && out[i].HalfLife > 0 {
+			out[i].History = h
+		}
+	}
+	return out
+}
+
+// demandCache remembers pods' demands from pass to pass: reading a
+// demand (requests, the GPU request's annotations) costs more than the
+// rest of a pass for a pod that waits. A pod's entry stays valid while its
+// resourceVersion does; entries of pods no pass asked for are dropped. It
+// is used by the loop's goroutine only.
+type demandCache struct {
+	entries map[types.UID]cachedDemand
+	used    map[types.UID]bool
+}
+
+type cachedDemand struct {
+	version string
+	demand  Demand
+}
+
+func (c *demandCache) of(p *corev1.Pod) Demand {
+	if c.entries == nil {
+		c.entries, c.used = map[types.UID]cachedDemand{}, map[types.UID]bool{}
+	}
+	c.used[p.UID] = true
+	if e, ok := c.entries[p.UID]; ok && e.version == p.ResourceVersion && e.demand.Pod == p {
+		return e.demand
+	}
+	d := DemandOf(p)
+	c.entries[p.UID] = cachedDemand{version: p.ResourceVersion, demand: d}
+	return d
+}
+
+// sweep drops the entries of pods the last pass did not ask for.
+func (c *demandCache) sweep() {
+	for uid := range c.entries {
+		if !c.used[uid] {
+			delete(c.entries, uid)
+		}
+	}
+	clear(c.used)
 }
 
 // queued returns the place the queue last gave the group ref: in the last

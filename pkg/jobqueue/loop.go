@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -69,6 +70,7 @@ func (q *Queue) pass(ctx context.Context) {
 	q.mu.Unlock()
 	in, members, broken := q.input(start)
 	plan := Compute(in)
+	q.demands.sweep()
 	q.plan.Store(&plan)
 	q.mu.Lock()
 	q.completed = q.started
@@ -127,9 +129,54 @@ func (q *Queue) pass(ctx context.Context) {
 	if q.status != nil {
 		q.status.publish(plan, members, q.ended.counts)
 	}
+	q.afterTeams(in, start)
 	q.held.publish(plan, members)
+	reclaiming := map[string]bool{}
+	for _, p := range plan.Preemptions {
+		if p.queueName == "" {
+			continue
+		}
+		reclaiming[p.Group] = true
+		if !q.reclaiming[p.Group] {
+			q.metrics.reclaimNeeded.WithLabelValues(p.queueName).Add(float64(p.need) / 1000)
+		}
+	}
+	q.reclaiming = reclaiming
 	for _, p := range slices.Concat(plan.Preemptions, broken, stuck) {
 		q.evict.evict(ctx, p)
 	}
 	logger.V(4).Info("Job queue pass", "groups", len(in.Groups), "admitted", admittedPods, "fenced", len(fenced), "reservation", plan.Reservation != nil, "took", q.opts.Clock.Since(start))
+}
+
+// afterTeams keeps what a pass counted of the team queues: their usage
+// history, the tree for the console (Queues), their status and metrics.
+func (q *Queue) afterTeams(in Input, now time.Time) {
+	t := in.Queues
+	if t == nil {
+		q.tree.Store(nil)
+		q.metrics.recordQueues(nil)
+		return
+	}
+	q.mu.Lock()
+	if !q.historyAt.IsZero() {
+		t.Decay(now.Sub(q.historyAt))
+	}
+	q.historyAt = now
+	q.history = map[string]map[string]int64{}
+	for _, n := range t.Queues() {
+		if n.HalfLife <= 0 {
+			continue
+		}
+		h := map[string]int64{}
+		for i, name := range t.Names() {
+			h[name] = n.History()[i]
+		}
+		q.history[n.Name] = h
+	}
+	q.mu.Unlock()
+	q.tree.Store(t)
+	if q.queueStatus != nil {
+		q.queueStatus.publish(t, in.QueueProblems, now)
+	}
+	q.metrics.recordQueues(t)
 }

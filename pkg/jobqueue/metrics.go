@@ -2,6 +2,8 @@ package jobqueue
 
 import (
 	"k8s.io/component-base/metrics"
+
+	"github.com/aisched/aisched/pkg/queuetree"
 )
 
 // metricsSubsystem prefixes the job queue's metrics.
@@ -17,7 +19,16 @@ type queueMetrics struct {
 	failedAttempts  *metrics.Counter
 	partial         *metrics.Gauge
 	reservationHeld *metrics.Gauge
+
+	// The team queues' gauges, by queue and resource, and their reclaims.
+	queueAmount   *metrics.GaugeVec
+	queueWork     *metrics.GaugeVec
+	reclaimNeeded *metrics.CounterVec
+	reclaimEvict  *metrics.CounterVec
 }
+
+// maxQueueSeries bounds the queues the metrics report (their labels).
+const maxQueueSeries = 1000
 
 func newQueueMetrics() *queueMetrics {
 	return &queueMetrics{
@@ -53,13 +64,69 @@ func newQueueMetrics() *queueMetrics {
 			Help:           "1 while a waiting pod group holds a reservation of nodes, 0 otherwise.",
 			StabilityLevel: metrics.ALPHA,
 		}),
+		queueAmount: metrics.NewGaugeVec(&metrics.GaugeOpts{
+			Namespace: "aisched", Subsystem: "queue", Name: "resource",
+			Help:           "A team queue's amounts of a resource (cards, CPUs or bytes) by amount: guaranteed, limit (-1: none), used, borrowed, fair_share; the first 1000 queues by name.",
+			StabilityLevel: metrics.ALPHA,
+		}, []string{"queue", "resource", "amount"}),
+		queueWork: metrics.NewGaugeVec(&metrics.GaugeOpts{
+			Namespace: "aisched", Subsystem: "queue", Name: "groups",
+			Help:           "Pod groups and single pods of a team queue (and its descendants), by state: admitted or waiting.",
+			StabilityLevel: metrics.ALPHA,
+		}, []string{"queue", "state"}),
+		reclaimNeeded: metrics.NewCounterVec(&metrics.CounterOpts{
+			Namespace: "aisched", Subsystem: "queue", Name: "reclaim_needed_gpus_total",
+			Help:           "GPUs the groups of a team queue needed when they took capacity back from other queues.",
+			StabilityLevel: metrics.ALPHA,
+		}, []string{"queue"}),
+		reclaimEvict: metrics.NewCounterVec(&metrics.CounterOpts{
+			Namespace: "aisched", Subsystem: "queue", Name: "reclaim_evicted_gpus_total",
+			Help:           "GPUs held by the pods evicted to take capacity back for a team queue; over reclaim_needed_gpus_total, GPUs evicted per GPU taken back.",
+			StabilityLevel: metrics.ALPHA,
+		}, []string{"queue"}),
+	}
+}
+
+// recordQueues sets the team queues' gauges from a pass's tree (nil: no
+// queues).
+func (m *queueMetrics) recordQueues(t *queuetree.Tree) {
+	m.queueAmount.Reset()
+	m.queueWork.Reset()
+	if t == nil {
+		return
+	}
+	for k, n := range t.Queues() {
+		if k == maxQueueSeries {
+			break
+		}
+		for i, name := range t.Names() {
+			if !n.Listed(i) {
+				continue
+			}
+			scale := 1.0
+			if queuetree.Cards(name) || name == "cpu" {
+				scale = 1000
+			}
+			limit := float64(n.Limits()[i])
+			if limit >= 0 {
+				limit /= scale
+			}
+			for amount, v := range map[string]float64{"guaranteed": float64(n.Guaranteed()[i]) / scale, "limit": limit,
+				"used": float64(n.Used()[i]) / scale, "borrowed": float64(n.Borrowed(i)) / scale, "fair_share": float64(n.FairShare()[i]) / scale} {
+				m.queueAmount.WithLabelValues(n.Name, name, amount).Set(v)
+			}
+		}
+		admitted, waiting := n.Work()
+		m.queueWork.WithLabelValues(n.Name, "admitted").Set(float64(admitted))
+		m.queueWork.WithLabelValues(n.Name, "waiting").Set(float64(waiting))
 	}
 }
 
 // Metrics returns the job queue's metrics, for the scheduler's registry.
 func (q *Queue) Metrics() []metrics.Registerable {
 	m := q.metrics
-	return []metrics.Registerable{m.groups, m.admissionWait, m.placement, m.failedAttempts, m.partial, m.reservationHeld}
+	return []metrics.Registerable{m.groups, m.admissionWait, m.placement, m.failedAttempts, m.partial, m.reservationHeld,
+		m.queueAmount, m.queueWork, m.reclaimNeeded, m.reclaimEvict}
 }
 
 // record sets the gauges from one pass's plan and groups.

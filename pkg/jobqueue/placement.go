@@ -61,12 +61,24 @@ type Demand struct {
 	GPU gpu.Request
 	// selection is the pod's node selector and required node affinity.
 	selection nodeaffinity.RequiredNodeAffinity
+	// shape is what demands alike share (demandShape).
+	shape string
+	// held are the cards a bound pod holds, and holds whether the GPU
+	// ledger can name them (gpuledger.HoldingOf), read with the demand;
+	// requested is the pod's nvidia.com/gpu request (gpu.RequestedCards).
+	held      []int
+	holds     bool
+	requested int64
 }
 
 // DemandOf returns the demand of a pod.
 func DemandOf(pod *corev1.Pod) Demand {
 	r, _ := gpu.ParseRequest(pod)
-	return Demand{Pod: pod, Request: RequestOf(pod), GPU: r, selection: nodeaffinity.GetRequiredNodeAffinity(pod)}
+	d := Demand{Pod: pod, Request: RequestOf(pod), GPU: r, selection: nodeaffinity.GetRequiredNodeAffinity(pod)}
+	d.shape = demandShape(&d)
+	d.held, _, d.holds = gpuledger.HoldingOf(pod)
+	d.requested = gpu.RequestedCards(pod)
+	return d
 }
 
 // String is the demand in the words of a pod spec: "2 GPUs, 4 CPU, 8Gi
@@ -193,8 +205,20 @@ func Fit(demands []Demand, rooms []Room, want int) (int, placement) {
 // fit: about one node looked at per demand while nodes have room, for the
 // many members the queue admitted and the scheduler has yet to place.
 func FitFirst(demands []Demand, rooms []Room, want int) (int, placement) {
+	cursor := 0
+	return fitFirst(demands, rooms, want, &cursor)
+}
+
+// fitFirst is FitFirst from *cursor, which it moves: a plan that places
+// group after group goes on from where the last one found room, instead
+// of looking again at every node filled before.
+func fitFirst(demands []Demand, rooms []Room, want int, at *int) (int, placement) {
 	p := newPlacement(len(demands))
-	fit, cursor := 0, 0
+	fit, cursor := 0, *at
+	if cursor >= len(rooms) {
+		cursor = 0
+	}
+	defer func() { *at = cursor }()
 	for j := range demands {
 		d := &demands[j]
 		if fit >= want || len(rooms) == 0 {
@@ -236,4 +260,29 @@ func (d Demand) Allows(node *corev1.Node) bool {
 			return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
 		}, false)
 	return !untolerated
+}
+
+// shapeOf is a key that demands alike share: what they ask for, and where
+// they may run (node selector, required affinity, tolerations). alike is
+// false when the demands differ; they then have no key.
+func shapeOf(demands []Demand) (key string, alike bool) {
+	if len(demands) == 0 {
+		return "", false
+	}
+	key = demands[0].shape
+	for i := 1; i < len(demands); i++ {
+		if demands[i].shape != key {
+			return "", false
+		}
+	}
+	return key, true
+}
+
+func demandShape(d *Demand) string {
+	spec := &d.Pod.Spec
+	var affinity any
+	if spec.Affinity != nil && spec.Affinity.NodeAffinity != nil {
+		affinity = spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution
+	}
+	return fmt.Sprintf("%v|%+v|%v|%v|%v", d.Request, d.GPU, spec.NodeSelector, affinity, spec.Tolerations)
 }

@@ -194,7 +194,21 @@ func TestCompute(t *testing.T) {
 		// An unplaceable group holds nothing back.
 		name: "too big for the cluster",
 		in:   Input{Backfill: true, Groups: []Group{group("huge", 5, 1, 4, 0, 0), group("a", 2, 1, 2, 10, 0)}, Rooms: fourNodes},
-		want: map[string]Reason{"ns/huge": ReasonUnplaceable, "ns/a": ReasonAdmitted}, message: map[string]string{"ns/huge": "does not fit even with every node empty"},
+		want: map[string]Reason{"ns/huge": ReasonUnplaceable, "ns/a": ReasonAdmitted},
+		// Four nodes hold four of its five members: no node lacks anything
+		// for one of them.
+		message:  map[string]string{"ns/huge": "it never fits: with every node empty, 4 of the 5 members it needs at once fit"},
+		position: map[string]int{"ns/huge": 0},
+	}, {
+		// A group that never fits takes no place in the line, even behind
+		// a reservation, and says what no node has.
+		name: "never fits behind a reservation",
+		in: Input{Backfill: true, Rooms: []Room{room("a", 8, 4, 8, 2), room("b", 8, 4, 8, 2)},
+			Groups: []Group{group("big", 2, 1, 4, 0, 0), group("huge", 1, 1, 8, 10, 0)}},
+		want: map[string]Reason{"ns/big": ReasonWaitingForCapacity, "ns/huge": ReasonUnplaceable}, holder: "ns/big",
+		position: map[string]int{"ns/big": 1, "ns/huge": 0},
+		message: map[string]string{"ns/huge": "it never fits: with every node empty, 0 of the 1 members it needs at once fit; " +
+			"no node can hold its largest member (8 GPUs, 1 CPU, 1Gi memory): 2 node(s) have 4 GPUs, fewer than the pod's 8"},
 	}, {
 		name: "fragmented",
 		in:   Input{Backfill: true, Groups: []Group{group("a", 2, 1, 2, 0, 0)}, Rooms: []Room{room("a", 8, 2, 8, 1), room("b", 8, 2, 8, 1), room("c", 8, 2, 8, 1), room("d", 8, 2, 8, 1)}},
@@ -202,9 +216,11 @@ func TestCompute(t *testing.T) {
 		message: map[string]string{"ns/a": "needs 2 pods placed at once, the largest with 2 GPUs, 1 CPU, 1Gi memory; the free resources hold 0 of them; 0 nodes have room for the largest; " +
 			"the cluster has enough free in total, but not on the right nodes"},
 	}, {
+		// First in line, a group that backs off keeps nodes reserved, so
+		// that the groups behind it do not take them meanwhile.
 		name: "backing off",
 		in:   Input{Now: t0, Groups: []Group{func() Group { g := group("a", 2, 1, 2, 0, 0); g.BackoffUntil = t0.Add(time.Second); return g }()}, Rooms: fourNodes},
-		want: map[string]Reason{"ns/a": ReasonBackingOff},
+		want: map[string]Reason{"ns/a": ReasonBackingOff}, message: map[string]string{"ns/a": "nodes are reserved for it"}, holder: "ns/a",
 	}, {
 		// Admitted groups take their room first, even when a group ahead
 		// of them in order arrives.
@@ -370,25 +386,31 @@ func TestQueueOrder(t *testing.T) {
 	}
 }
 
-// A waiting group keeps the nodes it reserved while they can hold it,
-// though other nodes have more free now: its reservation does not move
-// onto nodes that groups admitted around it take meanwhile.
+// A waiting group keeps the nodes it reserved while no other node has more
+// free: its reservation does not move without a gain, and moves to a node
+// that frees more (TestJobQueueFence).
 func TestReservationKept(t *testing.T) {
-	rooms := []Room{room("a", 32, 4, 32, 1), room("b", 32, 4, 32, 0), room("c", 32, 4, 32, 3), room("d", 32, 4, 32, 2)}
+	// a to d have 2 cards free each; e has 3.
+	rooms := []Room{room("a", 32, 4, 32, 2), room("b", 32, 4, 32, 2), room("c", 32, 4, 32, 2), room("d", 32, 4, 32, 2)}
 	r := group("r", 2, 1, 4, 0, 0)
 	for _, tc := range []struct {
-		name string
-		last *Reservation
-		want []string
+		name  string
+		rooms []Room
+		last  *Reservation
+		want  []string
 	}{{
-		name: "first reservation: the freest nodes", want: []string{"c", "d"},
+		name: "first reservation: the first of the freest", rooms: rooms, want: []string{"a", "b"},
 	}, {
-		name: "kept", last: &Reservation{Holder: "ns/r", Nodes: map[string]Held{"a": {}, "b": {}}}, want: []string{"a", "b"},
+		name: "kept among as free", rooms: rooms, last: &Reservation{Holder: "ns/r", Nodes: map[string]Held{"c": {}, "d": {}}}, want: []string{"c", "d"},
 	}, {
-		name: "another group's is not kept", last: &Reservation{Holder: "ns/x", Nodes: map[string]Held{"a": {}, "b": {}}}, want: []string{"c", "d"},
+		name: "another group's is not kept", rooms: rooms, last: &Reservation{Holder: "ns/x", Nodes: map[string]Held{"c": {}, "d": {}}}, want: []string{"a", "b"},
+	}, {
+		name:  "moved to a node that freed more",
+		rooms: append(slices.Clone(rooms), room("e", 32, 4, 32, 3)),
+		last:  &Reservation{Holder: "ns/r", Nodes: map[string]Held{"c": {}, "d": {}}}, want: []string{"c", "e"},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			plan := Compute(Input{Rooms: rooms, Groups: []Group{r}, LastReservation: tc.last})
+			plan := Compute(Input{Rooms: tc.rooms, Groups: []Group{r}, LastReservation: tc.last})
 			if plan.Reservation == nil {
 				t.Fatalf("no reservation: %+v", plan.Decisions)
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -75,16 +76,14 @@ func newPodWriter(client kubernetes.Interface, recorder events.EventRecorder, po
 // heldMessage is what a member of the group with key says while the
 // queue holds it: the PodGroup's words, with the queue position.
 func heldMessage(key string, d Decision) string {
-	msg := fmt.Sprintf("held by aisched's job queue: pod group %s is %s", key, d.Reason)
+	msg := fmt.Sprintf("held by aisched's job queue: %s is %s", workName(key), d.Reason)
 	if d.Position > 0 {
 		msg += fmt.Sprintf(" (position %d)", d.Position)
 	}
 	if d.Message != "" {
 		msg += ": " + d.Message
 	}
-	if len(msg) > maxMessage {
-		msg = msg[:maxMessage-3] + "..."
-	}
+	msg = truncate(msg, maxMessage)
 	return msg
 }
 
@@ -176,4 +175,21 @@ func (w *podWriter) write(ctx context.Context, key string) error {
 		w.recorder.Eventf(pod, nil, eventType, string(want.reason), "Queueing", "%s", want.message)
 	}
 	return nil
+}
+
+// truncate cuts msg to at most n bytes, ending it with "..." when cut.
+func truncate(msg string, n int) string {
+	if len(msg) <= n {
+		return msg
+	}
+	return msg[:n-3] + "..."
+}
+
+// workName names the work of a key in messages: "pod group ns/name", or
+// "pod ns/name" for a pod in no group that a team queue holds.
+func workName(key string) string {
+	if strings.HasPrefix(key, "pod ") {
+		return key
+	}
+	return "pod group " + key
 }

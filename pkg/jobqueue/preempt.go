@@ -45,26 +45,24 @@ func mayPreempt(g Group) bool {
 	return true
 }
 
-// preemption finds the pods whose leaving lets need of the demands fit:
-// pods already being deleted first, then whole units of lower priority than
-// g, lowest priority first, fewest pods first, then the newest; units that
-// turn out not to be needed are given back. It returns the pods to delete
-// (none when the pods being deleted suffice), the rooms as they will be,
-// with the demands placed, and where; ok is false when no choice fits.
-func preemption(g Group, demands []Demand, need int, rooms []Room) (victims []*corev1.Pod, after []Room, at placement, ok bool) {
-	units := unitsBelow(g, rooms)
+// preemption finds the pods whose leaving lets need of the demands fit,
+// among units (in the order they are to be chosen): pods already being
+// deleted first, then whole units in order; units that turn out not to
+// be needed are given back. It returns the pods to delete (none when the
+// pods being deleted suffice) and where the demands fit then; ok is false
+// when no choice fits.
+func preemption(demands []Demand, need int, rooms []Room, units []*unit) (victims []*corev1.Pod, at placement, ok bool) {
 	var ending, chosen []*unit
 	for _, u := range units {
 		if u.ending {
 			ending = append(ending, u)
 		}
 	}
-	fits := func(set []*unit) ([]Room, placement, bool) {
-		work := freed(rooms, set)
-		n, p := Fit(demands, work, need)
-		return work, p, n >= need
+	fits := func(set []*unit) (placement, bool) {
+		n, p := Fit(demands, freed(rooms, set), need)
+		return p, n >= need
 	}
-	after, at, ok = fits(ending)
+	at, ok = fits(ending)
 	for _, u := range units {
 		if ok || len(chosen) == maxUnits {
 			break
@@ -73,16 +71,16 @@ func preemption(g Group, demands []Demand, need int, rooms []Room) (victims []*c
 			continue
 		}
 		chosen = append(chosen, u)
-		after, at, ok = fits(slices.Concat(ending, chosen))
+		at, ok = fits(slices.Concat(ending, chosen))
 	}
 	if !ok {
-		return nil, nil, placement{}, false
+		return nil, placement{}, false
 	}
 	// Give back what is not needed, the last (dearest) chosen first.
 	for i := len(chosen) - 1; i >= 0 && len(chosen) > 1; i-- {
 		without := slices.Delete(slices.Clone(chosen), i, i+1)
-		if w, p, ok := fits(slices.Concat(ending, without)); ok {
-			chosen, after, at = without, w, p
+		if p, ok := fits(slices.Concat(ending, without)); ok {
+			chosen, at = without, p
 		}
 	}
 	for _, u := range chosen {
@@ -90,21 +88,25 @@ func preemption(g Group, demands []Demand, need int, rooms []Room) (victims []*c
 			victims = append(victims, pa.pod)
 		}
 	}
-	return victims, after, at, true
+	return victims, at, true
 }
 
-// unitsBelow gathers the bound pods of rooms into units, and keeps those
-// g may preempt, in the order they are chosen: every member of lower
-// priority than g, their cards known to the ledger.
-func unitsBelow(g Group, rooms []Room) []*unit {
+// unitKey is the key of the unit a bound pod belongs to: its group's, or
+// "pod <namespace>/<name>" for a pod in no group.
+func unitKey(p *corev1.Pod) string {
+	if key, ok := podgroup.KeyOf(p); ok {
+		return key
+	}
+	return "pod " + p.Namespace + "/" + p.Name
+}
+
+// unitsOf gathers the bound pods of rooms into units, but g's own.
+func unitsOf(g Group, rooms []Room) []*unit {
 	byKey := map[string]*unit{}
 	var order []*unit
 	for r := range rooms {
 		for _, p := range rooms[r].Pods {
-			key, inGroup := podgroup.KeyOf(p)
-			if !inGroup {
-				key = "pod " + p.Namespace + "/" + p.Name
-			}
+			key := unitKey(p)
 			if key == g.Key {
 				continue
 			}
@@ -119,25 +121,35 @@ func unitsBelow(g Group, rooms []Room) []*unit {
 			u.pods = append(u.pods, podAt{pod: p, room: r})
 		}
 	}
-	units := slices.DeleteFunc(order, func(u *unit) bool {
+	return order
+}
+
+// unknownCards reports whether a unit holds cards the ledger cannot name:
+// it cannot be given back on paper.
+func unknownCards(u *unit, demandOf func(*corev1.Pod) Demand) bool {
+	return slices.ContainsFunc(u.pods, func(pa podAt) bool {
+		d := demandOf(pa.pod)
+		return d.requested > 0 && !d.holds
+	})
+}
+
+// unitsBelow keeps the units g may preempt by priority, in the order
+// they are chosen: units being deleted, and units of lower priority than
+// g in the same team queue (same reports it by key), their cards known
+// to the ledger; lowest priority first, fewest pods first, then the
+// newest.
+func unitsBelow(g Group, units []*unit, same func(key string) bool, demandOf func(*corev1.Pod) Demand) []*unit {
+	out := slices.DeleteFunc(slices.Clone(units), func(u *unit) bool {
 		if u.ending {
 			return false
 		}
-		if u.priority >= g.Priority {
-			return true
-		}
-		// A pod holding cards the ledger cannot name cannot be given back
-		// on paper.
-		return slices.ContainsFunc(u.pods, func(pa podAt) bool {
-			_, _, known := gpuledger.HoldingOf(pa.pod)
-			return gpu.RequestedCards(pa.pod) > 0 && !known
-		})
+		return u.priority >= g.Priority || !same(u.key) || unknownCards(u, demandOf)
 	})
-	slices.SortStableFunc(units, func(a, b *unit) int {
+	slices.SortStableFunc(out, func(a, b *unit) int {
 		return cmp.Or(cmp.Compare(a.priority, b.priority), cmp.Compare(len(a.pods), len(b.pods)),
 			newestFirst(a, b), strings.Compare(a.key, b.key))
 	})
-	return units
+	return out
 }
 
 func newestFirst(a, b *unit) int {

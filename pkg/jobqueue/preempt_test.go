@@ -16,7 +16,7 @@ import (
 
 // bindOn binds pod to room r as GPUFit would: its cards taken from the
 // room's and recorded on it, its resources taken from the room's free.
-func bindOn(t *testing.T, r *Room, p *corev1.Pod, prio int32) *corev1.Pod {
+func bindOn(t testing.TB, r *Room, p *corev1.Pod, prio int32) *corev1.Pod {
 	t.Helper()
 	p.Spec.NodeName = r.Node.Name
 	p.Spec.Priority = ptr.To(prio)

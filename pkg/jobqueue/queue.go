@@ -2,11 +2,13 @@ package jobqueue
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -14,8 +16,11 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 
+	"github.com/aisched/aisched/pkg/generated/clientset/versioned"
+	"github.com/aisched/aisched/pkg/gpu"
 	"github.com/aisched/aisched/pkg/gpuledger"
 	"github.com/aisched/aisched/pkg/podgroup"
+	"github.com/aisched/aisched/pkg/queuetree"
 )
 
 // Options configure a Queue.
@@ -55,6 +60,21 @@ type Queue struct {
 	status *statusWriter
 	held   *podWriter
 	evict  *evictor
+	// source reads the team queues; queueStatus writes aisched Queues'
+	// status (nil when their CRD is not served).
+	source      *queueSource
+	queueStatus *queueStatusWriter
+	// history is each queue's decayed past use by resource name, kept
+	// from pass to pass (and read back from the Queues' status after a
+	// restart); historyAt is when it was brought up to date.
+	history   map[string]map[string]int64
+	historyAt time.Time
+	// tree is the team queues as the last pass counted them; read-only.
+	tree atomic.Pointer[queuetree.Tree]
+	// reclaiming are the groups that took capacity back in the last pass,
+	// and demands the pods' demands; both the loop's own.
+	reclaiming map[string]bool
+	demands    demandCache
 	// synced report whether the queue's handlers have seen what the
 	// informers first listed.
 	synced []cache.InformerSynced
@@ -124,17 +144,45 @@ func New(groups *podgroup.Groups, gpus *gpuledger.State, opts Options) *Queue {
 	}
 }
 
-// Start follows pods, nodes, ResourceQuotas and PodGroups through the
-// scheduler's informers and runs the admission loop until ctx ends.
-// activate moves pods of newly admitted groups to the active queue; client
-// and recorder tell the pods held back why they wait. It is called once,
-// by the scheduler's services.
-func (q *Queue) Start(ctx context.Context, factory informers.SharedInformerFactory, client kubernetes.Interface, recorder events.EventRecorder, activate func(map[string]*corev1.Pod)) error {
+// ReportingController is the component the queue's events come from
+// (their reportingController, what kubectl get events shows): the queue's
+// own, whichever scheduler profile started it.
+const ReportingController = "aisched-jobqueue"
+
+// Connection is what Start connects a queue to: the scheduler's informers
+// and clients.
+type Connection struct {
+	// Factory is the scheduler's informer factory.
+	Factory informers.SharedInformerFactory
+	// Client writes pods' conditions and deletes victims; Aisched writes
+	// Queue statuses and reads Queues (nil: no team queues, as in a
+	// simulator without them); Dynamic reads peers' queues (nil: none).
+	Client  kubernetes.Interface
+	Aisched versioned.Interface
+	Dynamic dynamic.Interface
+	// Recorder tells the pods held back why they wait (a recorder of
+	// ReportingController).
+	Recorder events.EventRecorder
+	// Activate moves pods of newly admitted groups to the active queue.
+	Activate func(map[string]*corev1.Pod)
+}
+
+// Start follows pods, nodes, ResourceQuotas, PodGroups, team queues and
+// namespaces through the scheduler's informers and runs the admission
+// loop until ctx ends. It is called once, by the scheduler's services.
+func (q *Queue) Start(ctx context.Context, conn Connection) error {
+	factory, client, recorder, activate := conn.Factory, conn.Client, conn.Recorder, conn.Activate
 	q.activate = activate
 	podInformer := factory.Core().V1().Pods().Informer()
 	q.pods = podInformer.GetIndexer()
 	q.held = newPodWriter(client, recorder, q.pods, q.opts.Clock)
 	q.evict = newEvictor(client, recorder, q.opts.Clock)
+	q.evict.evicted = func(p Preemption, v *corev1.Pod) {
+		if p.queueName != "" {
+			r, _ := gpu.ParseRequest(v)
+			q.metrics.reclaimEvict.WithLabelValues(p.queueName).Add(float64(r.TotalMilli()) / 1000)
+		}
+	}
 	go q.held.run(ctx)
 	ended, err := startEndedPods(ctx, client, q.refresh)
 	if err != nil {
@@ -169,6 +217,15 @@ func (q *Queue) Start(ctx context.Context, factory informers.SharedInformerFacto
 	// ledger has seen the inventories and the bound pods, nodes would look
 	// freer than they are.
 	q.synced = []cache.InformerSynced{podsReg.HasSynced, nodesReg.HasSynced, quotasReg.HasSynced, q.gpus.HasSynced}
+	q.source = &queueSource{}
+	if err := q.source.start(ctx, conn.Aisched, conn.Dynamic, factory, q.Kick); err != nil {
+		return fmt.Errorf("team queues: %w", err)
+	}
+	q.synced = append(q.synced, q.source.synced...)
+	if conn.Aisched != nil && q.source.aisched != nil {
+		q.queueStatus = newQueueStatusWriter(conn.Aisched)
+		go q.queueStatus.run(ctx)
+	}
 	if err := q.groups.OnPodGroup(func(string) { q.Kick() }); err != nil {
 		return err
 	}

@@ -61,13 +61,12 @@ func held(g Group, demands []Demand, at placement, rooms []Room) (*Reservation, 
 }
 
 // reserve places need demands on the nodes as if they were empty
-// (allocatable resources, every card free), preferring the nodes kept (the
-// group's reservation of the last pass: a reservation that moved would
-// give up nodes already draining for it, and could land on nodes that
-// groups admitted around it meanwhile took), then the nodes with the most
-// free now (so the wait is shortest). It returns what it takes on each
-// room, by room index.
-func reserve(demands []Demand, need int, rooms []Room, kept map[string]bool) (map[int]Held, bool) {
+// (allocatable resources, every card free), preferring the nodes with the
+// most free now (so the wait is shortest), and among nodes with as much
+// free, the ones kept (the group's reservation of the last pass), so that
+// the reservation does not move without a gain. It returns what it takes on
+// each room, by room index, and how many demands it placed.
+func reserve(demands []Demand, need int, rooms []Room, kept map[string]bool) (map[int]Held, int) {
 	order := slices.Clone(demands)
 	slices.SortStableFunc(order, largestFirst)
 	taken := map[int]Held{}
@@ -99,8 +98,8 @@ func reserve(demands []Demand, need int, rooms []Room, kept map[string]bool) (ma
 			free := rooms[r].Free.Sub(t.Resources)
 			freeGPU := rooms[r].GPUs.FreeMilli() - heldMilli(t.GPUs)
 			keep := kept[rooms[r].Node.Name]
-			if best >= 0 && (bestKept && !keep || bestKept == keep &&
-				(freeGPU < bestGPU || (freeGPU == bestGPU && free.MilliCPU <= bestFree.MilliCPU))) {
+			if best >= 0 && (freeGPU < bestGPU || freeGPU == bestGPU && (free.MilliCPU < bestFree.MilliCPU ||
+				free.MilliCPU == bestFree.MilliCPU && (bestKept || !keep))) {
 				continue
 			}
 			if d.Allows(rooms[r].Node) {
@@ -119,7 +118,7 @@ func reserve(demands []Demand, need int, rooms []Room, kept map[string]bool) (ma
 		taken[best] = t
 		placed++
 	}
-	return taken, placed == need
+	return taken, placed
 }
 
 // heldMilli is what requests hold in thousandths of a card.

@@ -2,6 +2,7 @@ package jobqueue
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -71,7 +72,7 @@ func (w *statusWriter) publish(plan Plan, groups map[string]*Group, ended func(k
 	defer w.mu.Unlock()
 	for key, d := range plan.Decisions {
 		g := groups[key]
-		if g == nil || len(g.Pending)+len(g.Bound) == 0 {
+		if g == nil || g.Single || len(g.Pending)+len(g.Bound) == 0 {
 			continue
 		}
 		t := ended(key)
@@ -136,6 +137,8 @@ func statusOf(d Decision, g *Group, t terminalCounts) schedulingv1alpha1.PodGrou
 		s.Phase = schedulingv1alpha1.PodGroupScheduling
 	case d.Reason == ReasonWaitingForMembers:
 		s.Phase = schedulingv1alpha1.PodGroupPending
+	case d.Reason == ReasonUnplaceable:
+		s.Phase = schedulingv1alpha1.PodGroupUnplaceable
 	default:
 		s.Phase = schedulingv1alpha1.PodGroupQueued
 	}
@@ -235,7 +238,7 @@ func (w *statusWriter) write(ctx context.Context, key string) error {
 	next.Status.Phase = want.status.Phase
 	next.Status.Running, next.Status.Succeeded, next.Status.Failed = want.status.Running, want.status.Succeeded, want.status.Failed
 	next.Status.Scheduled, next.Status.QueuePosition = want.status.Scheduled, want.status.QueuePosition
-	if next.Status.ScheduleStartTime.IsZero() && want.status.Phase != schedulingv1alpha1.PodGroupPending && want.status.Phase != schedulingv1alpha1.PodGroupQueued {
+	if waiting := []schedulingv1alpha1.PodGroupPhase{schedulingv1alpha1.PodGroupPending, schedulingv1alpha1.PodGroupQueued, schedulingv1alpha1.PodGroupUnplaceable}; next.Status.ScheduleStartTime.IsZero() && !slices.Contains(waiting, want.status.Phase) {
 		next.Status.ScheduleStartTime = metav1.Now()
 	}
 	for _, c := range want.status.Conditions {

@@ -73,7 +73,7 @@ func (g *Groups) Start(ctx context.Context, client versioned.Interface, dyn dyna
 	if err := g.startVolcano(ctx, client.Discovery(), dyn); err != nil {
 		return err
 	}
-	pgInformer, err := crdwatch.Start(ctx, client, schedulingv1alpha1.SchemeGroupVersion, syncTimeout,
+	pgInformer, err := crdwatch.Start(ctx, client, schedulingv1alpha1.SchemeGroupVersion.WithResource("podgroups"), syncTimeout,
 		func(f externalversions.SharedInformerFactory) cache.SharedIndexInformer {
 			return f.Scheduling().V1alpha1().PodGroups().Informer()
 		})

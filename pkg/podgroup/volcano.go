@@ -4,14 +4,14 @@ import (
 	"context"
 	"fmt"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+
+	"github.com/aisched/aisched/pkg/util/crdwatch"
 )
 
 // VolcanoPodGroups are Volcano's PodGroups, which pods name with the
@@ -27,37 +27,24 @@ func (g *Groups) startVolcano(ctx context.Context, disc discovery.DiscoveryInter
 	if dyn == nil {
 		return nil
 	}
-	gv := VolcanoPodGroups.GroupVersion().String()
-	if _, err := disc.ServerResourcesForGroupVersion(gv); apierrors.IsNotFound(err) {
-		return nil
-	} else if err != nil {
-		return fmt.Errorf("discover %s: %w", gv, err)
-	}
-	factory := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
-	informer := factory.ForResource(VolcanoPodGroups).Informer()
 	changed := func(obj interface{}) {
 		if u, ok := obj.(*unstructured.Unstructured); ok {
 			g.podGroupChanged(u.GetNamespace() + "/" + u.GetName())
 		}
 	}
-	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	informer, err := crdwatch.StartDynamic(ctx, disc, dyn, VolcanoPodGroups, syncTimeout, cache.ResourceEventHandlerFuncs{
 		AddFunc: changed,
 		UpdateFunc: func(old, obj interface{}) {
 			if o, ok := old.(*unstructured.Unstructured); ok && o.GetGeneration() != obj.(*unstructured.Unstructured).GetGeneration() {
 				changed(obj)
 			}
 		},
-	}); err != nil {
+	})
+	if err != nil || informer == nil {
 		return err
 	}
-	factory.Start(ctx.Done())
-	syncCtx, cancel := context.WithTimeout(ctx, syncTimeout)
-	defer cancel()
-	if !cache.WaitForCacheSync(syncCtx.Done(), informer.HasSynced) {
-		return fmt.Errorf("%s cache not synced after %s", gv, syncTimeout)
-	}
 	g.volcano = cache.NewGenericLister(informer.GetIndexer(), VolcanoPodGroups.GroupResource())
-	klog.FromContext(ctx).Info("Reading Volcano's PodGroups", "groupVersion", gv)
+	klog.FromContext(ctx).Info("Reading Volcano's PodGroups", "groupVersion", VolcanoPodGroups.GroupVersion())
 	return nil
 }
 

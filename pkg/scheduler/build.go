@@ -35,6 +35,9 @@ type BuildOptions struct {
 // Registry.) The caller starts the informer factories and runs it.
 func Build(ctx context.Context, opts BuildOptions) (*kubescheduler.Scheduler, error) {
 	cfg := opts.Config
+	// The job queue's events come from a recorder of the same factory,
+	// under its own name.
+	opts.Services.recorders = opts.Recorders
 	return kubescheduler.New(ctx, opts.Client, opts.InformerFactory, opts.DynamicFactory, opts.Recorders,
 		kubescheduler.WithComponentConfigVersion(cfg.APIVersion),
 		kubescheduler.WithKubeConfig(opts.KubeConfig),

@@ -9,11 +9,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/component-base/metrics"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	schedprofile "k8s.io/kubernetes/pkg/scheduler/profile"
 	"k8s.io/utils/clock"
 
 	aischedv1alpha1 "github.com/aisched/aisched/apis/aisched/v1alpha1"
@@ -55,6 +58,8 @@ type Services struct {
 	// client, when set, is used instead of one made from the handle's
 	// kubeconfig (a simulator without an apiserver).
 	client versioned.Interface
+	// recorders, when set (Build), makes the job queue's event recorder.
+	recorders schedprofile.RecorderFactory
 }
 
 // NewServices builds the services from their configuration (defaulted and
@@ -124,13 +129,18 @@ func (s *Services) startOnce(ctx context.Context, h fwk.Handle) error {
 	if err := s.Groups.Start(ctx, client, dyn, factory, activate); err != nil {
 		return fmt.Errorf("pod groups: %w", err)
 	}
-	if err := s.Queue.Start(ctx, factory, h.ClientSet(), h.EventRecorder(), activate); err != nil {
+	recorder, err := s.queueRecorder(ctx, h)
+	if err != nil {
+		return err
+	}
+	if err := s.Queue.Start(ctx, jobqueue.Connection{Factory: factory, Client: h.ClientSet(), Aisched: client, Dynamic: dyn,
+		Recorder: recorder, Activate: activate}); err != nil {
 		return fmt.Errorf("job queue: %w", err)
 	}
 	if err := s.Workload.Start(factory); err != nil {
 		return fmt.Errorf("workload: %w", err)
 	}
-	nodeMetrics, err := crdwatch.Start(ctx, client, aischedv1alpha1.SchemeGroupVersion, syncTimeout,
+	nodeMetrics, err := crdwatch.Start(ctx, client, aischedv1alpha1.SchemeGroupVersion.WithResource("nodemetrics"), syncTimeout,
 		func(f externalversions.SharedInformerFactory) cache.SharedIndexInformer {
 			return f.Aisched().V1alpha1().NodeMetrics().Informer()
 		})
@@ -143,6 +153,25 @@ func (s *Services) startOnce(ctx context.Context, h fwk.Handle) error {
 		s.NodeMetrics = nodeMetrics.GetIndexer()
 	}
 	return nil
+}
+
+// queueRecorder is the job queue's event recorder, of its own component
+// (jobqueue.ReportingController), not that of the profile whose plugin
+// came first (default-scheduler in aisched up): from the scheduler's
+// recorder factory when Build was given one (aisched up's, the
+// simulator's, which drops events), else (kube-scheduler's command, whose
+// factory is made inside it) a broadcaster of its own to the events API,
+// until ctx ends.
+func (s *Services) queueRecorder(ctx context.Context, h fwk.Handle) (events.EventRecorder, error) {
+	if s.recorders != nil {
+		return s.recorders(jobqueue.ReportingController), nil
+	}
+	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: h.ClientSet().EventsV1()})
+	if err := broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
+		return nil, fmt.Errorf("job queue events: %w", err)
+	}
+	context.AfterFunc(ctx, broadcaster.Shutdown)
+	return broadcaster.NewRecorder(scheme.Scheme, jobqueue.ReportingController), nil
 }
 
 // Metrics returns the services' metrics and the collectors of their state,

@@ -11,9 +11,23 @@ import (
 // was taken, for times relative to it.
 func (a *Answer) WriteText(w io.Writer, now time.Time) error {
 	var b strings.Builder
+	if s := a.Submitted; s != nil {
+		fmt.Fprintf(&b, "The job is in the cluster already: %d of its %d pods exist, %d bound. What the cluster says of it now:\n", s.Pods, len(a.Pods), s.Bound)
+		for _, line := range s.Says {
+			fmt.Fprintf(&b, "  - %s\n", line)
+		}
+		b.WriteString("What the simulation of the cluster finds:\n")
+	}
 	switch a.Verdict {
 	case FitsNow:
-		b.WriteString("The job fits now.\n")
+		switch s := a.Submitted; {
+		case s != nil && s.Bound == len(a.Pods):
+			b.WriteString("The job is placed: every pod is bound.\n")
+		case s != nil:
+			b.WriteString("The job fits now: the scheduler places it at its next attempt (the pods wait out a backoff, or the job queue's next pass).\n")
+		default:
+			b.WriteString("The job fits now.\n")
+		}
 	case FitsAfterPreemption:
 		fmt.Fprintf(&b, "The job fits now by preempting %d running pods of lower priority:\n", len(a.Preempted))
 		for _, p := range a.Preempted {
@@ -28,7 +42,7 @@ func (a *Answer) WriteText(w io.Writer, now time.Time) error {
 	case NotWithinHorizon:
 		b.WriteString("The job does not fit now, nor after every running pod whose end is known has ended; it would fit the cluster with fewer pods running: it waits for pods whose end nothing says.\n")
 	case NeverFits:
-		b.WriteString("The job never fits: not even on the cluster with no pod running.\n")
+		fmt.Fprintf(&b, "The job never fits: not even on the cluster with no pod running, where %d of its %d pods are placed.\n", a.PlacedOnEmpty, len(a.Pods))
 		for _, r := range a.Never {
 			fmt.Fprintf(&b, "  - %s\n", r)
 		}

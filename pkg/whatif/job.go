@@ -3,6 +3,7 @@ package whatif
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -15,9 +16,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/kubernetes/pkg/api/legacyscheme"
 	appsdefaults "k8s.io/kubernetes/pkg/apis/apps/v1"
 	batchdefaults "k8s.io/kubernetes/pkg/apis/batch/v1"
+	api "k8s.io/kubernetes/pkg/apis/core"
+	_ "k8s.io/kubernetes/pkg/apis/core/install" // the core API's versions, defaults and conversions in legacyscheme
 	coredefaults "k8s.io/kubernetes/pkg/apis/core/v1"
+	podregistry "k8s.io/kubernetes/pkg/registry/core/pod"
 
 	schedulingv1alpha1 "github.com/aisched/aisched/apis/scheduling/v1alpha1"
 )
@@ -30,6 +35,19 @@ const MaxPods = 10000
 type Job struct {
 	Pods      []*corev1.Pod
 	PodGroups []*schedulingv1alpha1.PodGroup
+	// makers are the manifests' objects that make Pods, in order, each
+	// with how many of them it made: a Pod makes itself.
+	makers []maker
+	// existing are the pods (namespace/name) and PodGroups
+	// ("podgroup:namespace/name") already in the cluster (resolve).
+	existing map[string]bool
+}
+
+// maker is a manifest's object that makes pods: a Pod, Job, Deployment,
+// ReplicaSet or StatefulSet.
+type maker struct {
+	kind, namespace, name string
+	pods                  int
 }
 
 // ParseJob reads manifests (YAML or JSON, several documents) into a Job.
@@ -37,8 +55,10 @@ type Job struct {
 // Deployment, ReplicaSet or StatefulSet its replicas', from their
 // template, named <name>-<i>; a PodGroup is kept. Objects without a
 // namespace get namespace. Any other kind is an error that names it. Each
-// object gets the apiserver's defaults first, so that a pod reads as it
-// would once created (requests from limits, for GPUs above all).
+// object gets the apiserver's defaults, and each pod those the apiserver
+// gives a pod it creates (defaultPod), so that a pod made from a template
+// reads as the one its controller would create: requests from limits, for
+// GPUs above all.
 func ParseJob(r io.Reader, namespace string) (*Job, error) {
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{
@@ -78,7 +98,34 @@ func ParseJob(r io.Reader, namespace string) (*Job, error) {
 	if len(job.Pods) == 0 {
 		return nil, errors.New("the manifests make no pod: give a Pod, Job, Deployment, ReplicaSet or StatefulSet")
 	}
+	for i, p := range job.Pods {
+		d, err := defaultPod(p)
+		if err != nil {
+			return nil, fmt.Errorf("pod %s/%s: %w", p.Namespace, p.Name, err)
+		}
+		job.Pods[i] = d
+	}
 	return job, nil
+}
+
+// defaultPod returns the pod as the apiserver would create it: with the
+// defaults of its version (requests from limits, which a template does
+// not get) and the pod strategy's (pod-level resources, the status of a
+// new pod), through kube-apiserver's own code.
+func defaultPod(p *corev1.Pod) (*corev1.Pod, error) {
+	versioned := p.DeepCopy()
+	legacyscheme.Scheme.Default(versioned)
+	internal := &api.Pod{}
+	if err := legacyscheme.Scheme.Convert(versioned, internal, nil); err != nil {
+		return nil, err
+	}
+	podregistry.Strategy.PrepareForCreate(context.Background(), internal)
+	out := &corev1.Pod{}
+	if err := legacyscheme.Scheme.Convert(internal, out, nil); err != nil {
+		return nil, err
+	}
+	out.TypeMeta = metav1.TypeMeta{}
+	return out, nil
 }
 
 func (j *Job) add(obj runtime.Object, namespace string) error {
@@ -92,6 +139,7 @@ func (j *Job) add(obj runtime.Object, namespace string) error {
 			return errors.New("metadata.name: required")
 		}
 		j.Pods = append(j.Pods, p)
+		j.makers = append(j.makers, maker{kind: "Pod", namespace: p.Namespace, name: p.Name, pods: 1})
 	case *schedulingv1alpha1.PodGroup:
 		g := o.DeepCopy()
 		if g.Namespace == "" {
@@ -106,13 +154,13 @@ func (j *Job) add(obj runtime.Object, namespace string) error {
 		if o.Spec.Completions != nil && *o.Spec.Completions < n {
 			n = *o.Spec.Completions
 		}
-		return j.expand(o.ObjectMeta, o.Spec.Template, n, namespace)
+		return j.expand("Job", o.ObjectMeta, o.Spec.Template, n, namespace)
 	case *appsv1.Deployment:
-		return j.expand(o.ObjectMeta, o.Spec.Template, replicas(o.Spec.Replicas), namespace)
+		return j.expand("Deployment", o.ObjectMeta, o.Spec.Template, replicas(o.Spec.Replicas), namespace)
 	case *appsv1.ReplicaSet:
-		return j.expand(o.ObjectMeta, o.Spec.Template, replicas(o.Spec.Replicas), namespace)
+		return j.expand("ReplicaSet", o.ObjectMeta, o.Spec.Template, replicas(o.Spec.Replicas), namespace)
 	case *appsv1.StatefulSet:
-		return j.expand(o.ObjectMeta, o.Spec.Template, replicas(o.Spec.Replicas), namespace)
+		return j.expand("StatefulSet", o.ObjectMeta, o.Spec.Template, replicas(o.Spec.Replicas), namespace)
 	default:
 		return fmt.Errorf("kind %T is not one whatif places: give a Pod, Job, Deployment, ReplicaSet, StatefulSet or PodGroup", obj)
 	}
@@ -126,8 +174,8 @@ func replicas(r *int32) int32 {
 	return *r
 }
 
-// expand makes n pods from a workload's template.
-func (j *Job) expand(meta metav1.ObjectMeta, tmpl corev1.PodTemplateSpec, n int32, namespace string) error {
+// expand makes n pods from the template of a workload of kind.
+func (j *Job) expand(kind string, meta metav1.ObjectMeta, tmpl corev1.PodTemplateSpec, n int32, namespace string) error {
 	if meta.Name == "" {
 		return errors.New("metadata.name: required")
 	}
@@ -143,5 +191,6 @@ func (j *Job) expand(meta metav1.ObjectMeta, tmpl corev1.PodTemplateSpec, n int3
 		p.Name, p.Namespace = fmt.Sprintf("%s-%d", meta.Name, i), ns
 		j.Pods = append(j.Pods, p)
 	}
+	j.makers = append(j.makers, maker{kind: kind, namespace: ns, name: meta.Name, pods: int(n)})
 	return nil
 }

@@ -37,7 +37,7 @@ spec:
   selector: {matchLabels: {app: web}}
   template:
     metadata: {labels: {app: web}}
-    spec: {containers: [{name: c, image: x}]}
+    spec: {containers: [{name: c, image: x, resources: {limits: {nvidia.com/gpu: "1", cpu: "2"}}}]}
 ---
 apiVersion: scheduling.x-k8s.io/v1alpha1
 kind: PodGroup
@@ -57,9 +57,20 @@ spec: {minMember: 2}
 	if diff := cmp.Diff(want, names); diff != "" {
 		t.Errorf("pods (-want,+got):\n%s", diff)
 	}
-	// As the apiserver would, requests default to limits.
+	// As the apiserver would, requests default to limits, for a Pod and
+	// for a pod made from a template (which the apiserver does not
+	// default: its controller's pods are).
 	if got := job.Pods[0].Spec.Containers[0].Resources.Requests["nvidia.com/gpu"]; got.Value() != 2 {
 		t.Errorf("solo's GPU request %s: want 2, from its limits", got.String())
+	}
+	for _, p := range job.Pods[3:] {
+		req := p.Spec.Containers[0].Resources.Requests
+		if gpus, cpu := req["nvidia.com/gpu"], req["cpu"]; gpus.Value() != 1 || cpu.Value() != 2 {
+			t.Errorf("%s: requests %v, want nvidia.com/gpu 1 and cpu 2 from the template's limits", p.Name, req)
+		}
+		if p.Status.Phase != corev1.PodPending || p.Spec.SchedulerName != corev1.DefaultSchedulerName {
+			t.Errorf("%s: phase %q, scheduler %q; want the apiserver's Pending and %s", p.Name, p.Status.Phase, p.Spec.SchedulerName, corev1.DefaultSchedulerName)
+		}
 	}
 	if job.Pods[1].Labels["scheduling.x-k8s.io/pod-group"] != "train" || len(job.PodGroups) != 1 || job.PodGroups[0].Namespace != "team" {
 		t.Errorf("the template's labels or the PodGroup were lost: %+v %+v", job.Pods[1].Labels, job.PodGroups)

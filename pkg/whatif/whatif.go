@@ -85,8 +85,13 @@ type Answer struct {
 	// Waiting says why pods wait now (their PodScheduled condition, or the
 	// job queue's decision for their group), one line each.
 	Waiting []string `json:"waiting,omitempty"`
-	// Never says why the job does not fit an empty cluster (NeverFits).
-	Never []string `json:"never,omitempty"`
+	// Never says why the job does not fit an empty cluster (NeverFits),
+	// and PlacedOnEmpty how many of its pods were placed there.
+	Never         []string `json:"never,omitempty"`
+	PlacedOnEmpty int      `json:"placedOnEmpty,omitempty"`
+	// Submitted is what the cluster has of the job and says of it, when
+	// it was submitted already; the job's pods are then the cluster's.
+	Submitted *Submitted `json:"submitted,omitempty"`
 }
 
 // Placement is where one pod of the job goes.
@@ -98,31 +103,46 @@ type Placement struct {
 	UUIDs []string `json:"uuids,omitempty"`
 }
 
-// Run places the job on a simulation of the snapshot.
+// Run places the job on a simulation of the snapshot. A job the cluster
+// has already (some of its pods, or its PodGroup) is read as itself
+// (resolve): its pods are the cluster's, bound or not, and the answer
+// says what the cluster says of it.
 func Run(ctx context.Context, snap *Snapshot, job *Job, opts Options) (_ *Answer, err error) {
 	if opts.Horizon <= 0 {
 		opts.Horizon = DefaultHorizon
+	}
+	job, submitted, err := job.resolve(snap)
+	if err != nil {
+		return nil, err
 	}
 	c, err := start(ctx, snap.Taken, snap.Core, snap.Aisched, opts)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, c.Stop()) }()
-	// The cluster's own pending pods come first, as they would.
-	if err := c.RunUntil(ctx, c.Now().Add(settleStep)); err != nil {
-		return nil, err
-	}
+	// The pods there are now: a job already submitted may preempt some
+	// while the cluster's pending pods get their turn.
 	before, err := podKeys(ctx, c)
 	if err != nil {
 		return nil, err
 	}
-	if err := submit(ctx, c, job); err != nil {
+	// The cluster's own pending pods come first, as they would.
+	if err := c.RunUntil(ctx, c.Now().Add(settleStep)); err != nil {
+		return nil, err
+	}
+	if submitted == nil {
+		// Pods that ended in that step were not preempted for the job.
+		if before, err = podKeys(ctx, c); err != nil {
+			return nil, err
+		}
+	}
+	if err := submit(ctx, c, job, false); err != nil {
 		return nil, err
 	}
 	if err := c.RunUntil(ctx, c.Now().Add(settleStep)); err != nil {
 		return nil, err
 	}
-	ans := &Answer{}
+	ans := &Answer{Submitted: submitted}
 	placed, err := observe(ctx, c, job, ans)
 	if err != nil {
 		return nil, err
@@ -150,12 +170,12 @@ func Run(ctx context.Context, snap *Snapshot, job *Job, opts Options) (_ *Answer
 	if fits, err := lookAhead(ctx, c, snap, job, opts.Horizon, ans); err != nil || fits {
 		return ans, err
 	}
-	never, err := tryEmpty(ctx, snap, job, opts)
+	never, placedEmpty, err := tryEmpty(ctx, snap, job, opts)
 	if err != nil {
 		return nil, err
 	}
 	if len(never) > 0 {
-		ans.Verdict, ans.Never = NeverFits, never
+		ans.Verdict, ans.Never, ans.PlacedOnEmpty = NeverFits, never, placedEmpty
 	} else {
 		ans.Verdict = NotWithinHorizon
 	}
@@ -171,6 +191,9 @@ func lookAhead(ctx context.Context, c engine.SnapshotCluster, snap *Snapshot, jo
 	}
 	var ends []ending
 	for _, p := range snap.Pods {
+		if job.existing[p.Namespace+"/"+p.Name] {
+			continue // the job's own
+		}
 		if at, ok := expectedEnd(p); ok && at.Before(snap.Taken.Add(horizon)) {
 			ends = append(ends, ending{at, p})
 		}
@@ -210,8 +233,9 @@ func lookAhead(ctx context.Context, c engine.SnapshotCluster, snap *Snapshot, jo
 }
 
 // tryEmpty places the job on the snapshot's nodes with no pod running and
-// returns why it does not fit there, nil when it does.
-func tryEmpty(ctx context.Context, snap *Snapshot, job *Job, opts Options) (_ []string, err error) {
+// returns why it does not fit there, nil when it does, and how many of its
+// pods were placed there.
+func tryEmpty(ctx context.Context, snap *Snapshot, job *Job, opts Options) (_ []string, placedPods int, err error) {
 	var core []runtime.Object
 	for _, o := range snap.Core {
 		if _, isPod := o.(*corev1.Pod); !isPod {
@@ -220,20 +244,21 @@ func tryEmpty(ctx context.Context, snap *Snapshot, job *Job, opts Options) (_ []
 	}
 	c, err := start(ctx, snap.Taken, core, snap.Aisched, opts)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer func() { err = errors.Join(err, c.Stop()) }()
-	if err := submit(ctx, c, job); err != nil {
-		return nil, err
+	if err := submit(ctx, c, job, true); err != nil {
+		return nil, 0, err
 	}
 	if err := c.RunUntil(ctx, c.Now().Add(settleStep)); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	placed, err := observe(ctx, c, job, &Answer{})
+	there := &Answer{}
+	placed, err := observe(ctx, c, job, there)
 	if err != nil || placed {
-		return nil, err
+		return nil, len(there.Pods), err
 	}
-	return waiting(ctx, c, job), nil
+	return waiting(ctx, c, job), len(there.placed()), nil
 }
 
 // start starts the simulation of the objects, its clock at now.
@@ -243,8 +268,11 @@ func start(ctx context.Context, now time.Time, core, aisched []runtime.Object, o
 
 // submit creates the job's PodGroups and pods, and counts them in their
 // namespaces' ResourceQuotas as the quota controller would
-// (jobqueue.QuotaUsage, which the job queue admits against).
-func submit(ctx context.Context, c engine.Cluster, job *Job) error {
+// (jobqueue.QuotaUsage, which the job queue admits against). The pods the
+// cluster has already are in the simulation as they are, and counted in
+// the quotas, unless empty: the simulation has none of the cluster's
+// pods, and they are created unbound.
+func submit(ctx context.Context, c engine.Cluster, job *Job, empty bool) error {
 	for _, g := range job.PodGroups {
 		if _, err := c.Aisched().SchedulingV1alpha1().PodGroups(g.Namespace).Create(ctx, g.DeepCopy(), metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("PodGroup %s/%s: %w", g.Namespace, g.Name, err)
@@ -252,6 +280,14 @@ func submit(ctx context.Context, c engine.Cluster, job *Job) error {
 	}
 	used := map[string]corev1.ResourceList{}
 	for _, p := range job.Pods {
+		if job.existing[p.Namespace+"/"+p.Name] {
+			if empty {
+				if _, err := c.Client().CoreV1().Pods(p.Namespace).Create(ctx, unbound(p), metav1.CreateOptions{}); err != nil {
+					return fmt.Errorf("pod %s/%s: %w", p.Namespace, p.Name, err)
+				}
+			}
+			continue
+		}
 		if _, err := c.Client().CoreV1().Pods(p.Namespace).Create(ctx, p.DeepCopy(), metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("pod %s/%s: %w", p.Namespace, p.Name, err)
 		}
@@ -297,10 +333,12 @@ func observe(ctx context.Context, c engine.Cluster, job *Job, ans *Answer) (bool
 }
 
 // waiting says why the job's unplaced pods wait: the job queue's decision
-// for each group, and each pod's PodScheduled condition.
+// for each group, and each pod's PodScheduled condition; pods that say the
+// same share a line.
 func waiting(ctx context.Context, c engine.SnapshotCluster, job *Job) []string {
 	var out []string
 	seen := map[string]bool{}
+	var pods sayings
 	for _, want := range job.Pods {
 		p, err := c.Client().CoreV1().Pods(want.Namespace).Get(ctx, want.Name, metav1.GetOptions{})
 		if err != nil || p.Spec.NodeName != "" {
@@ -318,11 +356,11 @@ func waiting(ctx context.Context, c engine.SnapshotCluster, job *Job) []string {
 		}
 		for _, cond := range p.Status.Conditions {
 			if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse {
-				out = append(out, fmt.Sprintf("pod %s/%s: %s: %s", p.Namespace, p.Name, cond.Reason, cond.Message))
+				pods.add(p, cond.Reason+": "+cond.Message)
 			}
 		}
 	}
-	return out
+	return append(out, pods.lines()...)
 }
 
 // expectedEnd is when a running pod is expected to end: its start plus

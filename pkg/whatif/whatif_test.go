@@ -2,13 +2,16 @@ package whatif
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"github.com/aisched/aisched/pkg/clusterfile"
 	"github.com/aisched/aisched/pkg/gpu"
@@ -114,6 +117,87 @@ func TestRunVerdicts(t *testing.T) {
 			}
 			if tc.want == NeverFits && len(ans.Never) == 0 {
 				t.Error("no reason given for NeverFits")
+			}
+		})
+	}
+}
+
+// TestRunSubmitted asks about jobs the cluster has already: they are read
+// as themselves (no "already exists"), with what the cluster says of them.
+func TestRunSubmitted(t *testing.T) {
+	cfg, err := scheduler.LocalConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	// A Deployment's pod, bound to card 0 by the cluster.
+	web := gpuPod("web-5d8f-x2k", "0", now.Add(-time.Minute), "")
+	web.Labels = map[string]string{"app": "web", "pod-template-hash": "5d8f"}
+	web.OwnerReferences = []metav1.OwnerReference{{Kind: "ReplicaSet", Name: "web-5d8f", Controller: ptr.To(true)}}
+	// A pod of three cards on a node of two, pending with the
+	// scheduler's reason.
+	huge := gpuPod("huge", "", now, "")
+	huge.Spec.Containers[0].Resources.Limits[gpu.ResourceName] = resource.MustParse("3")
+	huge.Spec.Containers[0].Resources.Requests[gpu.ResourceName] = resource.MustParse("3")
+	huge.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: "0/1 nodes are available"}}
+	for _, tc := range []struct {
+		name          string
+		manifest      string
+		wantVerdict   string
+		wantSubmitted *Submitted
+		wantPods      []string
+	}{
+		{
+			name: "a Deployment running",
+			manifest: `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec: {schedulerName: aisched, containers: [{name: c, image: x, resources: {limits: {nvidia.com/gpu: "1"}}}]}
+`,
+			// One of its two pods is the cluster's; the other is made and
+			// takes the other card.
+			wantVerdict:   FitsNow,
+			wantSubmitted: &Submitted{Pods: 1, Bound: 1},
+			wantPods:      []string{"default/web-5d8f-x2k", "default/web-1"},
+		},
+		{
+			name: "a pod that never fits",
+			manifest: `apiVersion: v1
+kind: Pod
+metadata: {name: huge}
+spec: {schedulerName: aisched, containers: [{name: c, image: x, resources: {limits: {nvidia.com/gpu: "3"}}}]}
+`,
+			wantVerdict:   NeverFits,
+			wantSubmitted: &Submitted{Pods: 1, Says: []string{"pod default/huge: Unschedulable: 0/1 nodes are available"}},
+			wantPods:      []string{"default/huge"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			job, err := ParseJob(strings.NewReader(tc.manifest), "default")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ans, err := Run(context.Background(), snapshot(t, now, web, huge), job, Options{SchedulerConfig: cfg})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var pods []string
+			for _, p := range ans.Pods {
+				pods = append(pods, p.Pod)
+			}
+			if ans.Verdict != tc.wantVerdict {
+				t.Errorf("verdict %s, want %s (%+v)", ans.Verdict, tc.wantVerdict, ans)
+			}
+			if diff := cmp.Diff(tc.wantSubmitted, ans.Submitted); diff != "" {
+				t.Errorf("submitted (-want,+got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantPods, pods); diff != "" {
+				t.Errorf("pods (-want,+got):\n%s", diff)
 			}
 		})
 	}

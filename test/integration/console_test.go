@@ -305,9 +305,13 @@ func TestConsole(t *testing.T) {
 		run(t, page, "run a shipped scenario", 3*time.Minute,
 			chromedp.Navigate(c.ConsoleURL()+"#/sim"),
 			visible("#form-scenario"),
-			setValue("#sim-scenario", "seed002-deadlock"),
+			// Chosen as a user chooses, with the events a choice fires: the
+			// description follows it.
+			inPage("#sim-scenario", `e.value = "seed002-deadlock"; e.dispatchEvent(new Event("input", {bubbles: true}))`),
+			textContains("#sim-desc", "Two 4-pod gangs"),
 			click("#form-scenario button[type=submit]"),
-			textContains("#sim-report", "seed002-deadlock", "partial_groups"),
+			// The results are a table, each metric with its direction and meaning.
+			textContains("#sim-results", "partial_groups", "lower", "gangs that had some but fewer than min-available members bound"),
 			visible("#sim-report img.plot"))
 		screenshot(t, page, "sim")
 		job := fmt.Sprintf(`apiVersion: v1

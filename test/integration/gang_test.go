@@ -123,11 +123,38 @@ func TestSeed003Gang(t *testing.T) {
 		createPods(t, c, tfJob(ns, true)...)
 		// The job queue holds the group back, and its PodGroup says why:
 		// the group does not fit the cluster as it is.
-		waitPodGroup(t, c, ns, "tf", "Queued, too big for the cluster", func(pg *schedulingv1alpha1.PodGroup) bool {
+		waitPodGroup(t, c, ns, "tf", "Unplaceable, too big for the cluster, in no place in the queue", func(pg *schedulingv1alpha1.PodGroup) bool {
 			cond := meta.FindStatusCondition(pg.Status.Conditions, schedulingv1alpha1.ConditionAdmitted)
-			return pg.Status.Phase == schedulingv1alpha1.PodGroupQueued && cond != nil && cond.Reason == string(jobqueue.ReasonUnplaceable) &&
-				strings.Contains(cond.Message, "needs 5 pods placed at once, the largest with 2 GPUs") &&
-				strings.Contains(cond.Message, "does not fit even with every node empty")
+			return pg.Status.Phase == schedulingv1alpha1.PodGroupUnplaceable && pg.Status.QueuePosition == 0 &&
+				cond != nil && cond.Reason == string(jobqueue.ReasonUnplaceable) &&
+				strings.Contains(cond.Message, "it never fits: with every node empty, 3 of the 5 members it needs at once fit")
+		})
+		// Its pods say the same, and the queue's events are its own, not
+		// those of a scheduler profile.
+		localtest.Eventually(t, 30*time.Second, "the members' Unplaceable reason and the queue's events", func(ctx context.Context) (bool, error) {
+			pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, err
+			}
+			for _, p := range pods.Items {
+				if cond := unschedulableCondition(&p); cond == nil || cond.Reason != string(jobqueue.ReasonUnplaceable) {
+					return false, nil
+				}
+			}
+			evs, err := c.Client.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, err
+			}
+			held := 0
+			for _, e := range evs.Items {
+				if e.Reason == string(jobqueue.ReasonUnplaceable) {
+					if e.ReportingController != jobqueue.ReportingController {
+						return false, fmt.Errorf("event %s reported by %q, want %q", e.Name, e.ReportingController, jobqueue.ReportingController)
+					}
+					held++
+				}
+			}
+			return len(pods.Items) == 5 && held > 0, nil
 		})
 		// No member is bound or tried (so none waits in Permit holding GPUs):
 		// the scheduler never attempted them.

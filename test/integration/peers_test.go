@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
 
@@ -186,33 +187,12 @@ nodePools:
 	c := localtest.Start(t, local.Options{Cluster: cluster, DeferScheduler: true})
 	ctx := context.Background()
 	// Volcano's CRD, as its chart installs it (the schema cut to what aisched reads).
-	ext, err := apiextensionsclient.NewForConfig(c.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	crd := &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "podgroups.scheduling.volcano.sh"},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: "scheduling.volcano.sh", Scope: apiextensionsv1.NamespaceScoped,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "podgroups", Singular: "podgroup", Kind: "PodGroup", ListKind: "PodGroupList"},
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1beta1", Served: true, Storage: true,
-				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-					Type: "object", XPreserveUnknownFields: ptr.To(true),
-				}}}},
-		},
-	}
-	if _, err := ext.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	installCRD(t, c, podgroup.VolcanoPodGroups, "PodGroup", apiextensionsv1.NamespaceScoped)
 	dyn, err := dynamic.NewForConfig(c.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ns := createNamespace(t, c.Client)
-	localtest.Eventually(t, 30*time.Second, "Volcano's PodGroups served", func(ctx context.Context) (bool, error) {
-		_, err := dyn.Resource(podgroup.VolcanoPodGroups).Namespace(ns).List(ctx, metav1.ListOptions{})
-		return err == nil, err
-	})
 	if err := c.StartScheduler(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -242,5 +222,42 @@ nodePools:
 		cond := unschedulableCondition(p)
 		return p.Spec.NodeName == "" && cond != nil && cond.Reason == string(jobqueue.ReasonWaitingForMembers) &&
 			strings.Contains(cond.Message, "2 of its 3 members"), fmt.Errorf("node %q, condition %+v", p.Spec.NodeName, cond)
+	})
+}
+
+// installCRD installs a peer's CRD, served with its schema cut to an
+// object that keeps every field (aisched reads the fields it knows).
+func installCRD(t *testing.T, c *local.Cluster, gvr schema.GroupVersionResource, kind string, scope apiextensionsv1.ResourceScope) {
+	t.Helper()
+	ext, err := apiextensionsclient.NewForConfig(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: gvr.Resource + "." + gvr.Group},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: gvr.Group, Scope: scope,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: gvr.Resource, Singular: strings.ToLower(kind), Kind: kind, ListKind: kind + "List"},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: gvr.Version, Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+					Type: "object", XPreserveUnknownFields: ptr.To(true),
+				}}}},
+		},
+	}
+	if _, err := ext.ApiextensionsV1().CustomResourceDefinitions().Create(context.Background(), crd, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	localtest.Eventually(t, 30*time.Second, gvr.Resource+"."+gvr.Group+" served", func(ctx context.Context) (bool, error) {
+		var err error
+		if scope == apiextensionsv1.NamespaceScoped {
+			_, err = dyn.Resource(gvr).Namespace("default").List(ctx, metav1.ListOptions{})
+		} else {
+			_, err = dyn.Resource(gvr).List(ctx, metav1.ListOptions{})
+		}
+		return err == nil, err
 	})
 }

@@ -27,6 +27,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 	scheme.AddKnownTypes(SchemeGroupVersion,
 		&GPUInventory{}, &GPUInventoryList{},
 		&NodeMetrics{}, &NodeMetricsList{},
+		&Queue{}, &QueueList{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil

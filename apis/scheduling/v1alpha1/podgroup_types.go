@@ -20,13 +20,19 @@ const (
 	PodGroupPending PodGroupPhase = "Pending"
 	// PodGroupQueued: aisched's job queue holds the group back; its
 	// Admitted condition says why and status.queuePosition where it is.
-	PodGroupQueued     PodGroupPhase = "Queued"
-	PodGroupRunning    PodGroupPhase = "Running"
-	PodGroupScheduling PodGroupPhase = "Scheduling"
-	PodGroupScheduled  PodGroupPhase = "Scheduled"
-	PodGroupUnknown    PodGroupPhase = "Unknown"
-	PodGroupFinished   PodGroupPhase = "Finished"
-	PodGroupFailed     PodGroupPhase = "Failed"
+	PodGroupQueued PodGroupPhase = "Queued"
+	// PodGroupUnplaceable: the group does not fit the cluster even with
+	// every node empty, so it waits for nothing that can end; its Admitted
+	// condition (reason Unplaceable) and its pods' PodScheduled condition
+	// say what no node has. It takes no place in the queue, and changes
+	// only when the cluster's nodes or the group do.
+	PodGroupUnplaceable PodGroupPhase = "Unplaceable"
+	PodGroupRunning     PodGroupPhase = "Running"
+	PodGroupScheduling  PodGroupPhase = "Scheduling"
+	PodGroupScheduled   PodGroupPhase = "Scheduled"
+	PodGroupUnknown     PodGroupPhase = "Unknown"
+	PodGroupFinished    PodGroupPhase = "Finished"
+	PodGroupFailed      PodGroupPhase = "Failed"
 )
 
 // +genclient

@@ -210,14 +210,15 @@ func (Simulations) RunScenario(ctx context.Context, name string) (*console.SimRe
 		if err != nil {
 			return nil, err
 		}
-		var text, svg bytes.Buffer
-		if err := rep.WriteMarkdown(&text); err != nil {
+		rows, err := rep.Rows()
+		if err != nil {
 			return nil, err
 		}
+		var svg bytes.Buffer
 		if err := rep.WriteSVG(&svg); err != nil {
 			return nil, err
 		}
-		return &console.SimReport{Title: s.Name, Text: text.String(), SVG: svg.String()}, nil
+		return &console.SimReport{Title: s.Name, Description: s.Description, Policies: rep.PolicyNames(), Rows: rows, SVG: svg.String()}, nil
 	}
 	return nil, fmt.Errorf("scenario %.64q: not a shipped scenario", name)
 }

@@ -34,6 +34,7 @@ import (
 func newSchedulerCommand() *cobra.Command {
 	opts := options.NewOptions()
 	var servicesConfig string
+	var printConfig bool
 	cmd := &cobra.Command{
 		Use:   "scheduler",
 		Short: "Run kube-scheduler with aisched's plugins compiled in",
@@ -45,19 +46,33 @@ The scheduler-wide services that every profile shares (the GPU ledger, the
 job queue) have their own configuration, --services-config (kind
 SchedulerServices; defaults when absent).
 
-  aisched scheduler --config scheduler-config.yaml --kubeconfig KUBECONFIG`,
+From your machine, against a cluster (aisched's profiles beside the
+cluster's kube-scheduler):
+
+  aisched scheduler --print-config > scheduler-config.yaml
+  aisched scheduler --config scheduler-config.yaml --kubeconfig ~/.kube/config`,
 		Args: cobra.NoArgs,
 		PersistentPreRunE: func(*cobra.Command, []string) error {
 			// Feature gates must be set before RunE.
 			return opts.ComponentGlobalsRegistry.Set()
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if printConfig {
+				cfg, err := scheduler.ClusterConfigYAML()
+				if err != nil {
+					return err
+				}
+				_, err = cmd.OutOrStdout().Write(cfg)
+				return err
+			}
 			return runScheduler(cmd, opts, servicesConfig)
 		},
 	}
 	nfs := opts.Flags
 	nfs.FlagSet("aisched").StringVar(&servicesConfig, "services-config", "",
 		"The SchedulerServices file (config.aisched.io/v1alpha1): GPU ledger and job queue settings shared by every profile; defaults when empty.")
+	nfs.FlagSet("aisched").BoolVar(&printConfig, "print-config", false,
+		"Print a KubeSchedulerConfiguration with aisched's profiles (the Helm chart's) for a scheduler run beside a cluster's kube-scheduler, and exit; pass it to --config.")
 	verflag.AddFlags(nfs.FlagSet("global"))
 	globalflag.AddGlobalFlags(nfs.FlagSet("global"), cmd.Name(), logs.SkipLoggingConfigurationFlags())
 	for _, f := range nfs.FlagSets {
@@ -76,6 +91,9 @@ func runScheduler(cmd *cobra.Command, opts *options.Options, servicesConfig stri
 	}
 	fg := opts.ComponentGlobalsRegistry.FeatureGateFor(basecompatibility.DefaultKubeComponent)
 	if err := logsapi.ValidateAndApply(opts.Logs, fg); err != nil {
+		return err
+	}
+	if err := checkConfigKind(opts.ConfigFile); err != nil {
 		return err
 	}
 	cliflag.PrintFlags(cmd.Flags())
@@ -118,6 +136,22 @@ func runScheduler(cmd *cobra.Command, opts *options.Options, servicesConfig stri
 	fg.(featuregate.MutableFeatureGate).AddMetrics()
 	opts.ComponentGlobalsRegistry.AddMetrics()
 	return kubescheduler.Run(ctx, cc, sched)
+}
+
+// checkConfigKind refuses a --config file that is not a
+// KubeSchedulerConfiguration, with what to pass instead.
+func checkConfigKind(path string) error {
+	if path == "" {
+		return nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("--config: %w", err)
+	}
+	if err := scheduler.CheckConfigKind(data); err != nil {
+		return fmt.Errorf("--config %s: %w", path, err)
+	}
+	return nil
 }
 
 // applyKubeconfigFlag points opts at a copy of the --config file whose

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime"
@@ -44,6 +45,7 @@ type upOptions struct {
 	logFile         string
 	verbosity       int
 	printDefault    bool
+	listGates       bool
 	gatewayAddr     string
 	consoleAddr     string
 }
@@ -66,6 +68,10 @@ persist in --data-dir across restarts.`,
 				_, err := cmd.OutOrStdout().Write(clusterfile.DefaultYAML())
 				return err
 			}
+			if o.listGates {
+				_, err := fmt.Fprintln(cmd.OutOrStdout(), strings.Join(utilfeature.DefaultFeatureGate.KnownFeatures(), "\n"))
+				return err
+			}
 			return runUp(cmd.OutOrStdout(), o)
 		},
 	}
@@ -84,6 +90,10 @@ persist in --data-dir across restarts.`,
 	// One process, one set of gates: the apiserver, the controllers and the
 	// scheduler all read them.
 	utilfeature.DefaultMutableFeatureGate.AddFlag(fs)
+	// Its usage lists every gate (160 lines): behind a flag of its own, so
+	// that --help shows aisched's flags.
+	fs.Lookup("feature-gates").Usage = "Kubernetes feature gates, key=true|false,... for the apiserver, controllers and scheduler alike (--list-feature-gates lists them)"
+	fs.BoolVar(&o.listGates, "list-feature-gates", false, "list the Kubernetes feature gates that --feature-gates takes, with their stages and defaults, and exit")
 	return cmd
 }
 
@@ -221,16 +231,7 @@ func profileNames(cfg *config.KubeSchedulerConfiguration) []string {
 }
 
 func printReady(out io.Writer, c *local.Cluster, cluster *clusterfile.Cluster, profiles []string, logPath string, took time.Duration) {
-	var gpuNodes, gpus int
-	for _, p := range cluster.NodePools {
-		if p.GPUs != nil {
-			gpuNodes += p.Count
-			gpus += p.Count * p.GPUs.Count
-		}
-	}
-	n := cluster.NodeCount()
-	fmt.Fprintf(out, "aisched is ready in %.1fs: %d nodes (%d CPU-only, %d with %d %s), scheduler profiles %s\n",
-		took.Seconds(), n, n-gpuNodes, gpuNodes, gpus, gpu.ResourceName, strings.Join(profiles, ", "))
+	fmt.Fprintf(out, "aisched is ready in %.1fs: %s; scheduler profiles %s\n", took.Seconds(), describeNodes(cluster), strings.Join(profiles, ", "))
 	fmt.Fprintf(out, "  kubeconfig: %s\n", c.KubeconfigPath)
 	fmt.Fprintf(out, "  apiserver:  %s\n", c.Host)
 	fmt.Fprintf(out, "  gateway:    %s/<namespace>/<service>/ (metrics: %s/metrics)\n", c.GatewayURL(), c.GatewayAdminURL())
@@ -239,9 +240,67 @@ func printReady(out io.Writer, c *local.Cluster, cluster *clusterfile.Cluster, p
 	}
 	fmt.Fprintf(out, "  memory:     %s\n", memoryUse())
 	fmt.Fprintf(out, "  logs:       %s\n", logPath)
-	fmt.Fprintf(out, "  try:        kubectl --kubeconfig %s get nodes\n", c.KubeconfigPath)
-	fmt.Fprintf(out, "              KUBECONFIG=%s examples/platform/try.sh   (a model served through the gateway)\n", c.KubeconfigPath)
+	// The hints are shell lines, to paste (a test runs them); they use the
+	// kubectl compiled in, of the apiserver's version (a system kubectl may
+	// be out of its supported skew).
+	self := selfCommand()
+	fmt.Fprintf(out, "  try, in another terminal:\n")
+	fmt.Fprintf(out, "              export KUBECONFIG=%s\n", c.KubeconfigPath)
+	fmt.Fprintf(out, "              %s kubectl get nodes\n", self)
+	fmt.Fprintf(out, "              %s whatif -f examples/gang-job.yaml   # would a gang of 2 x 4 GPUs fit, and where\n", self)
+	fmt.Fprintf(out, "              examples/platform/try.sh   # a model served through the gateway\n")
 	fmt.Fprintln(out, "Press Ctrl-C to stop; objects are kept in", c.DataDir)
+}
+
+// describeNodes says what nodes the cluster has, the cards counted per
+// node: "8 nodes: 4 CPU-only, 2 with 8 cards per node (NVIDIA-A100-SXM4-40GB),
+// 2 with 4 cards per node (Tesla-T4)".
+func describeNodes(cluster *clusterfile.Cluster) string {
+	cpuOnly := 0
+	var gpuPools []string
+	for _, p := range cluster.NodePools {
+		switch {
+		case p.Count == 0:
+		case p.GPUs == nil || p.GPUs.Count == 0:
+			cpuOnly += p.Count
+		default:
+			gpuPools = append(gpuPools, fmt.Sprintf("%d with %d %s cards per node (%s)", p.Count, p.GPUs.Count, gpu.ResourceName, p.GPUs.Model))
+		}
+	}
+	parts := gpuPools
+	if cpuOnly > 0 {
+		parts = append([]string{fmt.Sprintf("%d CPU-only", cpuOnly)}, gpuPools...)
+	}
+	return fmt.Sprintf("%d nodes: %s", cluster.NodeCount(), strings.Join(parts, ", "))
+}
+
+// selfCommand is how the user runs this binary: "aisched" when it is the
+// one on PATH, else its path (relative to the working directory when it
+// is below it, as bin/aisched of make build is).
+func selfCommand() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return "aisched"
+	}
+	if onPath, err := exec.LookPath("aisched"); err == nil {
+		if a, b := evalPath(onPath), evalPath(exe); a == b {
+			return "aisched"
+		}
+	}
+	if wd, err := os.Getwd(); err == nil {
+		if rel, err := filepath.Rel(wd, exe); err == nil && !strings.HasPrefix(rel, "..") {
+			return rel
+		}
+	}
+	return exe
+}
+
+// evalPath is path with its links resolved, or path when that fails.
+func evalPath(path string) string {
+	if p, err := filepath.EvalSymlinks(path); err == nil {
+		return p
+	}
+	return path
 }
 
 // setupKlog sends the components' klog output to w at verbosity v.
@@ -290,7 +349,11 @@ func redirectStderr(w io.Writer) (terminal *os.File, restore func()) {
 		unix.Close(saved)
 		return os.Stderr, func() {}
 	}
-	return os.NewFile(uintptr(saved), "/dev/stderr"), func() { _ = unix.Dup2(saved, 2) }
+	// The restore function holds the terminal's file: were it collected,
+	// its finalizer would close the saved descriptor, and descriptor 2
+	// could not be pointed back (the command's error would go to the log).
+	terminal = os.NewFile(uintptr(saved), "/dev/stderr")
+	return terminal, func() { _ = unix.Dup2(int(terminal.Fd()), 2) }
 }
 
 // logToFile sends the components' klog output and what libraries write to

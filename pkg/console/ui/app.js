@@ -616,7 +616,10 @@ async function renderSim() {
     if (!res.ok) { out.replaceChildren(); say(refusal(res)); return; }
     say("");
     const rep = res.data;
-    const parts = [el("h2", {}, rep.title), el("pre", {}, rep.text)];
+    const parts = [el("h2", {}, rep.title)];
+    if (rep.description) parts.push(el("p", { class: "muted" }, rep.description));
+    if (rep.rows) parts.push(resultsTable(rep));
+    if (rep.text) parts.push(el("pre", {}, rep.text));
     if (rep.svg) parts.push(el("img", { class: "plot", alt: "plots of " + rep.title, src: "data:image/svg+xml;base64," + btoa(unescape(encodeURIComponent(rep.svg))) }));
     out.replaceChildren(...parts);
   };
@@ -633,10 +636,26 @@ async function renderSim() {
   page.replaceChildren(el("h1", {}, "Simulations"),
     el("h2", {}, "Run a scenario"), scen,
     el("h2", {}, "When would this job run? (whatif, on a snapshot of the cluster)"), wi, out);
-  $("sim-scenario").addEventListener("change", () => {
+  // The description follows the choice as it is made (input), and as it
+  // is committed (change, which some browsers fire only on blur).
+  const describe = () => {
     const s = scenarios.find((x) => x.name === val("sim-scenario"));
     $("sim-desc").textContent = s ? s.description : "";
-  });
+  };
+  $("sim-scenario").addEventListener("input", describe);
+  $("sim-scenario").addEventListener("change", describe);
+}
+
+// resultsTable renders a scenario's results: a row per metric with the
+// median of each policy, which way is better, and what the metric means.
+function resultsTable(rep) {
+  return el("table", { id: "sim-results" },
+    el("thead", {}, el("tr", {}, el("th", {}, "metric"), el("th", {}, "better"),
+      ...rep.policies.map((p) => el("th", {}, p)), el("th", {}, "meaning"))),
+    el("tbody", {}, ...rep.rows.map((row) => el("tr", {},
+      el("td", {}, el("code", {}, row.metric)), el("td", {}, row.better),
+      ...row.values.map((v) => el("td", {}, v)),
+      el("td", { class: "muted" }, row.meaning)))));
 }
 
 // ---- start ----

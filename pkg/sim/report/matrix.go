@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 )
 
@@ -24,19 +25,6 @@ type Matrix struct {
 // Skipped is a scenario that was not run.
 type Skipped struct {
 	Scenario, Reason string
-}
-
-// Direction says which way a metric improves: +1 higher is better, -1
-// lower is better, 0 it does not (a rate of work, a curve).
-var Direction = map[string]int{
-	"pending_pods":         -1,
-	"mean_node_variance":   -1,
-	"balance_efficiency_h": +1,
-	"gpu_allocation_rate":  +1,
-	"unallocated_gpu_pct":  -1,
-	"partial_groups":       -1,
-	"misplaced_gpu_pods":   -1,
-	"inexpressible_pods":   -1,
 }
 
 // Comparison is one metric of one scenario under the two policies.
@@ -74,7 +62,7 @@ func (m *Matrix) Compare() ([]Comparison, error) {
 			c := Comparison{Scenario: r.Scenario, Metric: k, Base: bs[k], Candidate: cs[k]}
 			b, bok := bs[k].(float64)
 			v, vok := cs[k].(float64)
-			if d := Direction[k]; d != 0 && bok && vok {
+			if d := Metrics[k].Better; d != 0 && bok && vok {
 				switch diff := (v - b) * float64(d); {
 				case diff > 1e-9:
 					c.Verdict = "better"
@@ -114,12 +102,19 @@ func (m *Matrix) WriteMarkdown(w io.Writer) error {
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", c.Scenario, c.Metric, format(c.Base), format(c.Candidate), c.Verdict)
 	}
 	fmt.Fprintf(w, "\n%s: %d better, %d worse, %d the same.\n", m.Candidate, counts["better"], counts["worse"], counts["same"])
+	var keys []string
 	for _, r := range m.Reports {
 		fmt.Fprintln(w)
-		if err := r.WriteMarkdown(w); err != nil {
+		if err := r.writeTable(w); err != nil {
 			return err
 		}
+		for _, k := range r.Metrics {
+			if !slices.Contains(keys, k) {
+				keys = append(keys, k)
+			}
+		}
 	}
+	writeMeanings(w, keys)
 	if len(m.Skipped) > 0 {
 		fmt.Fprintln(w, "\nNot run:")
 		for _, s := range m.Skipped {

@@ -175,27 +175,68 @@ func (r *Report) WriteJSON(w io.Writer) error {
 }
 
 // WriteMarkdown writes a table with a row per metric and a column per
-// policy (medians over seeds).
+// policy (medians over seeds), each metric with the way it improves, and
+// under it what each metric means.
 func (r *Report) WriteMarkdown(w io.Writer) error {
+	if err := r.writeTable(w); err != nil {
+		return err
+	}
+	writeMeanings(w, r.Metrics)
+	return nil
+}
+
+// Row is one metric of a report as the tables show it: its medians over
+// seeds, formatted, one per policy in order, with the way it improves and
+// what it means.
+type Row struct {
+	Metric  string   `json:"metric"`
+	Better  string   `json:"better"`
+	Meaning string   `json:"meaning"`
+	Values  []string `json:"values"`
+}
+
+// Rows returns the report's metrics as Rows.
+func (r *Report) Rows() ([]Row, error) {
 	var sums []map[string]any
-	header := []string{"metric"}
 	for _, p := range r.Policies {
 		sum, err := p.Summary(r.Metrics)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		sums = append(sums, sum)
-		header = append(header, p.Name)
 	}
+	rows := make([]Row, 0, len(r.Metrics))
+	for _, k := range r.Metrics {
+		row := Row{Metric: k, Better: Better(k), Meaning: Metrics[k].Meaning}
+		for _, sum := range sums {
+			row.Values = append(row.Values, format(sum[k]))
+		}
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
+
+// PolicyNames are the report's policies, in order.
+func (r *Report) PolicyNames() []string {
+	names := make([]string, len(r.Policies))
+	for i, p := range r.Policies {
+		names[i] = p.Name
+	}
+	return names
+}
+
+// writeTable writes WriteMarkdown's table.
+func (r *Report) writeTable(w io.Writer) error {
+	rows, err := r.Rows()
+	if err != nil {
+		return err
+	}
+	header := append([]string{"metric", "better"}, r.PolicyNames()...)
 	fmt.Fprintf(w, "Scenario %s\n\n", r.Scenario)
 	fmt.Fprintf(w, "| %s |\n", strings.Join(header, " | "))
 	fmt.Fprintf(w, "|%s\n", strings.Repeat(" --- |", len(header)))
-	for _, k := range r.Metrics {
-		row := []string{k}
-		for _, sum := range sums {
-			row = append(row, format(sum[k]))
-		}
-		fmt.Fprintf(w, "| %s |\n", strings.Join(row, " | "))
+	for _, row := range rows {
+		fmt.Fprintf(w, "| %s |\n", strings.Join(append([]string{row.Metric, row.Better}, row.Values...), " | "))
 	}
 	return nil
 }

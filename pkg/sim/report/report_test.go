@@ -3,8 +3,10 @@ package report
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -148,7 +150,34 @@ func TestMetricKeys(t *testing.T) {
 	if len(got) != len(scenario.MetricKeys) {
 		t.Errorf("a full result has %d of the %d scenario metric keys: %v", len(got), len(scenario.MetricKeys), got)
 	}
-	data, err := json.Marshal(full)
+	if keys := jsonKeys(t, full); len(keys) != len(scenario.MetricKeys) {
+		t.Errorf("a full result has %d JSON keys, the scenario knows %d", len(keys), len(scenario.MetricKeys))
+	}
+}
+
+// TestMetricMeanings checks that every metric a report can carry says
+// what it means, so that no table has a row nobody can read.
+func TestMetricMeanings(t *testing.T) {
+	full := metrics.Result{
+		BalanceEfficiencyH: ptr.To(1.0), GPUAllocationRate: ptr.To(1.0), UnallocatedGPUPct: ptr.To(1.0), InexpressiblePods: ptr.To(0),
+		UnallocatedGPUPctCurve: []metrics.CurvePoint{{ArrivedPct: 100}}, GroupWaitSeconds: &metrics.Percentiles{},
+	}
+	keys := jsonKeys(t, full)
+	all := slices.Concat(scenario.MetricKeys, scenario.TraceMetricKeys, slices.Collect(maps.Keys(keys)))
+	for _, k := range all {
+		if m, ok := Metrics[k]; !ok || m.Meaning == "" {
+			t.Errorf("metric %s has no meaning in Metrics", k)
+		}
+	}
+	if len(Metrics) != len(keys) {
+		t.Errorf("Metrics has %d entries, a result %d keys", len(Metrics), len(keys))
+	}
+}
+
+// jsonKeys returns the JSON keys of a result.
+func jsonKeys(t *testing.T, r metrics.Result) map[string]any {
+	t.Helper()
+	data, err := json.Marshal(r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +185,5 @@ func TestMetricKeys(t *testing.T) {
 	if err := json.Unmarshal(data, &keys); err != nil {
 		t.Fatal(err)
 	}
-	if len(keys) != len(scenario.MetricKeys) {
-		t.Errorf("a full result has %d JSON keys, the scenario knows %d", len(keys), len(scenario.MetricKeys))
-	}
+	return keys
 }

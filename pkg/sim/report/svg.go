@@ -88,7 +88,7 @@ func (r *Report) curveChart(b *strings.Builder, curves map[int][]metrics.CurvePo
 	width := svgWidth - plotLeft - plotRight
 	px := func(x float64) float64 { return plotLeft + (x-minX)/math.Max(maxX-minX, 1)*float64(width) }
 	py := func(v float64) float64 { return float64(top+plotHeight) - v/maxY*plotHeight }
-	fmt.Fprintf(b, `<text x="%d" y="%d" font-size="14">unallocated GPU %% (median over seeds) by arrived GPU request</text>`+"\n", plotLeft, top-12)
+	fmt.Fprintf(b, `<text x="%d" y="%d" font-size="14">unallocated GPU %% (median over seeds; lower is better) by arrived GPU request</text>`+"\n", plotLeft, top-12)
 	for v := 0.0; v <= maxY; v += maxY / 5 {
 		fmt.Fprintf(b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#ddd"/><text x="%d" y="%.1f" text-anchor="end">%g</text>`+"\n",
 			plotLeft, py(v), plotLeft+width, py(v), plotLeft-6, py(v)+4, v)
@@ -121,7 +121,7 @@ func (r *Report) curveChart(b *strings.Builder, curves map[int][]metrics.CurvePo
 // barChart draws one metric's bars below y and returns the new bottom.
 func (r *Report) barChart(b *strings.Builder, key string, values []float64, y int) int {
 	top := y + 30
-	fmt.Fprintf(b, `<text x="%d" y="%d" font-size="14">%s</text>`+"\n", plotLeft, top-10, esc(key))
+	fmt.Fprintf(b, `<text x="%d" y="%d" font-size="14">%s</text>`+"\n", plotLeft, top-10, esc(key+directionNote(key)))
 	scale := 0.0
 	for _, v := range values {
 		if !math.IsNaN(v) {

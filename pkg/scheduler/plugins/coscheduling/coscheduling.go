@@ -105,18 +105,33 @@ func (pl *Coscheduling) waiting(key string) map[string]bool {
 }
 
 // PreEnqueue holds back the members of a group the job queue has not
-// admitted; the queue activates them when it does. Pods in no group, and
-// members of groups with invalid labels (PreFilter names the error), go
-// on.
+// admitted; the queue activates them when it does. A pod in no group is
+// held back the same way while a team queue accounts it (it is a group
+// of one, jobqueue.Queue.Single); other pods in no group, and members of
+// groups with invalid labels (PreFilter names the error), go on.
 func (pl *Coscheduling) PreEnqueue(_ context.Context, pod *corev1.Pod) *fwk.Status {
-	ref, ok := pl.groups.Gang(pod)
+	key, ok := pl.queueKey(pod)
 	if !ok {
 		return nil
 	}
-	if admitted, why := pl.queue.Gate(pod, ref.Key()); !admitted {
+	if admitted, why := pl.queue.Gate(pod, key); !admitted {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, why)
 	}
 	return nil
+}
+
+// queueKey is the key under which the job queue admits the pod: its
+// gang's, or its own while a team queue accounts it; ok is false for a pod
+// the queue does not hold back.
+func (pl *Coscheduling) queueKey(pod *corev1.Pod) (string, bool) {
+	ref, inGroup, err := pl.groups.Of(pod)
+	switch {
+	case inGroup && err != nil:
+		return "", false
+	case inGroup && ref.MinAvailable >= 2:
+		return ref.Key(), true
+	}
+	return pl.queue.Single(pod)
 }
 
 // reservationKey is the CycleState key of the reservation Filter checks.
@@ -146,8 +161,14 @@ func (pl *Coscheduling) PreFilter(_ context.Context, state fwk.CycleState, pod *
 	}
 	reserved := false
 	priority := corev1helpers.PodPriority(pod)
-	if r := pl.queue.Binding(ref.Key(), priority); r != nil {
-		state.Write(reservationKey, &reservationState{reservation: r, fence: pl.queue.Fence(ref.Key(), priority), demand: jobqueue.DemandOf(pod)})
+	// The queue's key of the pod: its gang's, or its own when a team
+	// queue admits it alone; a holder's own pods are not held back.
+	key := ref.Key()
+	if single, queued := pl.queue.Single(pod); queued && (!ok || ref.MinAvailable < 2) {
+		key = single
+	}
+	if r := pl.queue.Binding(key, priority); r != nil {
+		state.Write(reservationKey, &reservationState{reservation: r, fence: pl.queue.Fence(key, priority), demand: jobqueue.DemandOf(pod)})
 		reserved = true
 	}
 	if !ok || ref.MinAvailable < 2 {
@@ -253,6 +274,11 @@ func (pl *Coscheduling) Filter(_ context.Context, state fwk.CycleState, pod *cor
 func (pl *Coscheduling) PostFilter(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
 	ref, ok := pl.groups.Gang(pod)
 	if !ok {
+		// A pod a team queue admitted alone found no node: its admission
+		// goes back to the queue, which tries again after a backoff.
+		if key, queued := pl.queue.Single(pod); queued {
+			pl.queue.Failed(key)
+		}
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
 	pl.rejectWaiting(ref.Key(), pod, fmt.Sprintf("member %s of pod group %s found no node", pod.Name, ref.Key()))

@@ -12,12 +12,25 @@ import (
 
 // Filter reasons; stable strings, so that the scheduler's summary counts
 // nodes per reason ("0/4 nodes are available: 2 node(s) have no GPUs, ...").
+// A node whose cards can never serve the pod says why in words of its own
+// (never), the same for nodes with the same cards.
 const (
-	reasonNoGPUs     = "node(s) have no GPUs"
-	reasonNoCardFits = "node(s) have no GPU that meets the pod's per-card request"
-	reasonNotEnough  = "node(s) have too few free GPUs that meet the pod's request"
-	reasonNoShare    = "node(s) have no GPU with the pod's share left"
+	reasonNoGPUs    = "node(s) have no GPUs"
+	reasonNotEnough = "node(s) have too few free GPUs that meet the pod's request"
+	reasonNoShare   = "node(s) have no GPU with the pod's share left"
 )
+
+// never is the status of a node whose cards cannot serve the request
+// whatever pods leave it: UnschedulableAndUnresolvable, so that
+// preemption does not try it, with the constraint no card meets, the
+// pod's key and value, and the node's closest card (gpu.Request.Shortfall).
+func never(req gpu.Request, cards []gpu.Card) *fwk.Status {
+	why := req.Shortfall(cards)
+	if why == "" {
+		why = "have no GPU that meets the pod's per-card request"
+	}
+	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "node(s) "+why)
+}
 
 type preFilterState struct {
 	req gpu.Request
@@ -80,8 +93,14 @@ func (pl *GPUFit) Filter(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, 
 	case allocatable == 0:
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reasonNoGPUs)
 	case allocatable < s.req.Count:
-		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reasonNoCardFits)
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("node(s) have %d GPUs, fewer than the pod's %d", allocatable, s.req.Count))
 	case allocatable-nodeInfo.GetRequested().GetScalarResources()[gpu.ResourceName] < s.req.Count:
+		// Too few free cards; but a node whose cards could never serve
+		// the pod says so, full or not, so that the pod is not sent to
+		// preemption for it.
+		if set := pl.state.Cards(nodeInfo.Node()); set != nil && s.req.Shortfall(set.Cards) != "" {
+			return never(s.req, set.Cards)
+		}
 		return fwk.NewStatus(fwk.Unschedulable, reasonNotEnough)
 	}
 	set := pl.state.Cards(nodeInfo.Node())
@@ -91,14 +110,14 @@ func (pl *GPUFit) Filter(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, 
 	if set.Interchangeable(allocatable, s.req) && !pl.state.HasShared(nodeInfo.Node().Name) {
 		// All cards alike and none shared: no scan of the node's pods.
 		if !set.First.Satisfies(s.req) {
-			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reasonNoCardFits)
+			return never(s.req, set.Cards)
 		}
 		return nil
 	}
 	capable, free := pl.state.Usage(nodeInfo, pod.UID, s.req.Count).Fit(set.Cards, s.req)
 	switch {
 	case capable < s.req.Count:
-		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reasonNoCardFits)
+		return never(s.req, set.Cards)
 	case free < s.req.Count:
 		return fwk.NewStatus(fwk.Unschedulable, reasonNotEnough)
 	}
@@ -115,7 +134,7 @@ func (pl *GPUFit) filterShared(pod *corev1.Pod, req gpu.Request, nodeInfo fwk.No
 	capable, free := pl.state.Usage(nodeInfo, pod.UID, 0).Fit(set.Cards, req)
 	switch {
 	case capable == 0:
-		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reasonNoCardFits)
+		return never(req, set.Cards)
 	case free < 1:
 		return fwk.NewStatus(fwk.Unschedulable, reasonNoShare)
 	}

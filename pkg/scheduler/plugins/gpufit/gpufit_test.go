@@ -315,3 +315,51 @@ func TestSignPod(t *testing.T) {
 		t.Errorf("invalid request signed: %v, want a refusal", s)
 	}
 }
+
+// TestFilterReasons checks what a rejected node says: a node that could
+// never serve the pod names the constraint, the pod's key and value, and
+// its closest card, and is UnschedulableAndUnresolvable even when full
+// (preemption must not try it); a node with too few free cards says so
+// and is Unschedulable.
+func TestFilterReasons(t *testing.T) {
+	full := []*corev1.Pod{gpuPod("a", "4", nil)}
+	tests := []struct {
+		name     string
+		running  []*corev1.Pod
+		pod      *corev1.Pod
+		node     string
+		wantCode fwk.Code
+		wantMsg  string
+	}{
+		{name: "more cards than the node has", pod: gpuPod("p", "9", nil), node: "mixed",
+			wantCode: fwk.UnschedulableAndUnresolvable, wantMsg: "node(s) have 4 GPUs, fewer than the pod's 9"},
+		{name: "more memory than any card, node free", pod: gpuPod("p", "1", map[string]string{gpu.MemoryAnnotation: "80Gi"}), node: "mixed",
+			wantCode: fwk.UnschedulableAndUnresolvable, wantMsg: `node(s) have no GPU with gpu.aisched.io/memory="80Gi": the largest has 32 GiB`},
+		{name: "more memory than any card, node full", running: full, pod: gpuPod("p", "1", map[string]string{gpu.MemoryAnnotation: "80Gi"}), node: "mixed",
+			wantCode: fwk.UnschedulableAndUnresolvable, wantMsg: `node(s) have no GPU with gpu.aisched.io/memory="80Gi": the largest has 32 GiB`},
+		{name: "GFD labels, card too small", pod: gpuPod("p", "1", map[string]string{gpu.MemoryAnnotation: "48Gi"}), node: "labels",
+			wantCode: fwk.UnschedulableAndUnresolvable, wantMsg: `node(s) have no GPU with gpu.aisched.io/memory="48Gi": the largest has 40 GiB`},
+		{name: "HAMi's card type not on the node", pod: gpuPod("p", "1", map[string]string{gpu.HAMiUseTypeAnnotation: "A100"}), node: "mixed",
+			wantCode: fwk.UnschedulableAndUnresolvable, wantMsg: `node(s) have no GPU of nvidia.com/use-gputype="A100": their cards are Tesla-T4, Tesla-V100`},
+		{name: "too few cards big enough", pod: gpuPod("p", "3", map[string]string{gpu.MemoryAnnotation: "30Gi"}), node: "mixed",
+			wantCode: fwk.UnschedulableAndUnresolvable, wantMsg: `node(s) have 2 GPUs that meet gpu.aisched.io/memory="30Gi", fewer than the pod's 3`},
+		{name: "cards that would serve, all held", running: full, pod: gpuPod("p", "1", nil), node: "mixed",
+			wantCode: fwk.Unschedulable, wantMsg: reasonNotEnough},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, p := range tc.running {
+				p.Spec.NodeName = "mixed"
+			}
+			f := newFixture(t, tc.running...)
+			cs := framework.NewCycleState()
+			if _, s := f.pl.PreFilter(context.Background(), cs, tc.pod, nil); !s.IsSuccess() {
+				t.Fatal(s)
+			}
+			s := f.pl.Filter(context.Background(), cs, tc.pod, f.nodeInfo(t, tc.node))
+			if s.Code() != tc.wantCode || s.Message() != tc.wantMsg {
+				t.Errorf("Filter = %v %q, want %v %q", s.Code(), s.Message(), tc.wantCode, tc.wantMsg)
+			}
+		})
+	}
+}

@@ -25,3 +25,7 @@ type GPUInventoryListerExpansion interface{}
 // NodeMetricsListerExpansion allows custom methods to be added to
 // NodeMetricsLister.
 type NodeMetricsListerExpansion interface{}
+
+// QueueListerExpansion allows custom methods to be added to
+// QueueLister.
+type QueueListerExpansion interface{}

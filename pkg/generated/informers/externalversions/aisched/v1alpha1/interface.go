@@ -28,6 +28,8 @@ type Interface interface {
 	GPUInventories() TypedGPUInventoryInformer
 	// NodeMetrics returns a NodeMetricsInformer.
 	NodeMetrics() TypedNodeMetricsInformer
+	// AischedQueues returns a QueueInformer.
+	AischedQueues() TypedQueueInformer
 }
 
 type version struct {
@@ -49,4 +51,9 @@ func (v *version) GPUInventories() TypedGPUInventoryInformer {
 // NodeMetrics returns a TypedNodeMetricsInformer.
 func (v *version) NodeMetrics() TypedNodeMetricsInformer {
 	return &nodeMetricsInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
+}
+
+// AischedQueues returns a TypedQueueInformer.
+func (v *version) AischedQueues() TypedQueueInformer {
+	return &queueInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
 }

@@ -30,6 +30,7 @@ type AischedV1alpha1Interface interface {
 	RESTClient() rest.Interface
 	GPUInventoriesGetter
 	NodeMetricsGetter
+	AischedQueuesGetter
 }
 
 // AischedV1alpha1Client is used to interact with features provided by the aisched.io group.
@@ -43,6 +44,10 @@ func (c *AischedV1alpha1Client) GPUInventories() GPUInventoryInterface {
 
 func (c *AischedV1alpha1Client) NodeMetrics() NodeMetricsInterface {
 	return newNodeMetrics(c)
+}
+
+func (c *AischedV1alpha1Client) AischedQueues() QueueInterface {
+	return newAischedQueues(c)
 }
 
 // NewForConfig creates a new AischedV1alpha1Client for the given config.

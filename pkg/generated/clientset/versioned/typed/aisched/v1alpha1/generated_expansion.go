@@ -21,3 +21,5 @@ package v1alpha1
 type GPUInventoryExpansion interface{}
 
 type NodeMetricsExpansion interface{}
+
+type QueueExpansion interface{}

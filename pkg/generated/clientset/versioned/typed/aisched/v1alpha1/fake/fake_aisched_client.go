@@ -36,6 +36,10 @@ func (c *FakeAischedV1alpha1) NodeMetrics() v1alpha1.NodeMetricsInterface {
 	return newFakeNodeMetrics(c)
 }
 
+func (c *FakeAischedV1alpha1) AischedQueues() v1alpha1.QueueInterface {
+	return newFakeAischedQueues(c)
+}
+
 // RESTClient returns a RESTClient that is used to communicate
 // with API server by this client implementation.
 func (c *FakeAischedV1alpha1) RESTClient() rest.Interface {

@@ -1,0 +1,74 @@
+package report
+
+import (
+	"fmt"
+	"io"
+)
+
+// Metric is what a reported metric counts and which way it improves, so
+// that a table reads itself: a reader who sees aisched leave more pods
+// pending needs to know whether that is worse, and why it may not be.
+type Metric struct {
+	// Better is +1 when higher is better, -1 when lower is, 0 when
+	// neither (a rate of work).
+	Better int `json:"better"`
+	// Meaning says what is counted, and how to read it where the number
+	// alone misleads.
+	Meaning string `json:"meaning"`
+}
+
+// Metrics are the metrics a report may carry, by JSON key
+// (metrics.Result); the comparison of the experiment matrix reads their
+// direction.
+var Metrics = map[string]Metric{
+	"pending_pods": {-1, "pods not bound at the end (and pods the apiserver refused). " +
+		"A gang that cannot fit whole stays whole pending by design: more pending pods with no partial_groups is a gang kept from holding cards it cannot use"},
+	"mean_node_variance":        {-1, "per node, the variance of its CPU, memory and (GPU nodes) GPU use in percent; the mean over nodes (seed 000's balance)"},
+	"balance_efficiency_h":      {+1, "H = 1 - stddev(R)/mean(R), R = a node's measured load per unit of its performance (seed 004); 1 is perfect balance"},
+	"gpu_allocation_rate":       {+1, "GPUs allocated / all GPUs, at the end. Cards held by a gang that cannot start count as allocated: read it with partial_groups"},
+	"unallocated_gpu_pct":       {-1, "100 - 100 x allocated GPU thousandths / capacity (FGD's fragmentation metric); for a trace, read at 100% of capacity arrived"},
+	"unallocated_gpu_pct_curve": {-1, "unallocated_gpu_pct read as 80% to 130% of capacity has arrived (trace replays)"},
+	"inexpressible_pods":        {-1, "trace pods the policy cannot express (a share of a card under a profile without GPUFit); they count as arrived and never allocated"},
+	"partial_groups":            {-1, "gangs that had some but fewer than min-available members bound for 1 s or longer: cards and CPUs held by a job that cannot run"},
+	"group_wait_seconds":        {-1, "p50 and p95 of a gang's wait, from its first member created to its min-available-th bound"},
+	"misplaced_gpu_pods":        {-1, "GPU pods bound to cards with less memory or fewer cores than they asked"},
+	"pods_per_second":           {0, "pods bound per second of the run: the simulator's pace, not a quality of the placement"},
+}
+
+// Better says which way a metric improves, in words: "lower", "higher",
+// or "-" when neither.
+func Better(key string) string {
+	switch Metrics[key].Better {
+	case +1:
+		return "higher"
+	case -1:
+		return "lower"
+	}
+	return "-"
+}
+
+// directionNote is " (lower is better)", " (higher is better)", or "" for
+// a metric with no direction, for a plot's title.
+func directionNote(key string) string {
+	if Metrics[key].Better == 0 {
+		return ""
+	}
+	return " (" + Better(key) + " is better)"
+}
+
+// writeMeanings writes what each of keys means, with its direction, as a
+// markdown list under the tables.
+func writeMeanings(w io.Writer, keys []string) {
+	fmt.Fprintln(w, "\nWhat the metrics mean:")
+	for _, k := range keys {
+		m, ok := Metrics[k]
+		if !ok {
+			continue
+		}
+		better := Better(k) + " is better"
+		if m.Better == 0 {
+			better = "no better or worse"
+		}
+		fmt.Fprintf(w, "- `%s` (%s): %s.\n", k, better, m.Meaning)
+	}
+}
