@@ -134,12 +134,14 @@ memory; --rows picks some) and, with --format table, prints it as markdown:
 }
 
 // childArgs are the flags a measurement process gets: the ones given,
-// but those that pick the cases and rounds, which the parent runs.
+// but those that pick the cases and rounds, which the parent runs, and
+// the cluster's, which InChild passes with each case (a suite's rows
+// differ).
 func childArgs(flags *pflag.FlagSet) []string {
 	var args []string
 	flags.Visit(func(f *pflag.Flag) {
 		switch f.Name {
-		case "rounds", "profiles", "suite", "rows", "format", "profile":
+		case "rounds", "profiles", "suite", "rows", "format", "profile", "nodes", "pods", "gpu", "shared", "fill":
 			return
 		}
 		args = append(args, "--"+f.Name+"="+f.Value.String())
