@@ -444,6 +444,7 @@ func TestScoreMultiCardShare(t *testing.T) {
 	state := gpuledger.NewStandalone(gpuledger.Options{})
 	node := st.MakeNode().Name("n").Capacity(map[corev1.ResourceName]string{corev1.ResourceCPU: "32", gpu.ResourceName: "4"}).Obj()
 	node.Labels = map[string]string{gpu.GFDCountLabel: "4", gpu.GFDMemoryLabel: "15360", gpu.GFDProductLabel: "Tesla-T4"}
+	state.ObserveNode(node)
 	var held []*corev1.Pod
 	for card, milli := range map[int]int64{1: 700, 2: 500} {
 		name := fmt.Sprint("h", card)
