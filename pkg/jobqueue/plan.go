@@ -455,7 +455,7 @@ func (c *computation) everFits(demands []Demand, shape string, alike bool, need 
 			return need, true
 		}
 	}
-	_, placed = reserve(demands, need, c.in.Rooms, nil)
+	_, placed = reserve(demands, need, c.in.Rooms, nil, nil)
 	if alike {
 		if placed < need {
 			c.emptyRoom[shape] = placed
@@ -486,7 +486,19 @@ func (c *computation) reserve(g *Group, demands []Demand, need int) (*Reservatio
 		}
 	}
 	rooms := c.rooms
-	taken, placed := reserve(demands, need, rooms, kept)
+	// The group admitted in this pass whose members are being placed
+	// keeps its room: a reservation there would hold them off it (a
+	// reservation binds pods of its priority and below, Plan.Binding).
+	var stays map[int]Held
+	if p := c.plan.Placing; p != nil && p.Priority <= g.Priority {
+		stays = map[int]Held{}
+		for r := range rooms {
+			if h, ok := p.Nodes[rooms[r].Node.Name]; ok {
+				stays[r] = h
+			}
+		}
+	}
+	taken, placed := reserve(demands, need, rooms, kept, stays)
 	if placed < need {
 		return nil, false
 	}

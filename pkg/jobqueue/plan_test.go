@@ -106,6 +106,33 @@ func TestPlacingReservation(t *testing.T) {
 	}
 }
 
+// A reservation made in the pass that admits a group does not hold room
+// that group is placed on: its members would be held off their own nodes
+// (found by a simulation with team queues: a gang taking its guarantee
+// back was admitted on the nodes its reclaim freed, and a borrowing pod
+// behind it reserved a card there, so the gang backed off again and
+// again).
+func TestReservationBesidePlacing(t *testing.T) {
+	// n1 is free; n2 is full, its pod using 4 of 8 CPUs. Counted empty,
+	// both hold a 1-card pod; n1 has more CPU free once big is placed.
+	rooms := []Room{room("n1", 8, 8, 8, 8), room("n2", 8, 8, 4, 0)}
+	big := group("big", 1, 1, 8, 0, 0)
+	small := group("small", 1, 1, 1, 10, 0)
+	plan := Compute(Input{Rooms: rooms, Groups: []Group{big, small}})
+	if !plan.Decisions["ns/big"].Admitted || plan.Placing == nil || plan.Placing.Holder != "ns/big" {
+		t.Fatalf("big: %+v, placing %+v; want admitted and placing", plan.Decisions["ns/big"], plan.Placing)
+	}
+	if plan.Reservation == nil || plan.Reservation.Holder != "ns/small" {
+		t.Fatalf("reservation %+v, want small's", plan.Reservation)
+	}
+	if _, ok := plan.Reservation.Nodes["n1"]; ok {
+		t.Errorf("small reserves on n1, where big is placed: %+v", plan.Reservation.Nodes)
+	}
+	if r := plan.Binding("ns/big", 0); r != nil && !r.Allows("n1", rooms[0].Free, cards(8, 8), Resources{MilliCPU: 1000}, gpu.Request{Count: 8}) {
+		t.Errorf("a pod of big refused on n1 by %s", r.Holder)
+	}
+}
+
 func TestCompute(t *testing.T) {
 	fourNodes := []Room{room("a", 8, 4, 8, 4), room("b", 8, 4, 8, 4), room("c", 8, 4, 8, 4), room("d", 8, 4, 8, 4)}
 	tests := []struct {
@@ -171,9 +198,12 @@ func TestCompute(t *testing.T) {
 		want: map[string]Reason{"ns/high": ReasonAdmitted, "ns/old": ReasonWaitingForCapacity}, holder: "ns/old",
 		position: map[string]int{"ns/old": 1},
 	}, {
+		// new reserves nothing while old's members are placed on both
+		// nodes: a reservation there would hold them off (the next pass,
+		// with old bound, gives new its reservation).
 		name: "FIFO at equal priority",
 		in:   Input{Groups: []Group{group("new", 2, 1, 4, 10, 0), group("old", 2, 1, 4, 0, 0)}, Rooms: fourNodes[:2]},
-		want: map[string]Reason{"ns/old": ReasonAdmitted, "ns/new": ReasonWaitingForCapacity}, holder: "ns/new",
+		want: map[string]Reason{"ns/old": ReasonAdmitted, "ns/new": ReasonWaitingForCapacity},
 	}, {
 		// The big group waits for GPUs in use; the small one behind it
 		// would take GPUs from the reserved nodes: it waits too. The CPU
@@ -224,11 +254,15 @@ func TestCompute(t *testing.T) {
 	}, {
 		// Admitted groups take their room first, even when a group ahead
 		// of them in order arrives.
+		// earlier reserves nothing while later's members are placed on
+		// the one node: a reservation there would hold them off it
+		// (TestReservationBesidePlacing).
 		name: "admitted groups keep their room",
 		in: Input{Rooms: fourNodes[:1], Groups: []Group{
 			func() Group { g := group("later", 2, 1, 2, 10, 0); g.Admitted = true; return g }(),
 			group("earlier", 2, 1, 2, 0, 0)}},
-		want: map[string]Reason{"ns/later": ReasonAdmitted, "ns/earlier": ReasonWaitingForCapacity}, holder: "ns/earlier",
+		want:    map[string]Reason{"ns/later": ReasonAdmitted, "ns/earlier": ReasonWaitingForCapacity},
+		message: map[string]string{"ns/earlier": "the nodes reserved in this pass leave no room for it"},
 	}, {
 		name: "bound and succeeded members count toward min-available",
 		in: Input{Rooms: fourNodes[:1], Groups: []Group{func() Group {

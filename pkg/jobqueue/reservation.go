@@ -67,8 +67,10 @@ func held(g Group, demands []Demand, at placement, rooms []Room) (*Reservation, 
 // groups admitted around it meanwhile took), then the nodes with the most
 // free now (so the wait is shortest). It returns what it takes on each
 // room, by room index, and how many demands it placed: fewer than need
-// when the group never fits.
-func reserve(demands []Demand, need int, rooms []Room, kept map[string]bool) (map[int]Held, int) {
+// when the group never fits. What stays holds on rooms (by index) stays
+// there however empty the nodes get: the members of a group admitted in
+// the same pass, which the reservation must not take from.
+func reserve(demands []Demand, need int, rooms []Room, kept map[string]bool, stays map[int]Held) (map[int]Held, int) {
 	order := slices.Clone(demands)
 	slices.SortStableFunc(order, largestFirst)
 	taken := map[int]Held{}
@@ -79,6 +81,9 @@ func reserve(demands []Demand, need int, rooms []Room, kept map[string]bool) (ma
 			return e
 		}
 		e := rooms[r].GPUs.Empty()
+		for _, g := range stays[r].GPUs {
+			e.Take(g)
+		}
 		empty[r] = &e
 		return &e
 	}
@@ -94,7 +99,7 @@ func reserve(demands []Demand, need int, rooms []Room, kept map[string]bool) (ma
 		bestKept := false
 		for r := range rooms {
 			t := taken[r]
-			if !rooms[r].Allocatable.Sub(t.Resources).Covers(d.Request) || !emptyOf(r).Fits(d.GPU) {
+			if !rooms[r].Allocatable.Sub(t.Resources).Sub(stays[r].Resources).Covers(d.Request) || !emptyOf(r).Fits(d.GPU) {
 				continue
 			}
 			free := rooms[r].Free.Sub(t.Resources)
