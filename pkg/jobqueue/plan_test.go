@@ -106,30 +106,42 @@ func TestPlacingReservation(t *testing.T) {
 	}
 }
 
-// A reservation made in the pass that admits a group does not hold room
-// that group is placed on: its members would be held off their own nodes
-// (found by a simulation with team queues: a gang taking its guarantee
-// back was admitted on the nodes its reclaim freed, and a borrowing pod
-// behind it reserved a card there, so the gang backed off again and
-// again).
+// A reservation made in a pass does not hold room that admitted groups
+// are being placed on: their members would be held off the free cards
+// the plan gave them (found by a simulation with team queues: a gang
+// taking its guarantee back was admitted on the nodes its reclaim freed,
+// and a borrowing pod behind it reserved a card there, so the gang backed
+// off again and again).
 func TestReservationBesidePlacing(t *testing.T) {
-	// n1 is free; n2 is full, its pod using 4 of 8 CPUs. Counted empty,
-	// both hold a 1-card pod; n1 has more CPU free once big is placed.
-	rooms := []Room{room("n1", 8, 8, 8, 8), room("n2", 8, 8, 4, 0)}
-	big := group("big", 1, 1, 8, 0, 0)
+	// n1 and n3 are free; n2 is full, its pod using 4 of 8 CPUs. Counted
+	// empty, each holds a 1-card pod; n1 and n3 have more CPU free once
+	// big1 and big2 are placed there.
+	rooms := []Room{room("n1", 8, 8, 8, 8), room("n2", 8, 8, 4, 0), room("n3", 8, 8, 8, 8)}
+	big1 := group("big1", 1, 1, 8, 0, 0)
+	big2 := group("big2", 1, 1, 8, 5, 0)
 	small := group("small", 1, 1, 1, 10, 0)
-	plan := Compute(Input{Rooms: rooms, Groups: []Group{big, small}})
-	if !plan.Decisions["ns/big"].Admitted || plan.Placing == nil || plan.Placing.Holder != "ns/big" {
-		t.Fatalf("big: %+v, placing %+v; want admitted and placing", plan.Decisions["ns/big"], plan.Placing)
+	plan := Compute(Input{Rooms: rooms, Groups: []Group{big1, big2, small}})
+	for _, key := range []string{"ns/big1", "ns/big2"} {
+		if !plan.Decisions[key].Admitted {
+			t.Fatalf("%s: %+v, want admitted", key, plan.Decisions[key])
+		}
 	}
 	if plan.Reservation == nil || plan.Reservation.Holder != "ns/small" {
 		t.Fatalf("reservation %+v, want small's", plan.Reservation)
 	}
-	if _, ok := plan.Reservation.Nodes["n1"]; ok {
-		t.Errorf("small reserves on n1, where big is placed: %+v", plan.Reservation.Nodes)
+	if _, ok := plan.Reservation.Nodes["n2"]; !ok || len(plan.Reservation.Nodes) != 1 {
+		t.Errorf("small reserves on %v, want n2 only: n1 and n3 hold big1 and big2", plan.Reservation.Nodes)
 	}
-	if r := plan.Binding("ns/big", 0); r != nil && !r.Allows("n1", rooms[0].Free, cards(8, 8), Resources{MilliCPU: 1000}, gpu.Request{Count: 8}) {
-		t.Errorf("a pod of big refused on n1 by %s", r.Holder)
+	for key, node := range map[string]string{"ns/big1": "n1", "ns/big2": "n3"} {
+		if r := plan.Binding(key, 0); r != nil && !r.Allows(node, rooms[0].Free, cards(8, 8), Resources{MilliCPU: 1000}, gpu.Request{Count: 8}) {
+			t.Errorf("a pod of %s refused on %s by %s", key, node, r.Holder)
+		}
+	}
+	// A reservation of higher priority binds neither: it may stay there.
+	small.Priority = 5
+	plan = Compute(Input{Rooms: rooms, Groups: []Group{big1, big2, small}})
+	if plan.Reservation == nil || len(plan.Reservation.Nodes) != 1 {
+		t.Fatalf("reservation %+v, want small's on one node", plan.Reservation)
 	}
 }
 

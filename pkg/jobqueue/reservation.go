@@ -67,10 +67,10 @@ func held(g Group, demands []Demand, at placement, rooms []Room) (*Reservation, 
 // groups admitted around it meanwhile took), then the nodes with the most
 // free now (so the wait is shortest). It returns what it takes on each
 // room, by room index, and how many demands it placed: fewer than need
-// when the group never fits. What stays holds on rooms (by index) stays
-// there however empty the nodes get: the members of a group admitted in
-// the same pass, which the reservation must not take from.
-func reserve(demands []Demand, need int, rooms []Room, kept map[string]bool, stays map[int]Held) (map[int]Held, int) {
+// when the group never fits. Rooms in avoid (by index) are left out:
+// those where admitted members are being placed, whom a reservation
+// there would hold off the free cards they were given.
+func reserve(demands []Demand, need int, rooms []Room, kept map[string]bool, avoid map[int]bool) (map[int]Held, int) {
 	order := slices.Clone(demands)
 	slices.SortStableFunc(order, largestFirst)
 	taken := map[int]Held{}
@@ -81,9 +81,6 @@ func reserve(demands []Demand, need int, rooms []Room, kept map[string]bool, sta
 			return e
 		}
 		e := rooms[r].GPUs.Empty()
-		for _, g := range stays[r].GPUs {
-			e.Take(g)
-		}
 		empty[r] = &e
 		return &e
 	}
@@ -99,7 +96,7 @@ func reserve(demands []Demand, need int, rooms []Room, kept map[string]bool, sta
 		bestKept := false
 		for r := range rooms {
 			t := taken[r]
-			if !rooms[r].Allocatable.Sub(t.Resources).Sub(stays[r].Resources).Covers(d.Request) || !emptyOf(r).Fits(d.GPU) {
+			if avoid[r] || !rooms[r].Allocatable.Sub(t.Resources).Covers(d.Request) || !emptyOf(r).Fits(d.GPU) {
 				continue
 			}
 			free := rooms[r].Free.Sub(t.Resources)
