@@ -50,8 +50,10 @@ func mayPreempt(g Group) bool {
 // deleted first, then whole units in order; units that turn out not to
 // be needed are given back. It returns the pods to delete (none when the
 // pods being deleted suffice) and where the demands fit then; ok is false
-// when no choice fits.
-func preemption(demands []Demand, need int, rooms []Room, units []*unit) (victims []*corev1.Pod, at placement, ok bool) {
+// when no choice fits. A unit is chosen only if allow (when not nil)
+// allows it beside those chosen before it: a reclaim takes no more from a
+// queue than leaves it at its guarantee, or above the taker's share.
+func preemption(demands []Demand, need int, rooms []Room, units []*unit, allow func(chosen []*unit, u *unit) bool) (victims []*corev1.Pod, at placement, ok bool) {
 	var ending, chosen []*unit
 	for _, u := range units {
 		if u.ending {
@@ -67,7 +69,7 @@ func preemption(demands []Demand, need int, rooms []Room, units []*unit) (victim
 		if ok || len(chosen) == maxUnits {
 			break
 		}
-		if u.ending {
+		if u.ending || allow != nil && !allow(chosen, u) {
 			continue
 		}
 		chosen = append(chosen, u)

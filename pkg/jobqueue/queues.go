@@ -238,6 +238,30 @@ func (rc *reclaimer) eligible(u *unit) (*queuetree.Node, bool) {
 	return leaf, rc.tree.Before(rc.taker, rc.demand, leaf, neg) < 0
 }
 
+// allow reports whether unit u may be taken back beside the units chosen
+// before it: with their use gone from their queues, u must still be
+// eligible, so that together they leave every queue at or above its
+// guarantee and, for a borrowing taker, above the taker's share.
+func (rc *reclaimer) allow(chosen []*unit, u *unit) bool {
+	type charge struct {
+		leaf *queuetree.Node
+		v    queuetree.Vec
+	}
+	var gone []charge
+	for _, c := range chosen {
+		if leaf := rc.leafOf(c.key); leaf != nil && !c.ending {
+			v := rc.usage(c)
+			rc.tree.Uncharge(leaf, v)
+			gone = append(gone, charge{leaf, v})
+		}
+	}
+	_, ok := rc.eligible(u)
+	for _, c := range gone {
+		rc.tree.Charge(c.leaf, c.v)
+	}
+	return ok
+}
+
 func (rc *reclaimer) usage(u *unit) queuetree.Vec {
 	v := make(queuetree.Vec, len(rc.tree.Names()))
 	for _, pa := range u.pods {

@@ -142,6 +142,43 @@ func TestTeamQueues(t *testing.T) {
 		},
 		want: map[string]Reason{"ns/a1": ReasonReclaiming},
 	}, {
+		// Neither is guaranteed anything; b borrowed all 16 cards in
+		// single-card pods. a's gang of 2 x 4 would take 8: each pod alone
+		// leaves b above a's share with the gang (15/16 > 8/16), but the
+		// eight together leave b at a's share, 8/16: b would win them back
+		// at once. Victims count together: a waits.
+		name: "a borrowing group takes back only while the victims' queue keeps the higher share",
+		tc: teamsCase{
+			queues:  []queuetree.Spec{teamQueue("a", "", 0, queuetree.Unlimited, 1), teamQueue("b", "", 0, queuetree.Unlimited, 1)},
+			running: singles("b", 16),
+			waiting: []waitingGang{{queue: "a", group: group("a1", 2, 1, 4, 0, 0)}},
+		},
+		want: map[string]Reason{"ns/a1": ReasonWaitingForCapacity},
+	}, {
+		// With a pod of 4 instead, b keeps 12/16 > 4/16: the 4 pods of one
+		// node are taken back.
+		name: "a borrowing group takes back what keeps the victims' queue above it",
+		tc: teamsCase{
+			queues:  []queuetree.Spec{teamQueue("a", "", 0, queuetree.Unlimited, 1), teamQueue("b", "", 0, queuetree.Unlimited, 1)},
+			running: singles("b", 16),
+			waiting: []waitingGang{{queue: "a", group: group("a1", 1, 1, 4, 0, 0)}},
+		},
+		want:        map[string]Reason{"ns/a1": ReasonReclaiming},
+		wantVictims: []string{"b00-0", "b01-0", "b02-0", "b03-0"},
+		wantFrom:    []string{"aischedqueue b"},
+	}, {
+		// b is guaranteed 14 (the guarantees oversubscribe the 16 cards)
+		// and runs 16 single-card pods; a, guaranteed 4, waits for a pod
+		// of 4 on one node. Each of b's pods alone leaves b above 14, but
+		// four would leave it at 12: nothing is taken, a waits.
+		name: "victims together stay out of a guarantee",
+		tc: teamsCase{
+			queues:  []queuetree.Spec{teamQueue("a", "", gpus(4), queuetree.Unlimited, 1), teamQueue("b", "", gpus(14), queuetree.Unlimited, 1)},
+			running: singles("b", 16),
+			waiting: []waitingGang{{queue: "a", group: group("a1", 1, 1, 4, 0, 0)}},
+		},
+		want: map[string]Reason{"ns/a1": ReasonWaitingForCapacity},
+	}, {
 		// A queue's limit stops its work before the capacity does.
 		name: "limit",
 		tc: teamsCase{
@@ -196,6 +233,15 @@ func TestTeamQueuesWeights(t *testing.T) {
 	if fair := a.FairShare()[0]; fair < gpus(5) || fair > gpus(6) {
 		t.Errorf("a's fair share %d, want 16/3 cards", fair)
 	}
+}
+
+// singles are n running single-card pods of queue q, named q00, q01, ...
+func singles(q string, n int) []runningGang {
+	var out []runningGang
+	for i := range n {
+		out = append(out, runningGang{queue: q, name: fmt.Sprintf("%s%02d", q, i), pods: 1, cards: 1})
+	}
+	return out
 }
 
 func mustRequest(t *testing.T, p *corev1.Pod) gpu.Request {
