@@ -50,10 +50,10 @@ func mayPreempt(g Group) bool {
 // deleted first, then whole units in order; units that turn out not to
 // be needed are given back. It returns the pods to delete (none when the
 // pods being deleted suffice) and where the demands fit then; ok is false
-// when no choice fits. A unit is chosen only if allow (when not nil)
-// allows it beside those chosen before it: a reclaim takes no more from a
-// queue than leaves it at its guarantee, or above the taker's share.
-func preemption(demands []Demand, need int, rooms []Room, units []*unit, allow func(chosen []*unit, u *unit) bool) (victims []*corev1.Pod, at placement, ok bool) {
+// when no choice fits, or when allow (when not nil) refuses the units
+// chosen together: a reclaim takes no more from a queue than leaves it at
+// its guarantee, or above the taker's share.
+func preemption(demands []Demand, need int, rooms []Room, units []*unit, allow func(chosen []*unit) bool) (victims []*corev1.Pod, at placement, ok bool) {
 	var ending, chosen []*unit
 	for _, u := range units {
 		if u.ending {
@@ -69,7 +69,7 @@ func preemption(demands []Demand, need int, rooms []Room, units []*unit, allow f
 		if ok || len(chosen) == maxUnits {
 			break
 		}
-		if u.ending || allow != nil && !allow(chosen, u) {
+		if u.ending {
 			continue
 		}
 		chosen = append(chosen, u)
@@ -84,6 +84,9 @@ func preemption(demands []Demand, need int, rooms []Room, units []*unit, allow f
 		if p, ok := fits(slices.Concat(ending, without)); ok {
 			chosen, at = without, p
 		}
+	}
+	if allow != nil && !allow(chosen) {
+		return nil, placement{}, false
 	}
 	for _, u := range chosen {
 		for _, pa := range u.pods {
