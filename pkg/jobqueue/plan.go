@@ -337,7 +337,6 @@ func (c *computation) admittedFirst() {
 		_, at := fitFirst(demands, c.rooms, len(g.Pending), &c.cursor)
 		if leaf := c.leaf(g); leaf != nil {
 			c.tree.Charge(leaf, demandUsage(c.tree, demands, at, c.rooms, c.largestMiB))
-			c.tree.CountWork(leaf, true)
 		}
 		c.plan.Decisions[g.Key] = admitted
 		c.protect(g, demands, at)
@@ -422,7 +421,7 @@ func (c *computation) decide(g *Group, leaf *queuetree.Node) {
 				return
 			}
 			c.tree.Charge(leaf, use)
-			c.tree.CountWork(leaf, true)
+			c.pick.charged(leaf)
 		}
 		c.plan.Decisions[g.Key] = admitted
 		c.protect(g, demands, at)
@@ -549,7 +548,7 @@ func (c *computation) preempt(g *Group, leaf *queuetree.Node, demands []Demand, 
 		}
 	}
 	same := func(key string) bool { return c.tree.Queue(c.in.QueueOf[key]) == leaf }
-	victims, at, ok := preemption(demands, need, c.rooms, unitsBelow(*g, units, same), nil)
+	victims, at, ok := preemption(demands, need, c.rooms, unitsBelow(*g, units, same, c.demandOf), nil)
 	if !ok {
 		return false
 	}
@@ -568,13 +567,34 @@ func (c *computation) preempt(g *Group, leaf *queuetree.Node, demands []Demand, 
 // the pass saw free while a group holds a reservation.
 func (c *computation) finish() Plan {
 	if !c.tree.Empty() {
+		// Work counted once: each running unit (a group with members
+		// bound, a pod alone), then each admitted or waiting group not
+		// running yet.
+		counted := map[string]bool{}
+		for r := range c.rooms {
+			for _, p := range c.rooms[r].Pods {
+				key := unitKey(p)
+				if counted[key] {
+					continue
+				}
+				counted[key] = true
+				if leaf := c.tree.Queue(c.in.QueueOf[key]); leaf != nil {
+					c.tree.CountWork(leaf, true)
+				}
+			}
+		}
 		for _, g := range c.groups {
 			leaf := c.leaf(g)
-			if d := c.plan.Decisions[g.Key]; leaf == nil || d.Admitted || d.Reason == ReasonUnplaceable {
+			if leaf == nil || counted[g.Key] {
 				continue
 			}
-			c.tree.Wait(leaf, c.estimate[g])
-			c.tree.CountWork(leaf, false)
+			switch d := c.plan.Decisions[g.Key]; {
+			case d.Admitted:
+				c.tree.CountWork(leaf, true)
+			case d.Reason != ReasonUnplaceable:
+				c.tree.Wait(leaf, c.estimate[g])
+				c.tree.CountWork(leaf, false)
+			}
 		}
 		c.tree.FairShares()
 	}

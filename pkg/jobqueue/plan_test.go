@@ -432,25 +432,31 @@ func TestQueueOrder(t *testing.T) {
 	}
 }
 
-// A waiting group keeps the nodes it reserved while they can hold it,
-// though other nodes have more free now: its reservation does not move
-// onto nodes that groups admitted around it take meanwhile.
+// A waiting group keeps the nodes it reserved while no other node has more
+// free: its reservation does not move without a gain, and moves to a node
+// that frees more (TestJobQueueFence).
 func TestReservationKept(t *testing.T) {
-	rooms := []Room{room("a", 32, 4, 32, 1), room("b", 32, 4, 32, 0), room("c", 32, 4, 32, 3), room("d", 32, 4, 32, 2)}
+	// a to d have 2 cards free each; e has 3.
+	rooms := []Room{room("a", 32, 4, 32, 2), room("b", 32, 4, 32, 2), room("c", 32, 4, 32, 2), room("d", 32, 4, 32, 2)}
 	r := group("r", 2, 1, 4, 0, 0)
 	for _, tc := range []struct {
-		name string
-		last *Reservation
-		want []string
+		name  string
+		rooms []Room
+		last  *Reservation
+		want  []string
 	}{{
-		name: "first reservation: the freest nodes", want: []string{"c", "d"},
+		name: "first reservation: the first of the freest", rooms: rooms, want: []string{"a", "b"},
 	}, {
-		name: "kept", last: &Reservation{Holder: "ns/r", Nodes: map[string]Held{"a": {}, "b": {}}}, want: []string{"a", "b"},
+		name: "kept among as free", rooms: rooms, last: &Reservation{Holder: "ns/r", Nodes: map[string]Held{"c": {}, "d": {}}}, want: []string{"c", "d"},
 	}, {
-		name: "another group's is not kept", last: &Reservation{Holder: "ns/x", Nodes: map[string]Held{"a": {}, "b": {}}}, want: []string{"c", "d"},
+		name: "another group's is not kept", rooms: rooms, last: &Reservation{Holder: "ns/x", Nodes: map[string]Held{"c": {}, "d": {}}}, want: []string{"a", "b"},
+	}, {
+		name:  "moved to a node that freed more",
+		rooms: append(slices.Clone(rooms), room("e", 32, 4, 32, 3)),
+		last:  &Reservation{Holder: "ns/r", Nodes: map[string]Held{"c": {}, "d": {}}}, want: []string{"c", "e"},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			plan := Compute(Input{Rooms: rooms, Groups: []Group{r}, LastReservation: tc.last})
+			plan := Compute(Input{Rooms: tc.rooms, Groups: []Group{r}, LastReservation: tc.last})
 			if plan.Reservation == nil {
 				t.Fatalf("no reservation: %+v", plan.Decisions)
 			}

@@ -61,15 +61,13 @@ func held(g Group, demands []Demand, at placement, rooms []Room) (*Reservation, 
 }
 
 // reserve places need demands on the nodes as if they were empty
-// (allocatable resources, every card free), preferring the nodes kept (the
-// group's reservation of the last pass: a reservation that moved would
-// give up nodes already draining for it, and could land on nodes that
-// groups admitted around it meanwhile took), then the nodes with the most
-// free now (so the wait is shortest). It returns what it takes on each
-// room, by room index, and how many demands it placed: fewer than need
-// when the group never fits. Rooms in avoid (by index) are left out:
-// those where admitted members are being placed, whom a reservation
-// there would hold off the free cards they were given.
+// (allocatable resources, every card free), preferring the nodes with the
+// most free now (so the wait is shortest), and among nodes with as much
+// free, the ones kept (the group's reservation of the last pass), so that
+// the reservation does not move without a gain. It returns what it takes on
+// each room, by room index, and how many demands it placed. Rooms in avoid
+// (by index) are left out: those where admitted members are being placed,
+// whom a reservation there would hold off the free cards they were given.
 func reserve(demands []Demand, need int, rooms []Room, kept map[string]bool, avoid map[int]bool) (map[int]Held, int) {
 	order := slices.Clone(demands)
 	slices.SortStableFunc(order, largestFirst)
@@ -102,8 +100,8 @@ func reserve(demands []Demand, need int, rooms []Room, kept map[string]bool, avo
 			free := rooms[r].Free.Sub(t.Resources)
 			freeGPU := rooms[r].GPUs.FreeMilli() - heldMilli(t.GPUs)
 			keep := kept[rooms[r].Node.Name]
-			if best >= 0 && (bestKept && !keep || bestKept == keep &&
-				(freeGPU < bestGPU || (freeGPU == bestGPU && free.MilliCPU <= bestFree.MilliCPU))) {
+			if best >= 0 && (freeGPU < bestGPU || freeGPU == bestGPU && (free.MilliCPU < bestFree.MilliCPU ||
+				free.MilliCPU == bestFree.MilliCPU && (bestKept || !keep))) {
 				continue
 			}
 			if d.Allows(rooms[r].Node) {

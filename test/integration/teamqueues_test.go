@@ -225,20 +225,24 @@ func TestTeamQueueWeights(t *testing.T) {
 		return a+b == 12 && a >= 3 && a <= 5, fmt.Errorf("a %d, b %d bound", a, b)
 	})
 	// The pods that wait say so, naming their queue, and are not marked
-	// Unschedulable (a cluster autoscaler would add nodes for them).
-	pods, err := c.Client.CoreV1().Pods(nsA).List(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range pods.Items {
-		if p.Spec.NodeName != "" {
-			continue
+	// Unschedulable (a cluster autoscaler would add nodes for them). The
+	// queue writes their condition a moment after its pass.
+	localtest.Eventually(t, 30*time.Second, "waiting pods say why, naming their queue", func(ctx context.Context) (bool, error) {
+		pods, err := c.Client.CoreV1().Pods(nsA).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
 		}
-		cond := unschedulableCondition(&p)
-		if cond == nil || cond.Reason == corev1.PodReasonUnschedulable || !strings.Contains(cond.Message, "aischedqueue a") {
-			t.Errorf("waiting pod %s: condition %+v, want the queue's reason naming aischedqueue a", p.Name, cond)
+		for _, p := range pods.Items {
+			if p.Spec.NodeName != "" {
+				continue
+			}
+			cond := unschedulableCondition(&p)
+			if cond == nil || cond.Reason == corev1.PodReasonUnschedulable || !strings.Contains(cond.Message, "aischedqueue a") {
+				return false, fmt.Errorf("waiting pod %s: condition %+v, want the queue's reason naming aischedqueue a", p.Name, cond)
+			}
 		}
-	}
+		return true, nil
+	})
 }
 
 // TestTeamQueueRefused: the apiserver refuses bad queues naming the field;
@@ -477,4 +481,56 @@ func TestTeamQueueFailover(t *testing.T) {
 		t.Errorf("Reclaimed events by pod %v, want one for each of v-0 and v-1", reclaimed)
 	}
 	checkCardsOnce(t, c, nsA)
+}
+
+// TestTeamQueueWebhook: with the controller's webhook, the apiserver
+// refuses what needs the other queues, naming the field: children
+// guaranteed more than their parent, a cycle of parents, and a queue that
+// holds work made a parent.
+func TestTeamQueueWebhook(t *testing.T) {
+	t.Parallel()
+	cluster, err := clusterfile.Parse(t.Name(), []byte(`apiVersion: aisched.io/v1alpha1
+kind: Cluster
+nodePools:
+  - {name: gpu, count: 1, cpu: "16", memory: 64Gi, gpus: {count: 4, model: Tesla-T4, memoryMiB: 15360}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := localtest.Start(t, local.Options{Cluster: cluster, Platform: &local.PlatformOptions{}})
+	ctx := context.Background()
+	client := createQueues(t, c, gpuQueue("dept", "", 4, 1), gpuQueue("team-a", "dept", 3, 1), gpuQueue("x", "y", 0, 1), gpuQueue("y", "", 0, 1),
+		gpuQueue("busy", "", 2, 1))
+	ns := createNamespace(t, c.Client)
+	createPods(t, c, utiltesting.MakePod("work", ns).SchedulerName(scheduler.AischedProfile).Req(corev1.ResourceCPU, "100m").GPU(1).
+		Label(aischedv1alpha1.QueueLabel, "busy").Obj())
+	localtest.Eventually(t, 30*time.Second, "busy holds work", func(ctx context.Context) (bool, error) {
+		q, err := client.AischedV1alpha1().AischedQueues().Get(ctx, "busy", metav1.GetOptions{})
+		return err == nil && q.Status.AdmittedGroups > 0, err
+	})
+	for name, tc := range map[string]struct {
+		q    *aischedv1alpha1.Queue
+		want string
+	}{
+		"children over their parent": {gpuQueue("team-b", "dept", 2, 1), "spec.resources[nvidia.com/gpu].guaranteed: Invalid value: \"5\": the children of aischedqueue dept are guaranteed 5"},
+		"a child of a child":         {gpuQueue("z", "x", 0, 1), ""},
+		"a queue with work a parent": {gpuQueue("child", "busy", 0, 1), "spec.parent: Invalid value: \"busy\": aischedqueue busy holds work"},
+	} {
+		_, err := client.AischedV1alpha1().AischedQueues().Create(ctx, tc.q, metav1.CreateOptions{})
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: refused: %v", name, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: %v, want an error with %q", name, err, tc.want)
+		}
+	}
+	// y made a child of x, whose parent is y: a cycle.
+	y, err := client.AischedV1alpha1().AischedQueues().Get(ctx, "y", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	y.Spec.Parent = "x"
+	if _, err := client.AischedV1alpha1().AischedQueues().Update(ctx, y, metav1.UpdateOptions{}); err == nil || !strings.Contains(err.Error(), "cycle of parents: y -> x -> y") {
+		t.Errorf("a cycle: %v, want it refused naming the cycle", err)
+	}
 }

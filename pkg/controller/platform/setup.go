@@ -12,6 +12,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	aischedv1alpha1 "github.com/aisched/aisched/apis/aisched/v1alpha1"
 	"github.com/aisched/aisched/apis/platform/v1alpha1"
 	"github.com/aisched/aisched/pkg/platform/refs"
 )
@@ -37,6 +38,10 @@ func NewScheme() (*runtime.Scheme, error) {
 		return nil, err
 	}
 	if err := v1alpha1.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	// The team queues' webhook (pkg/webhook/queues) decodes aischedqueues.
+	if err := aischedv1alpha1.AddToScheme(s); err != nil {
 		return nil, err
 	}
 	return s, nil

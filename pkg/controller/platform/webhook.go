@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"path"
@@ -20,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/aisched/aisched/apis/platform/v1alpha1"
+	"github.com/aisched/aisched/pkg/webhook/queues"
 )
 
 // The admission webhook's paths, one per kind it validates.
@@ -32,12 +34,14 @@ const (
 // platform (the Helm chart ships it; `aisched up` makes it).
 const WebhookConfigurationName = "aisched-platform"
 
-// ValidatingWebhooks are the platform's webhooks, reached through
+// ValidatingWebhooks are the controller's webhooks, reached through
 // clientConfig(path). CRD validation (OpenAPI, CEL) covers each object on
 // its own; the webhooks refuse what only a lookup can tell: a reference to
-// an Operator or OperatorInstance that does not exist, and path patterns
-// that do not parse. They run only when an object is created or its
-// reference changes, never on pods.
+// an Operator or OperatorInstance that does not exist, path patterns that
+// do not parse, and team queues that do not fit the others (cycles,
+// children over their parent, a queue with work made a parent: package
+// webhook/queues). They run only when an object is created or changed,
+// never on pods.
 func ValidatingWebhooks(clientConfig func(path string) admissionregistrationv1.WebhookClientConfig) []admissionregistrationv1.ValidatingWebhook {
 	hook := func(name, resource, path string) admissionregistrationv1.ValidatingWebhook {
 		return admissionregistrationv1.ValidatingWebhook{
@@ -63,6 +67,7 @@ func ValidatingWebhooks(clientConfig func(path string) admissionregistrationv1.W
 	return []admissionregistrationv1.ValidatingWebhook{
 		hook("operatorinstances.platform.aisched.io", "operatorinstances", instanceWebhookPath),
 		hook("aiservices.platform.aisched.io", "aiservices", serviceWebhookPath),
+		queues.ValidatingWebhook(clientConfig(queues.Path)),
 	}
 }
 
@@ -70,10 +75,12 @@ func ValidatingWebhooks(clientConfig func(path string) admissionregistrationv1.W
 // from the apiserver, not a cache: an Operator created a moment before its
 // instance must be found.
 func WebhookHandlers(scheme *runtime.Scheme, reader client.Reader) map[string]http.Handler {
-	return map[string]http.Handler{
+	handlers := map[string]http.Handler{
 		instanceWebhookPath: admission.WithValidator[*v1alpha1.OperatorInstance](scheme, &instanceValidator{reader: reader}),
 		serviceWebhookPath:  admission.WithValidator[*v1alpha1.AIService](scheme, &serviceValidator{reader: reader}),
 	}
+	maps.Copy(handlers, queues.Handlers(scheme, reader))
+	return handlers
 }
 
 type instanceValidator struct{ reader client.Reader }
