@@ -290,3 +290,46 @@ func TestQueuesDocExample(t *testing.T) {
 		}
 	}
 }
+
+// TestTeamQueuesReservationBesideAdmitted is the state TestTeamQueueWeights
+// (test/integration) once stopped in: queues a and b of weight 1 and 2
+// share three nodes of four cards, a runs 5 single-card pods and b 6, and
+// one card is free, on n1. b's next pod is admitted onto it; a's, which
+// does not fit, reserves capacity elsewhere: a reservation on n1 would
+// hold the admitted pod off its card (the scheduler lets pods of the
+// reservation's priority and below take only what exceeds it), and the
+// card would stay idle.
+func TestTeamQueuesReservationBesideAdmitted(t *testing.T) {
+	rooms := []Room{room("n1", 32, 4, 32, 4), room("n2", 32, 4, 32, 4), room("n3", 32, 4, 32, 4)}
+	queueOf := map[string]string{}
+	k := 0
+	for r, queues := range [][]string{{"a", "a", "a"}, {"a", "a", "b", "b"}, {"b", "b", "b", "b"}} {
+		for _, q := range queues {
+			name := fmt.Sprintf("%s%02d", q, k)
+			k++
+			queueOf["ns/"+name] = q
+			bindOn(t, &rooms[r], pod(name, 1, 1), 0)
+		}
+	}
+	tree, problems := queuetree.Build([]queuetree.Spec{teamQueue("a", "", 0, queuetree.Unlimited, 1), teamQueue("b", "", 0, queuetree.Unlimited, 2)}, capacityOf(rooms))
+	if len(problems) > 0 {
+		t.Fatalf("queues: %v", problems)
+	}
+	in := Input{Rooms: rooms, Queues: tree, QueueOf: queueOf, Backfill: true}
+	for i := 20; i < 27; i++ {
+		for _, q := range []string{"a", "b"} {
+			g := group(fmt.Sprintf("%s%02d", q, i), 1, 1, 1, i, 0)
+			g.Queue = q
+			in.Groups = append(in.Groups, g)
+		}
+	}
+	plan := Compute(in)
+	if d := plan.Decisions["ns/b20"]; !d.Admitted {
+		t.Fatalf("b20: %+v, want it admitted onto n1's free card", d)
+	}
+	if r := plan.Reservation; r != nil {
+		if _, ok := r.Nodes["n1"]; ok {
+			t.Errorf("reservation of %s holds n1, where b20 is placed: %+v", r.Holder, r.Nodes)
+		}
+	}
+}
