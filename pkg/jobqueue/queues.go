@@ -56,7 +56,7 @@ func usageOf(t *queuetree.Tree, req Resources, r gpu.Request, room *Room, cards 
 	cardMiB := largestMiB
 	if room != nil && room.GPUs.Cards != nil && len(cards) > 0 {
 		if c, ok := cardAt(room.GPUs.Cards, cards[0]); ok {
-			model, cardMiB = c.Model, int64(c.MemoryMiB)
+			model, cardMiB = c.Model, c.MemoryMiB
 		}
 	}
 	if r.Shared() && milli == 0 && cardMiB > 0 {
@@ -116,7 +116,7 @@ func largestCardMiB(rooms []Room) int64 {
 	for i := range rooms {
 		if set := rooms[i].GPUs.Cards; set != nil {
 			for _, c := range set.Cards {
-				largest = max(largest, int64(c.MemoryMiB))
+				largest = max(largest, c.MemoryMiB)
 			}
 		}
 	}

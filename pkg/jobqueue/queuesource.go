@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -254,17 +253,4 @@ func leafProblem(t *queuetree.Tree, name string) string {
 		return fmt.Sprintf("%s has child queues; only leaf queues hold work", n.Object)
 	}
 	return ""
-}
-
-// namespacesWithQueue lists the namespaces labelled with a queue, for the
-// console.
-func (s *queueSource) namespacesWithQueue() map[string]string {
-	out := map[string]string{}
-	list, _ := s.namespaces.List(labels.Everything())
-	for _, ns := range list {
-		if q := ns.Labels[aischedv1alpha1.QueueLabel]; q != "" {
-			out[ns.Name] = q
-		}
-	}
-	return out
 }
