@@ -179,6 +179,22 @@ func TestTeamQueues(t *testing.T) {
 		},
 		want: map[string]Reason{"ns/a1": ReasonWaitingForCapacity},
 	}, {
+		// b is guaranteed 12 and runs 16 single-card pods, those of
+		// lowest priority one on each node (chosen first). a, guaranteed
+		// 4, waits for a pod of 4 on one node: the four of lowest priority
+		// would leave b at 12 but free no node; the choice goes on until
+		// n1 is free and gives back the pods it does not need, and b's four
+		// pods on n1 together leave it at its guarantee.
+		name: "victims checked together once the unneeded are given back",
+		tc: teamsCase{
+			queues:  []queuetree.Spec{teamQueue("a", "", gpus(4), queuetree.Unlimited, 1), teamQueue("b", "", gpus(12), queuetree.Unlimited, 1)},
+			running: lowestPerNode(singles("b", 16)),
+			waiting: []waitingGang{{queue: "a", group: group("a1", 1, 1, 4, 0, 0)}},
+		},
+		want:        map[string]Reason{"ns/a1": ReasonReclaiming},
+		wantVictims: []string{"b00-0", "b01-0", "b02-0", "b03-0"},
+		wantFrom:    []string{"aischedqueue b"},
+	}, {
 		// A queue's limit stops its work before the capacity does.
 		name: "limit",
 		tc: teamsCase{
@@ -242,6 +258,18 @@ func singles(q string, n int) []runningGang {
 		out = append(out, runningGang{queue: q, name: fmt.Sprintf("%s%02d", q, i), pods: 1, cards: 1})
 	}
 	return out
+}
+
+// lowestPerNode gives the first of every four running units priority 0
+// and the others 1: bound first fit on nodes of four cards, one unit of
+// lowest priority on each node.
+func lowestPerNode(units []runningGang) []runningGang {
+	for i := range units {
+		if i%4 != 0 {
+			units[i].priority = 1
+		}
+	}
+	return units
 }
 
 func mustRequest(t *testing.T, p *corev1.Pod) gpu.Request {
