@@ -64,6 +64,13 @@ up: ## Build bin/aisched (listing packages as they compile) and run a whole simu
 	$(GO) build -v -ldflags '$(LDFLAGS)' -o bin/aisched ./cmd/aisched
 	bin/aisched up $(ARGS)
 
+# BENCH_ARGS adds flags to make bench, e.g. BENCH_ARGS='--rows 3,4 --rounds 5'.
+BENCH_ARGS ?=
+.PHONY: bench
+bench: ## The throughput table (pkg/bench/throughput Suite): aisched against upstream on CPU, GPU, shared, busy-cluster and gang cases, 15,000 nodes with memory; markdown with the core count (an hour or more on 2 cores).
+	$(GO) build -ldflags '$(LDFLAGS)' -o bin/aisched ./cmd/aisched
+	bin/aisched bench throughput --suite --format table $(BENCH_ARGS)
+
 .PHONY: bench-gateway
 bench-gateway: ## Measure the gateway's added latency under load (ARGS=... adds flags).
 	$(GO) run -ldflags '$(LDFLAGS)' ./cmd/aisched bench gateway --format table $(ARGS)
@@ -127,7 +134,7 @@ gpu-check: ## On a node with NVIDIA GPUs and PyTorch: the agent's nvidia-smi rea
 	  $(GO) test -count=1 -v -run '^TestReal' ./pkg/agent/nvidiasmi/ ./pkg/agent/deliver/
 
 .PHONY: bench-sim
-bench-sim: ## Time the simulator: a seed scenario run (Go benchmark), every seed scenario, and, with TRACE=DIR, one policy x one seed of the Alibaba default trace.
+bench-sim: ## Time the simulator: a shipped scenario run (Go benchmark), every shipped scenario, and, with TRACE=DIR, one policy x one seed of the Alibaba default trace.
 	$(GO) test -run '^$$' -bench ScenarioRun -benchtime 5x ./pkg/sim/
 	$(GO) run -ldflags '$(LDFLAGS)' ./cmd/aisched sim run scenarios/ > /dev/null
 	@if [ -n "$(TRACE)" ]; then for p in BestFit aisched; do \

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -25,12 +26,21 @@ const itemLabel = "sim.aisched.io/item"
 type record struct {
 	scenario *scenario.Scenario
 	pods     *simcluster.PodObserver
-	// rejected counts the pods the apiserver refused.
+	// rejected counts the pods the apiserver refused for good.
 	rejected int
+	// evicted is called with each pod deleted after an eviction (the
+	// submitter replaces it).
+	evicted func(*corev1.Pod)
+
+	// mu guards what follows: pods arrive from the run's loop, and
+	// replacements of evicted pods from the observer's goroutine.
+	mu sync.Mutex
 	// groups are the workload's pod groups by key, groupOf the group of
 	// each pod of one.
 	groups  map[string]groupArrival
 	groupOf map[string]string
+	// teams follows the teams of a scenario with queues; nil without.
+	teams *metrics.Teams
 }
 
 // groupArrival is when a pod group's first member arrived and its
@@ -40,8 +50,12 @@ type groupArrival struct {
 	minAvailable int
 }
 
-// arrived records the arrival of pod at at.
+// arrived records the arrival of pod at at: in its group, and in its
+// team.
 func (r *record) arrived(pod *corev1.Pod, at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.arriveInTeam(pod, at)
 	g, ok := pod.Labels[podgroup.NameLabel]
 	if !ok {
 		return
@@ -51,6 +65,17 @@ func (r *record) arrived(pod *corev1.Pod, at time.Time) {
 	if _, seen := r.groups[key]; !seen {
 		min, _ := strconv.Atoi(pod.Labels[podgroup.MinAvailableLabel])
 		r.groups[key] = groupArrival{at: at, minAvailable: min}
+	}
+}
+
+// observe follows each change of a pod the observer sees: the teams are
+// told, and a pod deleted after an eviction is replaced.
+func (r *record) observe(ev simcluster.PodEvent) {
+	r.mu.Lock()
+	r.observeTeams(ev)
+	r.mu.Unlock()
+	if ev.Deleted && evicted(ev.Pod) && r.evicted != nil {
+		r.evicted(ev.Pod)
 	}
 }
 
@@ -144,6 +169,12 @@ func (r *record) measure(ctx context.Context, c simcluster.Cluster, firstArrival
 	if !lastBind.IsZero() {
 		res.PodsPerSecond = metrics.PodsPerSecond(scheduled, lastBind.Sub(firstArrival))
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.teams != nil {
+		r.teams.Finish(c.Now())
+		r.teams.Fill(&res)
+	}
 	return res, nil
 }
 
@@ -153,26 +184,52 @@ func (r *record) measure(ctx context.Context, c simcluster.Cluster, firstArrival
 const partialAfter = time.Second
 
 // trackGroups plays the run's pod groups through a GroupTracker: each
-// created when its first member arrived, then its members' bindings in the
-// order the observer saw them.
+// created when its first member arrived, then its members' bindings, and
+// the deletions of those bound and not ended (evicted), in the order the
+// observer saw them.
 func (r *record) trackGroups() *metrics.GroupTracker {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	t := metrics.NewGroupTracker(partialAfter)
 	for key, g := range r.groups {
 		t.Created(key, g.minAvailable, g.at)
 	}
-	type binding struct {
-		group string
-		at    time.Time
+	type change struct {
+		group   string
+		at      time.Time
+		unbound bool
 	}
-	var bindings []binding
+	var changes []change
 	for pod, group := range r.groupOf {
-		if seen, ok := r.pods.Pod(pod); ok && !seen.Bound.IsZero() {
-			bindings = append(bindings, binding{group, seen.Bound})
+		seen, ok := r.pods.Pod(pod)
+		if !ok || seen.Bound.IsZero() {
+			continue
+		}
+		changes = append(changes, change{group: group, at: seen.Bound})
+		if !seen.Deleted.IsZero() && seen.Ended.IsZero() {
+			changes = append(changes, change{group: group, at: seen.Deleted, unbound: true})
 		}
 	}
-	slices.SortFunc(bindings, func(a, b binding) int { return a.at.Compare(b.at) })
-	for _, b := range bindings {
-		t.Bound(b.group, b.at)
+	// At the same time a binding comes first: a pod is bound before it
+	// is deleted.
+	slices.SortFunc(changes, func(a, b change) int {
+		if c := a.at.Compare(b.at); c != 0 {
+			return c
+		}
+		switch {
+		case a.unbound == b.unbound:
+			return 0
+		case a.unbound:
+			return 1
+		}
+		return -1
+	})
+	for _, c := range changes {
+		if c.unbound {
+			t.Unbound(c.group, c.at)
+		} else {
+			t.Bound(c.group, c.at)
+		}
 	}
 	return t
 }

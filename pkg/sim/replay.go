@@ -210,7 +210,7 @@ func replayOne(ctx context.Context, opts ReplayOptions, pools []clusterfile.Node
 		return metrics.Result{}, err
 	}
 
-	observer, err := simcluster.ObservePods(ctx, c)
+	observer, err := simcluster.ObservePods(ctx, c, nil)
 	if err != nil {
 		return metrics.Result{}, err
 	}

@@ -90,7 +90,7 @@ func Run(ctx context.Context, s *scenario.Scenario, opts Options) (*report.Repor
 			jobs = append(jobs, job{
 				label: fmt.Sprintf("%s, seed %d", p.Name, seed), size: len(arrivals),
 				run: func(ctx context.Context, step func(int)) (metrics.Result, error) {
-					return runOne(ctx, s, cfg, arrivals, opts, step)
+					return runOne(ctx, s, cfg, p.Admission, arrivals, opts, step)
 				},
 			})
 		}
@@ -223,12 +223,13 @@ func buildPod(it scenario.Item, k int, profile string) *corev1.Pod {
 
 func priorityClassName(v int32) string { return "sim-priority-" + strconv.Itoa(int(v)) }
 
-// runOne runs the arrivals on a fresh cluster under cfg, calling step
-// after each arrival.
-func runOne(ctx context.Context, s *scenario.Scenario, cfg *config.KubeSchedulerConfiguration, arrivals []arrival, opts Options, step func(int)) (_ metrics.Result, err error) {
+// runOne runs the arrivals on a fresh cluster under cfg and admission
+// (of a scenario with queues), calling step after each arrival.
+func runOne(ctx context.Context, s *scenario.Scenario, cfg *config.KubeSchedulerConfiguration, admission string, arrivals []arrival, opts Options, step func(int)) (_ metrics.Result, err error) {
 	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
-	c, err := opts.Engine.Start(ctx, simcluster.Options{NodePools: s.Cluster.NodePools, SchedulerConfig: cfg, MetricsInterval: time.Second})
+	c, err := opts.Engine.Start(ctx, simcluster.Options{NodePools: s.Cluster.NodePools, SchedulerConfig: cfg, MetricsInterval: metricsInterval(s),
+		ResourceQuotas: true})
 	if err != nil {
 		return metrics.Result{}, err
 	}
@@ -237,30 +238,32 @@ func runOne(ctx context.Context, s *scenario.Scenario, cfg *config.KubeScheduler
 			err = stopErr
 		}
 	}()
-	if err := prepare(ctx, c, s); err != nil {
+	if err := prepare(ctx, c, s, admission); err != nil {
 		return metrics.Result{}, err
 	}
-	pods, err := simcluster.ObservePods(ctx, c)
+
+	start := c.Now()
+	rec := &record{scenario: s, groups: map[string]groupArrival{}, groupOf: map[string]string{}, teams: newTeams(s, start, arrivals)}
+	// A pod the apiserver refuses for a quota is created again later, and
+	// one evicted is replaced, as the Job controller does; one refused
+	// for another reason (or still refused at the end) never runs: it
+	// counts as pending.
+	sub := newSubmitter(c, func(p *corev1.Pod) { rec.arrived(p, c.Now()) })
+	rec.evicted = func(p *corev1.Pod) { _ = sub.replace(ctx, p) }
+	pods, err := simcluster.ObservePods(ctx, c, rec.observe)
 	if err != nil {
 		return metrics.Result{}, err
 	}
 	defer pods.Stop()
+	rec.pods = pods
 
-	start := c.Now()
-	rec := &record{scenario: s, pods: pods, groups: map[string]groupArrival{}, groupOf: map[string]string{}}
 	for i, a := range arrivals {
 		step(i)
-		if err := c.RunUntil(ctx, start.Add(a.at)); err != nil {
+		if err := sub.runUntil(ctx, start.Add(a.at)); err != nil {
 			return metrics.Result{}, err
 		}
-		rec.arrived(a.pod, c.Now())
-		if _, err := c.Client().CoreV1().Pods(a.pod.Namespace).Create(ctx, a.pod, metav1.CreateOptions{}); err != nil {
-			// A pod the apiserver refuses (a quota) never runs: it counts
-			// as pending.
-			if ctx.Err() != nil {
-				return metrics.Result{}, ctx.Err()
-			}
-			rec.rejected++
+		if err := sub.submit(ctx, a.pod); err != nil {
+			return metrics.Result{}, err
 		}
 	}
 	step(len(arrivals))
@@ -274,7 +277,7 @@ func runOne(ctx context.Context, s *scenario.Scenario, cfg *config.KubeScheduler
 		if c.Now().Sub(last) >= opts.Settle {
 			break
 		}
-		if err := c.RunUntil(ctx, earlier(last.Add(opts.Settle), c.Now().Add(200*time.Millisecond))); err != nil {
+		if err := sub.runUntil(ctx, earlier(last.Add(opts.Settle), c.Now().Add(200*time.Millisecond))); err != nil {
 			return metrics.Result{}, err
 		}
 	}
@@ -285,15 +288,17 @@ func runOne(ctx context.Context, s *scenario.Scenario, cfg *config.KubeScheduler
 	if err := checkCards(ctx, c, s.Cluster.NodePools); err != nil {
 		return metrics.Result{}, err
 	}
+	rec.rejected = sub.left()
 	return rec.measure(ctx, c, start.Add(arrivals[0].at))
 }
 
-// prepare creates the namespaces, their quotas and the priority classes,
+// prepare creates the namespaces, their quotas, the team queues (or the
+// quotas that stand for them) under admission, and the priority classes,
 // and waits until pods can be created.
-func prepare(ctx context.Context, c simcluster.Cluster, s *scenario.Scenario) error {
+func prepare(ctx context.Context, c simcluster.Cluster, s *scenario.Scenario, admission string) error {
 	client := c.Client()
 	for _, ns := range s.Namespaces {
-		if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns.Name}}, metav1.CreateOptions{}); err != nil {
+		if _, err := client.CoreV1().Namespaces().Create(ctx, namespaceOf(ns, admission), metav1.CreateOptions{}); err != nil {
 			return err
 		}
 		if len(ns.Quota) > 0 {
@@ -306,6 +311,9 @@ func prepare(ctx context.Context, c simcluster.Cluster, s *scenario.Scenario) er
 				return fmt.Errorf("namespace %s: quota: %w", ns.Name, err)
 			}
 		}
+	}
+	if err := prepareQueues(ctx, c, s, admission); err != nil {
+		return err
 	}
 	for value := range priorities(s) {
 		pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: priorityClassName(value)}, Value: value}

@@ -12,9 +12,11 @@
 //     behaviours the scheduler and the kubelets rely on (fakeAPI), and a
 //     virtual clock (package vclock) that jumps from one event to the next
 //     once the cluster is quiet, so that arrivals, run durations, backoffs
-//     and Permit timeouts cost no wall time. It cannot model admission
-//     (ResourceQuota, LimitRange, webhooks) or controllers (Jobs,
-//     Deployments, garbage collection); runs that need them use APIServer.
+//     and Permit timeouts cost no wall time. Of admission it models
+//     priority and, when asked (Options.ResourceQuotas), ResourceQuota
+//     for pods with its controller's counting; it cannot model LimitRange,
+//     webhooks or controllers (Jobs, Deployments, garbage collection):
+//     runs that need them use APIServer.
 //     StartSnapshot starts it from a copy of a live cluster's objects.
 //
 // A PodObserver (ObservePods) records what the runners above wait on and

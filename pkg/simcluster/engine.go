@@ -72,4 +72,10 @@ type Options struct {
 	MetricsInterval time.Duration
 	// DiscardSchedulerEvents drops the scheduler's Events.
 	DiscardSchedulerEvents bool
+	// ResourceQuotas makes the fast engine admit pods against their
+	// namespaces' ResourceQuotas and count the quotas' use, as
+	// kube-apiserver's quota admission and the quota controller do
+	// (modelQuotas); without it the fast engine refuses to create a
+	// ResourceQuota. The apiserver engine always does.
+	ResourceQuotas bool
 }

@@ -86,10 +86,14 @@ func startFastAt(ctx context.Context, start time.Time, opts Options, load func(*
 	if err := load(api); err != nil {
 		return nil, err
 	}
-	api.core.PrependReactor("create", "resourcequotas", func(k8stesting.Action) (bool, runtime.Object, error) {
-		return true, nil, apierrors.NewForbidden(corev1.Resource("resourcequotas"), "",
-			errors.New("the fast engine has no ResourceQuota admission or quota controller; run on the apiserver engine"))
-	})
+	if opts.ResourceQuotas {
+		api.modelQuotas()
+	} else {
+		api.core.PrependReactor("create", "resourcequotas", func(k8stesting.Action) (bool, runtime.Object, error) {
+			return true, nil, apierrors.NewForbidden(corev1.Resource("resourcequotas"), "",
+				errors.New("this simulation has no ResourceQuota admission or quota controller"))
+		})
+	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	f := &fastCluster{api: api, clock: clk, cancel: cancel}
 	defer func() {

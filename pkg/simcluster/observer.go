@@ -19,15 +19,20 @@ import (
 // each pod was first seen bound, when it was first seen ended, and why
 // the scheduler last left it pending. It is the one observer of pods of
 // every harness: scenario runs measure from it, trace replays and whatif
-// wait on it; the throughput benchmark measures from it too.
+// wait on it; the throughput benchmark measures from it too. A runner
+// that follows each change in order (a scenario's teams, the evicted pods
+// it replaces) is told of every one (PodEvent).
 type PodObserver struct {
 	client kubernetes.Interface
 	now    func() time.Time
 	stop   func()
+	// notify, when not nil, is told of each change in the order seen.
+	notify func(PodEvent)
 
 	mu   sync.Mutex
 	pods map[string]*PodState
-	// last is when a pod was last seen bound or ended.
+	// last is when a pod was last seen bound, ended, or deleted while it
+	// ran.
 	last time.Time
 	// changed is closed, and replaced, whenever a pod's state changes.
 	changed chan struct{}
@@ -43,6 +48,19 @@ type PodState struct {
 	// Ended is when the pod was first seen Succeeded or Failed; zero
 	// until then.
 	Ended time.Time
+	// Deleted is when the pod was seen deleted; zero until then.
+	Deleted time.Time
+}
+
+// PodEvent is one change of a pod, as the observer saw it at the
+// cluster's time.
+type PodEvent struct {
+	// Pod is the pod as it is now; for a pod deleted, its last state.
+	Pod *corev1.Pod
+	// At is the cluster's time of the change.
+	At time.Time
+	// Deleted says the pod was deleted.
+	Deleted bool
 }
 
 // NotScheduled is the pod's PodScheduled=False condition as last seen: why
@@ -66,20 +84,27 @@ func NotScheduled(pod *corev1.Pod) *corev1.PodCondition {
 }
 
 // ObservePods starts observing every pod of c at c's time, and returns
-// once the observer has seen the pods c has now. Stop ends it.
-func ObservePods(ctx context.Context, c Cluster) (*PodObserver, error) {
-	return ObserveClient(ctx, c.Client(), c.Now)
+// once the observer has seen the pods c has now. notify, when not nil, is
+// told of each change, one at a time in the order seen (from the
+// informer's goroutine). Stop ends it.
+func ObservePods(ctx context.Context, c Cluster, notify func(PodEvent)) (*PodObserver, error) {
+	return observe(ctx, c.Client(), c.Now, notify)
 }
 
 // ObserveClient is ObservePods for any cluster client, with now its time:
 // a real cluster's is time.Now.
 func ObserveClient(ctx context.Context, client kubernetes.Interface, now func() time.Time) (*PodObserver, error) {
-	o := &PodObserver{client: client, now: now, pods: map[string]*PodState{}, changed: make(chan struct{})}
+	return observe(ctx, client, now, nil)
+}
+
+func observe(ctx context.Context, client kubernetes.Interface, now func() time.Time, notify func(PodEvent)) (*PodObserver, error) {
+	o := &PodObserver{client: client, now: now, notify: notify, pods: map[string]*PodState{}, changed: make(chan struct{})}
 	factory := informers.NewSharedInformerFactory(client, 0)
 	informer := factory.Core().V1().Pods().Informer()
 	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    o.observe,
 		UpdateFunc: func(_, obj interface{}) { o.observe(obj) },
+		DeleteFunc: o.deleted,
 	}); err != nil {
 		return nil, err
 	}
@@ -105,12 +130,7 @@ func (o *PodObserver) observe(obj interface{}) {
 	now := o.now()
 	key := pod.Namespace + "/" + pod.Name
 	o.mu.Lock()
-	defer o.mu.Unlock()
-	s := o.pods[key]
-	if s == nil {
-		s = &PodState{}
-		o.pods[key] = s
-	}
+	s := o.state(key)
 	s.Pod = pod
 	if pod.Spec.NodeName != "" && s.Bound.IsZero() {
 		s.Bound, o.last = now, now
@@ -119,6 +139,52 @@ func (o *PodObserver) observe(obj interface{}) {
 	if (pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed) && s.Ended.IsZero() {
 		s.Ended, o.last = now, now
 	}
+	o.changedLocked()
+	o.mu.Unlock()
+	if o.notify != nil {
+		o.notify(PodEvent{Pod: pod, At: now})
+	}
+}
+
+// deleted records a pod deleted; one bound and not ended frees room.
+func (o *PodObserver) deleted(obj interface{}) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	now := o.now()
+	o.mu.Lock()
+	s := o.state(pod.Namespace + "/" + pod.Name)
+	s.Pod = pod
+	if s.Deleted.IsZero() {
+		s.Deleted = now
+		if !s.Bound.IsZero() && s.Ended.IsZero() {
+			o.last = now
+		}
+	}
+	o.changedLocked()
+	o.mu.Unlock()
+	if o.notify != nil {
+		o.notify(PodEvent{Pod: pod, At: now, Deleted: true})
+	}
+}
+
+// state is the state of the pod key, made when new. Called with o.mu
+// held.
+func (o *PodObserver) state(key string) *PodState {
+	s := o.pods[key]
+	if s == nil {
+		s = &PodState{}
+		o.pods[key] = s
+	}
+	return s
+}
+
+// changedLocked wakes the waiters. Called with o.mu held.
+func (o *PodObserver) changedLocked() {
 	close(o.changed)
 	o.changed = make(chan struct{})
 }
@@ -135,8 +201,8 @@ func (o *PodObserver) Pod(key string) (PodState, bool) {
 	return *s, true
 }
 
-// LastChange is when a pod was last seen bound or ended; zero when none
-// was.
+// LastChange is when a pod was last seen bound, ended, or deleted while
+// it ran; zero when none was.
 func (o *PodObserver) LastChange() time.Time {
 	o.mu.Lock()
 	defer o.mu.Unlock()

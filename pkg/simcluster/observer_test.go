@@ -16,7 +16,7 @@ func TestPodObserver(t *testing.T) {
 	c := startTestCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	pods, err := ObservePods(ctx, c)
+	pods, err := ObservePods(ctx, c, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	aischedconfig "github.com/aisched/aisched/apis/config"
 	"github.com/aisched/aisched/pkg/jobqueue"
+	"github.com/aisched/aisched/pkg/queuetree"
 )
 
 // StartSnapshot starts a fast-engine cluster holding a copy of a live
@@ -29,7 +31,7 @@ func StartSnapshot(ctx context.Context, now time.Time, objects, aischedObjects [
 			}
 		}
 		for _, o := range aischedObjects {
-			if err := api.aisched.Tracker().Add(o); err != nil {
+			if err := api.addAisched(o); err != nil {
 				return fmt.Errorf("snapshot: %w", err)
 			}
 		}
@@ -48,9 +50,20 @@ type SnapshotCluster interface {
 	// QueueDecision is the job queue's last decision for the pod group
 	// with key (namespace/name); ok is false when it has none.
 	QueueDecision(key string) (jobqueue.Decision, bool)
+	// QueueOf is the team queue of a pod's work (jobqueue.Queue.QueueOf),
+	// and Queues the team queues as the job queue's last pass counted
+	// them (nil without queues).
+	QueueOf(pod *corev1.Pod) (name, problem string)
+	Queues() *queuetree.Tree
 }
 
 // QueueDecision implements SnapshotCluster.
 func (f *fastCluster) QueueDecision(key string) (jobqueue.Decision, bool) {
 	return f.svc.Queue.Decision(key)
 }
+
+// QueueOf implements SnapshotCluster.
+func (f *fastCluster) QueueOf(pod *corev1.Pod) (string, string) { return f.svc.Queue.QueueOf(pod) }
+
+// Queues implements SnapshotCluster.
+func (f *fastCluster) Queues() *queuetree.Tree { return f.svc.Queue.Queues() }

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aisched/aisched/pkg/bench/gatewaylatency"
+	"github.com/aisched/aisched/pkg/bench/latency"
 	"github.com/aisched/aisched/pkg/bench/throughput"
 	"github.com/aisched/aisched/pkg/scheduler"
 )
@@ -20,7 +20,7 @@ import (
 // working.
 func TestBenchThroughput(t *testing.T) {
 	t.Parallel()
-	res, err := throughput.Throughput(context.Background(), throughput.ThroughputOptions{
+	res, err := throughput.Run(context.Background(), throughput.Options{
 		Nodes: 4, Pods: 20, GPU: true, Rounds: 1, Timeout: 2 * time.Minute,
 		Profiles: []string{"default-scheduler", scheduler.AischedProfile, scheduler.AischedProfile + "@4"},
 	})
@@ -40,7 +40,7 @@ func TestBenchThroughput(t *testing.T) {
 			t.Errorf("ratio of %s %v, want a positive number", p.Name, r)
 		}
 	}
-	if _, err := throughput.Throughput(context.Background(), throughput.ThroughputOptions{Nodes: 1, Pods: 10, Profiles: []string{"aisched@3"}}); err == nil {
+	if _, err := throughput.Run(context.Background(), throughput.Options{Nodes: 1, Pods: 10, Profiles: []string{"aisched@3"}}); err == nil {
 		t.Error("10 pods in groups of 3: no error, want one")
 	}
 }
@@ -61,7 +61,7 @@ func TestBenchNative(t *testing.T) {
 	if err != nil {
 		t.Fatalf("aisched bench: %v\n%s", err, stderr.String())
 	}
-	var res throughput.ThroughputResult
+	var res throughput.Result
 	if err := json.Unmarshal(out, &res); err != nil {
 		t.Fatalf("bench output %q: %v", out, err)
 	}
@@ -90,7 +90,7 @@ func TestBenchGateway(t *testing.T) {
 	if start < 0 {
 		t.Fatalf("no JSON in the output:\n%s", out)
 	}
-	var res gatewaylatency.GatewayResult
+	var res latency.GatewayResult
 	var raw struct {
 		Rates []map[string]json.RawMessage `json:"rates"`
 	}
@@ -104,7 +104,7 @@ func TestBenchGateway(t *testing.T) {
 		t.Fatalf("got %d rate results, want 1:\n%s", len(res.Rates), out)
 	}
 	r := res.Rates[0]
-	for name, run := range map[string]gatewaylatency.LoadResult{"direct": r.Direct, "gateway": r.Gateway} {
+	for name, run := range map[string]latency.LoadResult{"direct": r.Direct, "gateway": r.Gateway} {
 		if run.AchievedRate <= 0 || run.OK == 0 || run.Errors != 0 || run.Non200 != 0 {
 			t.Errorf("%s: %d answers 200 at %.1f/s, %d errors, %d not 200; want some at a positive rate and no other (first error %q)",
 				name, run.OK, run.AchievedRate, run.Errors, run.Non200, run.FirstError)

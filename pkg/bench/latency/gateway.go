@@ -1,8 +1,4 @@
-// Package gatewaylatency measures the latency aisched's service gateway
-// adds, with every control on, against calling its backend directly in
-// the same run: an open-loop load on loopback at fixed rates (`aisched
-// bench gateway`).
-package gatewaylatency
+package latency
 
 import (
 	"bytes"

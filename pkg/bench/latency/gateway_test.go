@@ -1,4 +1,4 @@
-package gatewaylatency
+package latency
 
 import (
 	"context"
