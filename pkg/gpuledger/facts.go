@@ -56,10 +56,10 @@ func (s *State) ForgetNode(obj interface{}) {
 	defer s.mu.Unlock()
 	delete(s.nodes, node.Name)
 	if e, ok := s.cards[node.Name]; ok {
-		if e.inventory == nil {
+		if e.inventory == nil && e.dra == nil {
 			delete(s.cards, node.Name)
 		} else {
-			s.cards[node.Name] = nodeCards{inventory: e.inventory}
+			s.cards[node.Name] = nodeCards{inventory: e.inventory, dra: e.dra}
 		}
 	}
 	s.dropCachedLocked(node.Name)

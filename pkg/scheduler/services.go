@@ -74,7 +74,7 @@ func NewServices(cfg *config.SchedulerServices) *Services {
 // for the simulator, which runs the scheduler on a virtual clock and a
 // fake clientset.
 func NewServicesWith(cfg *config.SchedulerServices, clk clock.WithTickerAndDelayedExecution, client versioned.Interface) *Services {
-	gpus := gpuledger.New(gpuledger.Options{NoFeatureDiscoveryLabels: !*cfg.GPUs.UseFeatureDiscoveryLabels})
+	gpus := gpuledger.New(gpuledger.Options{NoFeatureDiscoveryLabels: !*cfg.GPUs.UseFeatureDiscoveryLabels, DRADriver: cfg.GPUs.DRADriver})
 	groups := podgroup.New()
 	q := cfg.JobQueue
 	queue := jobqueue.New(groups, gpus, jobqueue.Options{
