@@ -63,3 +63,11 @@ func (v DRAView) free(d *Device) int64 {
 	}
 	return 0
 }
+
+// ClaimPlan is what a gang's solution gives one member (the job queue
+// solves a gang's claims together): the node and the devices its claims
+// get there. GPUClaims steers the member to exactly them.
+type ClaimPlan struct {
+	Node    string
+	Devices []DeviceRef
+}

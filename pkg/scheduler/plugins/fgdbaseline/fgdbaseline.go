@@ -47,15 +47,17 @@ func newVectors(plugin string, obj runtime.Object, state *gpuledger.State) (vect
 	return vectors{state: state, maxCPU: float64(args.MaxMilliCPU), maxGPU: float64(args.MaxGPUs * gpu.WholeCardMilli), kinds: podkind.NewSet(args.PodKinds)}, nil
 }
 
-// request is the pod's CPU (non-zero) and GPU in thousandths.
-func request(pod *corev1.Pod) (cpu, gpuMilli int64) {
+// request is the pod's CPU (non-zero) and GPU in thousandths; a pod's
+// claims for the GPU driver's devices count as the ledger reads them
+// (gpuledger.State.RequestOf).
+func (v vectors) request(pod *corev1.Pod) (cpu, gpuMilli int64) {
 	q := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})[corev1.ResourceCPU]
 	cpu = q.MilliValue()
 	if cpu == 0 {
 		cpu = defaultMilliCPU
 	}
 	// An invalid request never passes GPUFit's PreFilter; 0 here is moot.
-	r, _ := gpu.ParseRequest(pod)
+	r, _ := v.state.RequestOf(pod)
 	return cpu, r.TotalMilli()
 }
 
@@ -81,26 +83,26 @@ func (v vectors) preScore(cs fwk.CycleState, key fwk.StateKey, pod *corev1.Pod) 
 	if !v.kinds.Ranks(pod) {
 		return fwk.NewStatus(fwk.Skip)
 	}
-	cpu, g := request(pod)
+	cpu, g := v.request(pod)
 	cs.Write(key, &preScoreState{cpu: cpu, gpu: g})
 	return nil
 }
 
 // podRequest reads the PreScore state, or the pod when the scheduler
 // scored without PreScore.
-func podRequest(cs fwk.CycleState, key fwk.StateKey, pod *corev1.Pod) (cpu, gpuMilli int64) {
+func (v vectors) podRequest(cs fwk.CycleState, key fwk.StateKey, pod *corev1.Pod) (cpu, gpuMilli int64) {
 	if s, err := cs.Read(key); err == nil {
 		if st, ok := s.(*preScoreState); ok {
 			return st.cpu, st.gpu
 		}
 	}
-	return request(pod)
+	return v.request(pod)
 }
 
 // signPod is the SignPlugin answer of both: the score depends on the pod
 // only through its CPU and GPU request (which hold its kind).
-func signPod(name string, pod *corev1.Pod) []fwk.SignFragment {
-	cpu, g := request(pod)
+func (v vectors) signPod(name string, pod *corev1.Pod) []fwk.SignFragment {
+	cpu, g := v.request(pod)
 	return []fwk.SignFragment{{Key: "aisched.io/" + name, Value: [2]int64{cpu, g}}}
 }
 
@@ -128,7 +130,7 @@ func (pl *BestFit) Name() string { return BestFitName }
 
 // SignPod implements fwk.SignPlugin.
 func (pl *BestFit) SignPod(_ context.Context, pod *corev1.Pod) ([]fwk.SignFragment, *fwk.Status) {
-	return signPod(BestFitName, pod), nil
+	return pl.signPod(BestFitName, pod), nil
 }
 
 // PreScore reads the pod's request.
@@ -141,7 +143,7 @@ func (pl *BestFit) PreScore(_ context.Context, cs fwk.CycleState, pod *corev1.Po
 // [0, 100]. A node the pod does not fit (which the filters rule out)
 // scores 0.
 func (pl *BestFit) Score(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, ni fwk.NodeInfo) (int64, *fwk.Status) {
-	cpuReq, gpuReq := podRequest(cs, BestFitName, pod)
+	cpuReq, gpuReq := pl.podRequest(cs, BestFitName, pod)
 	cpuFree, gpuFree := pl.free(pod, ni)
 	return BestFitScore(cpuFree, gpuFree, cpuReq, gpuReq, pl.maxCPU, pl.maxGPU), nil
 }
@@ -203,7 +205,7 @@ func (pl *DotProd) Name() string { return DotProdName }
 
 // SignPod implements fwk.SignPlugin.
 func (pl *DotProd) SignPod(_ context.Context, pod *corev1.Pod) ([]fwk.SignFragment, *fwk.Status) {
-	return signPod(DotProdName, pod), nil
+	return pl.signPod(DotProdName, pod), nil
 }
 
 // PreScore reads the pod's request.
@@ -213,7 +215,7 @@ func (pl *DotProd) PreScore(_ context.Context, cs fwk.CycleState, pod *corev1.Po
 
 // Score is DotProdScore of the node's free resources and the pod's request.
 func (pl *DotProd) Score(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, ni fwk.NodeInfo) (int64, *fwk.Status) {
-	cpuReq, gpuReq := podRequest(cs, DotProdName, pod)
+	cpuReq, gpuReq := pl.podRequest(cs, DotProdName, pod)
 	cpuFree, gpuFree := pl.free(pod, ni)
 	return DotProdScore(cpuFree, gpuFree, cpuReq, gpuReq, pl.maxCPU, pl.maxGPU), nil
 }
