@@ -2,7 +2,12 @@ package gpuledger
 
 import (
 	"cmp"
+	"slices"
 	"strings"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/dynamic-resource-allocation/structured"
 )
 
 // Device order: the one policy by which aisched chooses among a node's DRA
@@ -70,4 +75,73 @@ func (v DRAView) free(d *Device) int64 {
 type ClaimPlan struct {
 	Node    string
 	Devices []DeviceRef
+}
+
+// Ordered returns the slice with its devices in the view's order of
+// preference (CompareDevices); the slice itself when they are in that
+// order already. Devices the ledger does not count (another type) keep
+// their place after the others. Upstream's allocator tries a slice's
+// devices in order: given this slice, the first it takes is the best.
+func (v DRAView) Ordered(sl *resourceapi.ResourceSlice) *resourceapi.ResourceSlice {
+	pool := sl.Spec.Pool.Name
+	idx := make([]int, len(sl.Spec.Devices))
+	for i := range idx {
+		idx[i] = i
+	}
+	dev := func(i int) *Device {
+		return v.Devices[DeviceRef{Pool: pool, Device: sl.Spec.Devices[i].Name}]
+	}
+	slices.SortStableFunc(idx, func(a, b int) int {
+		da, db := dev(a), dev(b)
+		switch {
+		case da == nil && db == nil:
+			return 0
+		case da == nil:
+			return 1
+		case db == nil:
+			return -1
+		}
+		return v.CompareDevices(da, db)
+	})
+	if slices.IsSorted(idx) {
+		return sl
+	}
+	out := *sl
+	out.Spec.Devices = make([]resourceapi.Device, len(idx))
+	for i, j := range idx {
+		out.Spec.Devices[i] = sl.Spec.Devices[j]
+	}
+	return &out
+}
+
+// KeepDevices returns the slice with only the devices keep keeps, in their
+// order; the slice itself when it keeps all. A caller that hides devices
+// from upstream's allocator must keep every device that holds an
+// allocation (AllocatedDevices): the allocator counts the shared counters
+// such a device consumes from its entry in the slice.
+func KeepDevices(sl *resourceapi.ResourceSlice, keep func(device string) bool) *resourceapi.ResourceSlice {
+	out := *sl
+	out.Spec.Devices = nil
+	for i := range sl.Spec.Devices {
+		if keep(sl.Spec.Devices[i].Name) {
+			out.Spec.Devices = append(out.Spec.Devices, sl.Spec.Devices[i])
+		}
+	}
+	if len(out.Spec.Devices) == len(sl.Spec.Devices) {
+		return sl
+	}
+	return &out
+}
+
+// AllocatedDevices are the devices that hold an allocation in s: whole,
+// or some of their capacity.
+func AllocatedDevices(s *structured.AllocatedState) sets.Set[structured.DeviceID] {
+	out := s.AllocatedDevices.Clone()
+	for id := range s.AllocatedSharedDeviceIDs {
+		out.Insert(id.GetDeviceID())
+	}
+	for id := range s.AggregatedCapacity {
+		out.Insert(id)
+	}
+	return out
 }

@@ -15,7 +15,6 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/dynamic-resource-allocation/structured"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/utils/ptr"
@@ -23,118 +22,8 @@ import (
 	"github.com/aisched/aisched/pkg/gpu"
 	"github.com/aisched/aisched/pkg/gpu/nvidiadra"
 	"github.com/aisched/aisched/pkg/gpuledger"
+	utiltesting "github.com/aisched/aisched/pkg/util/testing"
 )
-
-// fakeDRA is a DRA manager with fixed slices, classes and claims, that
-// records pending allocations as the scheduler's does.
-type fakeDRA struct {
-	slices    []*resourceapi.ResourceSlice
-	classes   map[string]*resourceapi.DeviceClass
-	claims    map[string]*resourceapi.ResourceClaim
-	allocated structured.AllocatedState
-	pending   map[types.UID]*resourceapi.AllocationResult
-	// listed counts the slice listings.
-	listed int
-}
-
-func newFakeDRA(slices []*resourceapi.ResourceSlice, claims ...*resourceapi.ResourceClaim) *fakeDRA {
-	f := &fakeDRA{slices: slices, classes: map[string]*resourceapi.DeviceClass{}, claims: map[string]*resourceapi.ResourceClaim{},
-		pending: map[types.UID]*resourceapi.AllocationResult{},
-		allocated: structured.AllocatedState{AllocatedDevices: sets.New[structured.DeviceID](),
-			AllocatedSharedDeviceIDs: sets.New[structured.SharedDeviceID](), AggregatedCapacity: structured.NewConsumedCapacityCollection()}}
-	for _, c := range nvidiadra.DeviceClasses() {
-		f.classes[c.Name] = c
-	}
-	for _, c := range claims {
-		f.claims[c.Namespace+"/"+c.Name] = c
-		if c.Status.Allocation == nil {
-			continue
-		}
-		for _, r := range c.Status.Allocation.Devices.Results {
-			id := structured.MakeDeviceID(r.Driver, r.Pool, r.Device)
-			if r.ShareID == nil {
-				f.allocated.AllocatedDevices.Insert(id)
-				continue
-			}
-			f.allocated.AllocatedSharedDeviceIDs.Insert(structured.MakeSharedDeviceID(id, r.ShareID))
-			f.allocated.AggregatedCapacity.Insert(structured.NewDeviceConsumedCapacity(id, r.ConsumedCapacity))
-		}
-	}
-	return f
-}
-
-func (f *fakeDRA) ResourceClaims() fwk.ResourceClaimTracker                    { return f.tracker() }
-func (f *fakeDRA) ResourceSlices() fwk.ResourceSliceLister                     { return f }
-func (f *fakeDRA) DeviceClasses() fwk.DeviceClassLister                        { return f }
-func (f *fakeDRA) DeviceClassResolver() fwk.DeviceClassResolver                { return f }
-func (f *fakeDRA) GetDeviceClass(corev1.ResourceName) *resourceapi.DeviceClass { return nil }
-
-func (f *fakeDRA) ListWithDeviceTaintRules() ([]*resourceapi.ResourceSlice, error) {
-	f.listed++
-	return f.slices, nil
-}
-
-func (f *fakeDRA) List() ([]*resourceapi.DeviceClass, error) {
-	var out []*resourceapi.DeviceClass
-	for _, c := range f.classes {
-		out = append(out, c)
-	}
-	return out, nil
-}
-
-func (f *fakeDRA) Get(name string) (*resourceapi.DeviceClass, error) {
-	if c, ok := f.classes[name]; ok {
-		return c, nil
-	}
-	return nil, fmt.Errorf("device class %s not found", name)
-}
-
-// claimTracker is fakeDRA's fwk.ResourceClaimTracker.
-type claimTracker struct{ *fakeDRA }
-
-func (f *fakeDRA) tracker() claimTracker { return claimTracker{f} }
-
-func (t claimTracker) List() ([]*resourceapi.ResourceClaim, error) {
-	var out []*resourceapi.ResourceClaim
-	for _, c := range t.claims {
-		out = append(out, c)
-	}
-	return out, nil
-}
-
-func (t claimTracker) Get(namespace, name string) (*resourceapi.ResourceClaim, error) {
-	if c, ok := t.claims[namespace+"/"+name]; ok {
-		return c, nil
-	}
-	return nil, fmt.Errorf("claim %s/%s not found", namespace, name)
-}
-
-func (t claimTracker) ListAllAllocatedDevices() (sets.Set[structured.DeviceID], error) {
-	return t.allocated.AllocatedDevices.Clone(), nil
-}
-
-func (t claimTracker) GatherAllocatedState() (*structured.AllocatedState, error) {
-	s := t.allocated
-	return &s, nil
-}
-
-func (t claimTracker) SignalClaimPendingAllocation(uid types.UID, claim *resourceapi.ResourceClaim) error {
-	t.pending[uid] = claim.Status.Allocation
-	return nil
-}
-
-func (t claimTracker) GetPendingAllocation(uid types.UID) *resourceapi.AllocationResult {
-	return t.pending[uid]
-}
-
-func (t claimTracker) MaybeRemoveClaimPendingAllocation(uid types.UID, _ bool) bool {
-	_, ok := t.pending[uid]
-	delete(t.pending, uid)
-	return ok
-}
-
-func (t claimTracker) AssumeClaimAfterAPICall(*resourceapi.ResourceClaim) error { return nil }
-func (t claimTracker) AssumedClaimRestore(string, string)                       {}
 
 // handle is the part of a framework handle upstream's plugin reads.
 type handle struct {
@@ -154,13 +43,13 @@ const node = "n1"
 // cluster is one node n1 with the cards given, published by NVIDIA's
 // driver with the options, the claims given, and a ledger that has seen
 // them all.
-func cluster(t *testing.T, cards []gpu.Card, o nvidiadra.Options, claims ...*resourceapi.ResourceClaim) (*fakeDRA, *gpuledger.State) {
+func cluster(t *testing.T, cards []gpu.Card, o nvidiadra.Options, claims ...*resourceapi.ResourceClaim) (*utiltesting.FakeDRA, *gpuledger.State) {
 	t.Helper()
 	for i := range cards {
 		cards[i].Index, cards[i].UUID, cards[i].Model = i, fmt.Sprintf("GPU-%d", i), "NVIDIA A100-SXM4-80GB"
 	}
 	slices := nvidiadra.Slices(node, cards, o)
-	f := newFakeDRA(slices, claims...)
+	f := utiltesting.NewFakeDRA(slices, nvidiadra.DeviceClasses(), claims...)
 	gpus := gpuledger.NewStandalone(gpuledger.Options{})
 	for _, c := range nvidiadra.DeviceClasses() {
 		gpus.ObserveClass(c)
@@ -188,7 +77,7 @@ func (p planner) ClaimPlan(pod *corev1.Pod) (gpuledger.ClaimPlan, bool) {
 
 // newPlugin builds GPUClaims on the fake DRA manager; steer false builds
 // upstream's plugin alone, for comparison.
-func newPlugin(t *testing.T, f *fakeDRA, gpus *gpuledger.State, plans Planner, steer bool) fwk.Plugin {
+func newPlugin(t *testing.T, f *utiltesting.FakeDRA, gpus *gpuledger.State, plans Planner, steer bool) fwk.Plugin {
 	t.Helper()
 	client := fake.NewClientset()
 	h := &handle{dra: f, client: client, factory: informers.NewSharedInformerFactory(client, 0)}
@@ -204,7 +93,7 @@ func newPlugin(t *testing.T, f *fakeDRA, gpus *gpuledger.State, plans Planner, s
 
 // schedule runs the pod through PreFilter, Filter on n1 and Reserve, and
 // returns the devices its claim got.
-func schedule(t *testing.T, pl fwk.Plugin, f *fakeDRA, pod *corev1.Pod) (*fwk.PreFilterResult, []string, *fwk.Status) {
+func schedule(t *testing.T, pl fwk.Plugin, f *utiltesting.FakeDRA, pod *corev1.Pod) (*fwk.PreFilterResult, []string, *fwk.Status) {
 	t.Helper()
 	ctx := context.Background()
 	cs := framework.NewCycleState()
@@ -221,8 +110,8 @@ func schedule(t *testing.T, pl fwk.Plugin, f *fakeDRA, pod *corev1.Pod) (*fwk.Pr
 		return res, nil, status
 	}
 	var got []string
-	for _, c := range f.claims {
-		if a := f.pending[c.UID]; a != nil {
+	for _, c := range f.Claims {
+		if a := f.Pending[c.UID]; a != nil {
 			for _, r := range a.Devices.Results {
 				got = append(got, r.Device)
 			}
@@ -299,7 +188,7 @@ func TestChoice(t *testing.T) {
 				if len(got) != 1 || got[0] != want {
 					t.Errorf("steer %v: the claim got %v, want %s", steer, got, want)
 				}
-				if steer && f.listed == 0 {
+				if steer && f.Listed == 0 {
 					t.Error("upstream's plugin did not list the slices through its handle's DRA manager")
 				}
 			}

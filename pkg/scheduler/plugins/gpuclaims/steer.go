@@ -1,11 +1,12 @@
 package gpuclaims
 
 import (
-	"slices"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/dynamic-resource-allocation/structured"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/utils/ptr"
 
@@ -95,6 +96,7 @@ func (s *steerer) steered(list []*resourceapi.ResourceSlice) []*resourceapi.Reso
 	out := make([]*resourceapi.ResourceSlice, len(list))
 	kept := make(map[*resourceapi.ResourceSlice]orderedSlice, len(s.ordered))
 	views := map[string]*gpuledger.DRAView{}
+	var allocated sets.Set[structured.DeviceID]
 	for i, sl := range list {
 		out[i] = sl
 		node := ptr.Deref(sl.Spec.NodeName, "")
@@ -112,7 +114,16 @@ func (s *steerer) steered(list []*resourceapi.ResourceSlice) []*resourceapi.Reso
 			continue
 		}
 		if s.plan != nil && s.plan.Node == node {
-			out[i] = planned(sl, s.plan)
+			if allocated == nil {
+				state, err := s.inner.ResourceClaims().GatherAllocatedState()
+				if err != nil {
+					// Unsteered, rather than risk hiding a device whose
+					// counters the allocator must count.
+					continue
+				}
+				allocated = gpuledger.AllocatedDevices(state)
+			}
+			out[i] = planned(sl, s.plan, allocated)
 			continue
 		}
 		if c, ok := s.ordered[sl]; ok && c.gen == v.Gen {
@@ -120,7 +131,7 @@ func (s *steerer) steered(list []*resourceapi.ResourceSlice) []*resourceapi.Reso
 			kept[sl] = c
 			continue
 		}
-		o := reordered(sl, v)
+		o := v.Ordered(sl)
 		kept[sl] = orderedSlice{gen: v.Gen, slice: o}
 		out[i] = o
 	}
@@ -129,56 +140,17 @@ func (s *steerer) steered(list []*resourceapi.ResourceSlice) []*resourceapi.Reso
 	return out
 }
 
-// reordered returns the slice with its devices in the ledger's order of
-// preference; the slice itself when they are in that order already.
-// Devices the ledger does not count (another type) keep their place
-// after the others.
-func reordered(sl *resourceapi.ResourceSlice, v *gpuledger.DRAView) *resourceapi.ResourceSlice {
-	pool := sl.Spec.Pool.Name
-	idx := make([]int, len(sl.Spec.Devices))
-	for i := range idx {
-		idx[i] = i
-	}
-	dev := func(i int) *gpuledger.Device {
-		return v.Devices[gpuledger.DeviceRef{Pool: pool, Device: sl.Spec.Devices[i].Name}]
-	}
-	slices.SortStableFunc(idx, func(a, b int) int {
-		da, db := dev(a), dev(b)
-		switch {
-		case da == nil && db == nil:
-			return 0
-		case da == nil:
-			return 1
-		case db == nil:
-			return -1
-		}
-		return v.CompareDevices(da, db)
-	})
-	if slices.IsSorted(idx) {
-		return sl
-	}
-	out := *sl
-	out.Spec.Devices = make([]resourceapi.Device, len(idx))
-	for i, j := range idx {
-		out.Spec.Devices[i] = sl.Spec.Devices[j]
-	}
-	return &out
-}
-
-// planned returns the slice with only the devices of the plan, in the
-// plan's order.
-func planned(sl *resourceapi.ResourceSlice, plan *gpuledger.ClaimPlan) *resourceapi.ResourceSlice {
-	out := *sl
-	out.Spec.Devices = nil
+// planned returns the slice with only the devices of the plan, and those
+// that hold an allocation (the allocator counts their counters from
+// here).
+func planned(sl *resourceapi.ResourceSlice, plan *gpuledger.ClaimPlan, allocated sets.Set[structured.DeviceID]) *resourceapi.ResourceSlice {
+	keep := map[string]bool{}
 	for _, ref := range plan.Devices {
-		if ref.Pool != sl.Spec.Pool.Name {
-			continue
-		}
-		for i := range sl.Spec.Devices {
-			if sl.Spec.Devices[i].Name == ref.Device {
-				out.Spec.Devices = append(out.Spec.Devices, sl.Spec.Devices[i])
-			}
+		if ref.Pool == sl.Spec.Pool.Name {
+			keep[ref.Device] = true
 		}
 	}
-	return &out
+	return gpuledger.KeepDevices(sl, func(name string) bool {
+		return keep[name] || allocated.Has(structured.MakeDeviceID(sl.Spec.Driver, sl.Spec.Pool.Name, name))
+	})
 }
