@@ -60,7 +60,7 @@ func Registry(svc *Services) frameworkruntime.Registry {
 			return gpufit.New(ctx, obj, h, svc.GPUs)
 		}),
 		gpuclaims.Name: with(func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-			return gpuclaims.New(ctx, obj, h, svc.GPUs, nil)
+			return gpuclaims.New(ctx, obj, h, svc.GPUs, svc.Queue)
 		}),
 		heteropriority.Name: with(func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 			return heteropriority.New(ctx, obj, h, svc.GPUs)
