@@ -18,6 +18,7 @@ import (
 	"github.com/aisched/aisched/pkg/gpu/nvidiadra"
 	"github.com/aisched/aisched/pkg/local"
 	"github.com/aisched/aisched/pkg/local/localtest"
+	"github.com/aisched/aisched/pkg/podgroup"
 )
 
 // The DRA pools of the tests: cards NVIDIA's DRA driver publishes, shared
@@ -33,6 +34,11 @@ const draPools = `  - {name: mixed, count: 1, cpu: "16", memory: 64Gi}
     cpu: "16"
     memory: 64Gi
     gpus: {count: 2, model: NVIDIA-A100-SXM4-80GB, memoryMiB: 81920, computeCapability: "8.0", dra: {mig: [3g.40gb, 1g.10gb, 1g.10gb]}}
+  - name: gang
+    count: 1
+    cpu: "16"
+    memory: 64Gi
+    gpus: {count: 1, model: NVIDIA-H100-80GB-HBM3, memoryMiB: 81920, computeCapability: "9.0", dra: {dynamicMIG: true}}
 `
 
 // draNamespace creates a namespace for a subtest.
@@ -125,6 +131,27 @@ func deviceAttr(t *testing.T, c *local.Cluster, node, device, attr string) strin
 	return ""
 }
 
+// wholeOrHalf creates a claim for a whole GPU, else a 3g.40gb MIG
+// partition (a prioritized list).
+func wholeOrHalf(t *testing.T, c *local.Cluster, ns, name string) {
+	t.Helper()
+	_, err := c.Client.ResourceV1().ResourceClaims(ns).Create(context.Background(), &resourcev1.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{
+			Name: "gpu",
+			FirstAvailable: []resourcev1.DeviceSubRequest{
+				{Name: "whole", DeviceClassName: nvidiadra.GPUClass, AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: 1},
+				{Name: "half", DeviceClassName: nvidiadra.MIGClass, AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: 1,
+					Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{
+						Expression: "device.attributes['gpu.nvidia.com'].profile == '3g.40gb'"}}}},
+			},
+		}}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 const memorySelector = "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('%s')) >= 0"
 
 // TestDRAChoice: DRA GPU claims get aisched's choice of device, where
@@ -214,6 +241,59 @@ func TestDRAChoice(t *testing.T) {
 		createPods(t, c, claimPod(ns, "small", "aisched", "small", "mig-0"))
 		if got := allocatedDevices(t, c, ns, "small", "small"); len(got) != 1 || !strings.HasPrefix(got[0], "gpu-1-mig-1g10gb-") {
 			t.Errorf("the MIG claim got %v, want a 1g.10gb device of gpu-1", got)
+		}
+	})
+
+	t.Run("a gang's claims solved whole, where first fit loses (kubernetes#138765)", func(t *testing.T) {
+		// Each member asks for the whole card, else half of it (a 3g.40gb
+		// partition): one card for two members. Claim by claim, the first
+		// takes the whole card (its preferred choice) and the second finds
+		// nothing; solved together, each gets half.
+		for _, tc := range []struct {
+			profile string
+			gang    bool
+		}{{"default-scheduler", false}, {"aisched", true}} {
+			ns := "dra-gang-" + tc.profile
+			draNamespace(t, c, ns)
+			var pods []*corev1.Pod
+			for i := range 2 {
+				name := fmt.Sprintf("m%d", i)
+				wholeOrHalf(t, c, ns, name)
+				p := claimPod(ns, name, tc.profile, name, "gang-0")
+				if tc.gang {
+					p.Labels = map[string]string{podgroup.NameLabel: "g", podgroup.MinAvailableLabel: "2"}
+				}
+				pods = append(pods, p)
+			}
+			createPods(t, c, pods...)
+			if !tc.gang {
+				running, unschedulable := settle(t, c, ns, 2)
+				if len(running) != 1 || len(unschedulable) != 1 {
+					t.Fatalf("first fit: %d running, %d unschedulable; want 1 and 1", len(running), len(unschedulable))
+				}
+				if got := allocatedDevices(t, c, ns, running[0].Name, running[0].Name); len(got) != 1 || got[0] != "gpu-0" {
+					t.Errorf("first fit gave the running member %v, want the whole card gpu-0", got)
+				}
+				// Free the card for the gang.
+				for _, p := range pods {
+					if err := c.Client.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+						t.Fatal(err)
+					}
+					if err := c.Client.ResourceV1().ResourceClaims(ns).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				localtest.Eventually(t, time.Minute, "the first-fit claims deallocated and gone", func(ctx context.Context) (bool, error) {
+					list, err := c.Client.ResourceV1().ResourceClaims(ns).List(ctx, metav1.ListOptions{})
+					return err == nil && len(list.Items) == 0, err
+				})
+				continue
+			}
+			for _, p := range pods {
+				if got := allocatedDevices(t, c, ns, p.Name, p.Name); len(got) != 1 || !strings.HasPrefix(got[0], "gpu-0-mig-3g40gb-") {
+					t.Errorf("gang member %s got %v, want a 3g.40gb half of gpu-0", p.Name, got)
+				}
+			}
 		}
 	})
 
