@@ -247,6 +247,9 @@ type computation struct {
 	emptyRoom, emptyFits map[string]int
 	// cursor is where the last first-fit try found room.
 	cursor int
+	// placing is, by room, the lowest priority of the admitted members
+	// the plan places there (not bound yet).
+	placing map[int]int32
 }
 
 type explainKey struct {
@@ -274,7 +277,7 @@ func (c *computation) explain(demands []Demand, shape string, alike bool, need, 
 func newComputation(in Input) *computation {
 	c := &computation{in: in, rooms: slices.Clone(in.Rooms), tree: in.Queues, estimate: map[*Group]queuetree.Vec{},
 		room: map[string]int{}, explained: map[explainKey]string{}, demands: map[*Group][]Demand{},
-		emptyRoom: map[string]int{}, emptyFits: map[string]int{}}
+		emptyRoom: map[string]int{}, emptyFits: map[string]int{}, placing: map[int]int32{}}
 	if c.tree == nil {
 		c.tree, _ = queuetree.Build(nil, nil)
 	}
@@ -316,8 +319,17 @@ func (c *computation) leaf(g *Group) *queuetree.Node {
 }
 
 // protect holds for the first admitted group with members to place what
-// they took of the rooms.
+// they took of the rooms, and notes the rooms every admitted group's
+// members take (computation.placing).
 func (c *computation) protect(g *Group, demands []Demand, at placement) {
+	for _, r := range at.at {
+		if r < 0 {
+			continue
+		}
+		if prio, ok := c.placing[r]; !ok || g.Priority < prio {
+			c.placing[r] = g.Priority
+		}
+	}
 	if c.plan.Placing == nil && len(demands) > 0 {
 		// FitFirst has taken their room already.
 		c.plan.Placing, _ = held(*g, demands, at, c.rooms)
@@ -475,7 +487,7 @@ func (c *computation) everFits(demands []Demand, shape string, alike bool, need 
 			return need, true
 		}
 	}
-	_, placed = reserve(demands, need, c.in.Rooms, nil)
+	_, placed = reserve(demands, need, c.in.Rooms, nil, nil)
 	if alike {
 		if placed < need {
 			c.emptyRoom[shape] = placed
@@ -506,7 +518,17 @@ func (c *computation) reserve(g *Group, demands []Demand, need int) (*Reservatio
 		}
 	}
 	rooms := c.rooms
-	taken, placed := reserve(demands, need, rooms, kept)
+	// Admitted members being placed keep the nodes the plan put them on:
+	// a reservation there would hold them off the free cards they were
+	// given (a reservation binds pods of its priority and below,
+	// Plan.Binding, and lets them take only what exceeds it).
+	avoid := map[int]bool{}
+	for r, prio := range c.placing {
+		if prio <= g.Priority {
+			avoid[r] = true
+		}
+	}
+	taken, placed := reserve(demands, need, rooms, kept, avoid)
 	if placed < need {
 		return nil, false
 	}

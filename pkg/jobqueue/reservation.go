@@ -65,8 +65,11 @@ func held(g Group, demands []Demand, at placement, rooms []Room) (*Reservation, 
 // most free now (so the wait is shortest), and among nodes with as much
 // free, the ones kept (the group's reservation of the last pass), so that
 // the reservation does not move without a gain. It returns what it takes on
-// each room, by room index, and how many demands it placed.
-func reserve(demands []Demand, need int, rooms []Room, kept map[string]bool) (map[int]Held, int) {
+// each room, by room index, and how many demands it placed: fewer than need
+// when the group never fits. Rooms in avoid (by index) are left out:
+// those where admitted members are being placed, whom a reservation
+// there would hold off the free cards they were given.
+func reserve(demands []Demand, need int, rooms []Room, kept map[string]bool, avoid map[int]bool) (map[int]Held, int) {
 	order := slices.Clone(demands)
 	slices.SortStableFunc(order, largestFirst)
 	taken := map[int]Held{}
@@ -92,7 +95,7 @@ func reserve(demands []Demand, need int, rooms []Room, kept map[string]bool) (ma
 		bestKept := false
 		for r := range rooms {
 			t := taken[r]
-			if !rooms[r].Allocatable.Sub(t.Resources).Covers(d.Request) || !emptyOf(r).Fits(d.GPU) {
+			if avoid[r] || !rooms[r].Allocatable.Sub(t.Resources).Covers(d.Request) || !emptyOf(r).Fits(d.GPU) {
 				continue
 			}
 			free := rooms[r].Free.Sub(t.Resources)
