@@ -317,39 +317,34 @@ func (s *ClaimSolver) allocate(node *corev1.Node, claims []*resourceapi.Resource
 
 // take counts the devices of the results as allocated for the rest of the
 // pass; give undoes it.
-func (s *ClaimSolver) take(results []resourceapi.AllocationResult) {
-	for _, a := range results {
-		for _, r := range a.Devices.Results {
-			if ptr.Deref(r.AdminAccess, false) {
-				continue
-			}
-			id := structured.MakeDeviceID(r.Driver, r.Pool, r.Device)
-			if r.ShareID == nil {
-				s.state.AllocatedDevices.Insert(id)
-				continue
-			}
-			s.state.AllocatedSharedDeviceIDs.Insert(structured.MakeSharedDeviceID(id, r.ShareID))
-			if r.ConsumedCapacity != nil {
-				s.state.AggregatedCapacity.Insert(structured.NewDeviceConsumedCapacity(id, r.ConsumedCapacity))
-			}
-		}
-	}
-}
+func (s *ClaimSolver) take(results []resourceapi.AllocationResult) { s.count(results, true) }
 
-func (s *ClaimSolver) give(results []resourceapi.AllocationResult) {
+func (s *ClaimSolver) give(results []resourceapi.AllocationResult) { s.count(results, false) }
+
+// count adds the devices of the results to the pass's allocated state, or
+// removes them.
+func (s *ClaimSolver) count(results []resourceapi.AllocationResult, add bool) {
 	for _, a := range results {
 		for _, r := range a.Devices.Results {
 			if ptr.Deref(r.AdminAccess, false) {
 				continue
 			}
 			id := structured.MakeDeviceID(r.Driver, r.Pool, r.Device)
-			if r.ShareID == nil {
+			switch {
+			case r.ShareID == nil && add:
+				s.state.AllocatedDevices.Insert(id)
+			case r.ShareID == nil:
 				s.state.AllocatedDevices.Delete(id)
-				continue
-			}
-			s.state.AllocatedSharedDeviceIDs.Delete(structured.MakeSharedDeviceID(id, r.ShareID))
-			if r.ConsumedCapacity != nil {
-				s.state.AggregatedCapacity.Remove(structured.NewDeviceConsumedCapacity(id, r.ConsumedCapacity))
+			case add:
+				s.state.AllocatedSharedDeviceIDs.Insert(structured.MakeSharedDeviceID(id, r.ShareID))
+				if r.ConsumedCapacity != nil {
+					s.state.AggregatedCapacity.Insert(structured.NewDeviceConsumedCapacity(id, r.ConsumedCapacity))
+				}
+			default:
+				s.state.AllocatedSharedDeviceIDs.Delete(structured.MakeSharedDeviceID(id, r.ShareID))
+				if r.ConsumedCapacity != nil {
+					s.state.AggregatedCapacity.Remove(structured.NewDeviceConsumedCapacity(id, r.ConsumedCapacity))
+				}
 			}
 		}
 	}
