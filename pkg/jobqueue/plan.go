@@ -554,7 +554,7 @@ func (c *computation) preempt(g *Group, leaf *queuetree.Node, demands []Demand, 
 		rc := &reclaimer{tree: c.tree, taker: leaf, demand: c.estimate[g], claims: c.tree.Claims(leaf, c.estimate[g]),
 			leafOf: func(key string) *queuetree.Node { return c.tree.Queue(c.in.QueueOf[key]) }, rooms: c.rooms, largestMiB: c.largestMiB,
 			demandOf: c.demandOf}
-		if victims, at, ok := preemption(demands, need, c.rooms, rc.units(units)); ok {
+		if victims, at, ok := preemption(demands, need, c.rooms, rc.units(units), rc.allow); ok {
 			c.plan.Reservation = reservationAt(*g, demands, at, c.rooms)
 			c.changes++
 			from := victimQueues(victims, c.tree, c.in.QueueOf)
@@ -569,7 +569,7 @@ func (c *computation) preempt(g *Group, leaf *queuetree.Node, demands []Demand, 
 		}
 	}
 	same := func(key string) bool { return c.tree.Queue(c.in.QueueOf[key]) == leaf }
-	victims, at, ok := preemption(demands, need, c.rooms, unitsBelow(*g, units, same, c.demandOf))
+	victims, at, ok := preemption(demands, need, c.rooms, unitsBelow(*g, units, same, c.demandOf), nil)
 	if !ok {
 		return false
 	}

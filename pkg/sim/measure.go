@@ -92,6 +92,10 @@ func measure(ctx context.Context, c engine.Cluster, s *scenario.Scenario, w *wat
 	if !lastBind.IsZero() {
 		res.PodsPerSecond = metrics.PodsPerSecond(scheduled, lastBind.Sub(firstArrival))
 	}
+	if w.teams != nil {
+		w.teams.Finish(c.Now())
+		w.teams.Fill(&res)
+	}
 	return res, nil
 }
 

@@ -92,6 +92,9 @@ type Answer struct {
 	// Submitted is what the cluster has of the job and says of it, when
 	// it was submitted already; the job's pods are then the cluster's.
 	Submitted *Submitted `json:"submitted,omitempty"`
+	// Queue is what the team queues say of the job; nil when it is in no
+	// queue.
+	Queue *QueueAnswer `json:"queue,omitempty"`
 }
 
 // Placement is where one pod of the job goes.
@@ -136,6 +139,8 @@ func Run(ctx context.Context, snap *Snapshot, job *Job, opts Options) (_ *Answer
 			return nil, err
 		}
 	}
+	// The team queues as they stand before the job.
+	queues := c.Queues()
 	if err := submit(ctx, c, job, false); err != nil {
 		return nil, err
 	}
@@ -157,6 +162,7 @@ func Run(ctx context.Context, snap *Snapshot, job *Job, opts Options) (_ *Answer
 		}
 	}
 	slices.Sort(ans.Preempted)
+	ans.Queue = queueOf(c, queues, c.Queues(), job, ans.Preempted, snap)
 	switch {
 	case placed && len(ans.Preempted) > 0:
 		ans.Verdict = FitsAfterPreemption

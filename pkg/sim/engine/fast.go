@@ -25,6 +25,7 @@ import (
 	"github.com/aisched/aisched/pkg/generated/clientset/versioned"
 	"github.com/aisched/aisched/pkg/jobqueue"
 	"github.com/aisched/aisched/pkg/local/nodesim"
+	"github.com/aisched/aisched/pkg/queuetree"
 	aischedscheduler "github.com/aisched/aisched/pkg/scheduler"
 	"github.com/aisched/aisched/pkg/sim/vclock"
 )
@@ -79,7 +80,7 @@ func StartSnapshot(ctx context.Context, now time.Time, objects, aischedObjects [
 			}
 		}
 		for _, o := range aischedObjects {
-			if err := api.aisched.Tracker().Add(o); err != nil {
+			if err := api.addAisched(o); err != nil {
 				return fmt.Errorf("snapshot: %w", err)
 			}
 		}
@@ -98,12 +99,23 @@ type SnapshotCluster interface {
 	// QueueDecision is the job queue's last decision for the pod group
 	// with key (namespace/name); ok is false when it has none.
 	QueueDecision(key string) (jobqueue.Decision, bool)
+	// QueueOf is the team queue of a pod's work (jobqueue.Queue.QueueOf),
+	// and Queues the team queues as the job queue's last pass counted
+	// them (nil without queues).
+	QueueOf(pod *corev1.Pod) (name, problem string)
+	Queues() *queuetree.Tree
 }
 
 // QueueDecision implements SnapshotCluster.
 func (f *fastCluster) QueueDecision(key string) (jobqueue.Decision, bool) {
 	return f.svc.Queue.Decision(key)
 }
+
+// QueueOf implements SnapshotCluster.
+func (f *fastCluster) QueueOf(pod *corev1.Pod) (string, string) { return f.svc.Queue.QueueOf(pod) }
+
+// Queues implements SnapshotCluster.
+func (f *fastCluster) Queues() *queuetree.Tree { return f.svc.Queue.Queues() }
 
 func startFast(ctx context.Context, opts Options) (Cluster, error) {
 	c, err := startFastAt(ctx, epoch, opts, func(*fakeAPI) error { return nil })
@@ -122,10 +134,14 @@ func startFastAt(ctx context.Context, start time.Time, opts Options, seed func(*
 	if err := seed(api); err != nil {
 		return nil, err
 	}
-	api.core.PrependReactor("create", "resourcequotas", func(k8stesting.Action) (bool, runtime.Object, error) {
-		return true, nil, apierrors.NewForbidden(corev1.Resource("resourcequotas"), "",
-			errors.New("the fast engine has no ResourceQuota admission or quota controller; run with --engine apiserver"))
-	})
+	if opts.ResourceQuotas {
+		api.modelQuotas()
+	} else {
+		api.core.PrependReactor("create", "resourcequotas", func(k8stesting.Action) (bool, runtime.Object, error) {
+			return true, nil, apierrors.NewForbidden(corev1.Resource("resourcequotas"), "",
+				errors.New("this simulation has no ResourceQuota admission or quota controller"))
+		})
+	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	f := &fastCluster{api: api, clock: clk, cancel: cancel}
 	defer func() {

@@ -33,6 +33,15 @@ var Metrics = map[string]Metric{
 	"group_wait_seconds":        {-1, "p50 and p95 of a gang's wait, from its first member created to its min-available-th bound"},
 	"misplaced_gpu_pods":        {-1, "GPU pods bound to cards with less memory or fewer cores than they asked"},
 	"pods_per_second":           {0, "pods bound per second of the run: the simulator's pace, not a quality of the placement"},
+	// A cluster shared by teams (scenarios with queues; metrics.Teams).
+	"mean_gpu_allocation_rate": {+1, "cards held by bound pods over all cards, averaged over the time from the first arrival to the last: how much of the cluster the teams' work used while it arrived"},
+	"fair_share_deviation_gpus": {-1, "per team (a leaf queue), |cards held - fair share| in cards, the fair share being the queues' division of the moment's use and waiting demand (guarantees first, the rest by weight; docs/queues.md); " +
+		"mean: the worst team's mean over the run, max: the largest over teams and states that lasted. Jobs are whole, so a deviation within one job's size is unavoidable"},
+	"guarantee_wait_seconds": {-1, "p50 and p99 of how long jobs within their team's guarantee (its use, its earlier waiting jobs and the job together within it) waited from submission to min-available members bound: " +
+		"the time to get a guarantee back; a job that never started counts until the end"},
+	"evicted_per_reclaimed_gpu":      {-1, "cards of the pods taken back from borrowing queues, over the cards asked by the jobs they were taken back for: 1 is no more than needed; - when nothing was taken back"},
+	"idle_gpu_hours_while_fit_waits": {-1, "card-hours left idle while a waiting job would fit them (its missing members, each on the free cards of one node): capacity that admission strands; 0 is none"},
+	"jobs_never_started":             {-1, "jobs (pod groups, pods in no group) that never had min-available members bound by the end of the run"},
 }
 
 // Better says which way a metric improves, in words: "lower", "higher",
