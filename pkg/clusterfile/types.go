@@ -13,6 +13,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/aisched/aisched/pkg/gpu/nvidiadra"
 )
 
 const (
@@ -146,6 +148,24 @@ type GPUs struct {
 	MemoryBandwidthGBps int64 `yaml:"memoryBandwidthGBps"`
 	// maxClockMHz is the maximum SM clock of one card in MHz; +optional.
 	MaxClockMHz int64 `yaml:"maxClockMHz"`
+	// dra publishes the cards through NVIDIA's DRA driver (gpu.nvidia.com
+	// ResourceSlices, claimed with ResourceClaims) instead of NVIDIA's
+	// device plugin (nvidia.com/gpu) and a GPUInventory; +optional.
+	DRA *DRA `yaml:"dra"`
+}
+
+// DRA is the settings of NVIDIA's DRA driver on the nodes of a pool.
+type DRA struct {
+	// consumableShares is the driver's --consumable-shares: "" (off),
+	// "memory", "unlimited", or a whole number of shares per card (1..1000);
+	// +optional.
+	ConsumableShares string `yaml:"consumableShares"`
+	// mig lists the MIG devices of each card, by profile (1g.10gb), with MIG
+	// turned on statically; +optional.
+	MIG []string `yaml:"mig"`
+	// dynamicMIG publishes each card whole and every placement of every MIG
+	// profile, as partitionable devices; +optional.
+	DynamicMIG bool `yaml:"dynamicMIG"`
 }
 
 // NodeCount returns the number of nodes of all pools.
@@ -187,4 +207,9 @@ func (q *Quantity) UnmarshalYAML(n *yaml.Node) error {
 	}
 	q.Quantity, q.set = v, true
 	return nil
+}
+
+// Options are the driver settings of the DRA section.
+func (d *DRA) Options() nvidiadra.Options {
+	return nvidiadra.Options{ConsumableShares: d.ConsumableShares, MIG: d.MIG, DynamicMIG: d.DynamicMIG}
 }

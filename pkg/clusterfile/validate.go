@@ -141,6 +141,11 @@ func (g *GPUs) validate(fp *field.Path) field.ErrorList {
 	if g.ComputeCapability != "" && !computeCapability.MatchString(g.ComputeCapability) {
 		errs = append(errs, field.Invalid(fp.Child("computeCapability"), g.ComputeCapability, `must be major.minor, e.g. "8.0"`))
 	}
+	if g.DRA != nil {
+		if err := g.DRA.Options().Validate(); err != nil {
+			errs = append(errs, field.Invalid(fp.Child("dra"), g.DRA, err.Error()))
+		}
+	}
 	return errs
 }
 

@@ -80,7 +80,7 @@ func (q *Queue) input(now time.Time) (Input, map[string]*Group, []Preemption) {
 		}
 	}
 
-	in := Input{Now: now, Backfill: q.opts.Backfill, Quotas: map[string][]Quota{}, DemandOf: q.demands.of}
+	in := Input{Now: now, Backfill: q.opts.Backfill, Quotas: map[string][]Quota{}, DemandOf: q.demands.of, Claims: q.claimSolver(groups)}
 	if last != nil {
 		in.LastReservation = last.Reservation
 	}

@@ -8,7 +8,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/aisched/aisched/pkg/gpuledger"
 	"github.com/aisched/aisched/pkg/queuetree"
 )
 
@@ -81,6 +83,9 @@ type Input struct {
 	// DemandOf reads a pod's demand (nil: the package's DemandOf); the
 	// queue remembers them across passes.
 	DemandOf func(*corev1.Pod) Demand
+	// Claims places the DRA claims of each group's members together (nil:
+	// no pod of a group has claims, or no DRA).
+	Claims *ClaimSolver
 }
 
 // Reason says why a group is where it is, in one word (a condition reason).
@@ -147,6 +152,10 @@ type Plan struct {
 	// waits with a Reservation: capacity freed since is the next pass's
 	// to give (Queue.Fence).
 	Seen map[string]Capacity
+	// Claims are, by pod UID, the node and devices that the solution of
+	// their group's DRA claims gives the members of admitted groups
+	// (claims.go); GPUClaims holds each member to its own.
+	Claims map[types.UID]gpuledger.ClaimPlan
 }
 
 // Capacity is what a node has free: resources and thousandths of cards.
@@ -279,7 +288,7 @@ func newComputation(in Input) *computation {
 		c.groups[i] = &g
 	}
 	slices.SortStableFunc(c.groups, func(a, b *Group) int { return queueOrder(*a, *b) })
-	c.plan = Plan{Decisions: make(map[string]Decision, len(c.groups))}
+	c.plan = Plan{Decisions: make(map[string]Decision, len(c.groups)), Claims: map[types.UID]gpuledger.ClaimPlan{}}
 	if !c.tree.Empty() {
 		// What running work uses counts against its queues.
 		for r := range c.rooms {
@@ -335,6 +344,11 @@ func (c *computation) admittedFirst() {
 		}
 		demands := c.demandsOf(g)
 		_, at := fitFirst(demands, c.rooms, len(g.Pending), &c.cursor)
+		if c.in.Claims != nil {
+			// Its members being placed keep the devices of a solution:
+			// those holding theirs already pinned, the others solved anew.
+			c.in.Claims.Solve(demands, c.rooms, at, c.plan.Claims)
+		}
 		if leaf := c.leaf(g); leaf != nil {
 			c.tree.Charge(leaf, demandUsage(c.tree, demands, at, c.rooms, c.largestMiB))
 		}
@@ -407,6 +421,13 @@ func (c *computation) decide(g *Group, leaf *queuetree.Node) {
 		}
 		if alike && fit < need {
 			c.room[shape] = fit
+		}
+	}
+	if fit >= need && c.in.Claims != nil {
+		if ok, why := c.in.Claims.Solve(demands, rooms, at, c.plan.Claims); !ok {
+			unfit(demands, rooms, at)
+			c.queue(g, leaf, ReasonWaitingForCapacity, why)
+			return
 		}
 	}
 	if fit >= need {

@@ -14,6 +14,8 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/dynamic-resource-allocation/structured"
+	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/utils/clock"
 
 	"github.com/aisched/aisched/pkg/generated/clientset/versioned"
@@ -75,6 +77,10 @@ type Queue struct {
 	// and demands the pods' demands; both the loop's own.
 	reclaiming map[string]bool
 	demands    demandCache
+	// dra and draFeatures solve groups' DRA claims (claims.go); dra is nil
+	// without DRA.
+	dra         fwk.SharedDRAManager
+	draFeatures structured.Features
 	// synced report whether the queue's handlers have seen what the
 	// informers first listed.
 	synced []cache.InformerSynced
@@ -165,6 +171,11 @@ type Connection struct {
 	Recorder events.EventRecorder
 	// Activate moves pods of newly admitted groups to the active queue.
 	Activate func(map[string]*corev1.Pod)
+	// DRA is the scheduler's DRA manager and DRAFeatures its allocator's
+	// features, to solve groups' DRA claims whole (claims.go); nil: DRA
+	// claims are not placed on paper.
+	DRA         fwk.SharedDRAManager
+	DRAFeatures structured.Features
 }
 
 // Start follows pods, nodes, ResourceQuotas, PodGroups, team queues and
@@ -173,6 +184,7 @@ type Connection struct {
 func (q *Queue) Start(ctx context.Context, conn Connection) error {
 	factory, client, recorder, activate := conn.Factory, conn.Client, conn.Recorder, conn.Activate
 	q.activate = activate
+	q.dra, q.draFeatures = conn.DRA, conn.DRAFeatures
 	podInformer := factory.Core().V1().Pods().Informer()
 	q.pods = podInformer.GetIndexer()
 	q.held = newPodWriter(client, recorder, q.pods, q.opts.Clock)

@@ -132,9 +132,14 @@ func runTrace(ctx context.Context, s *scenario.Scenario, opts Options) (*report.
 		}
 		policies = append(policies, ReplayPolicy{Name: p.Name, Profile: p.Profile, SchedulerConfig: cfg})
 	}
+	kind := opts.Engine
+	if s.Trace.DRA {
+		// Claims need the real apiserver (Replay).
+		kind = engine.APIServer
+	}
 	rep, err := Replay(ctx, ReplayOptions{
-		Engine: opts.Engine, Parallel: opts.Parallel, Name: s.Name, Nodes: nodes, Pods: pods, Policies: policies,
-		Seeds: s.Seeds, Inflate: s.Trace.Inflate, TypicalPodsFromTrace: s.Trace.TypicalPodsFromTrace,
+		Engine: kind, Parallel: opts.Parallel, Name: s.Name, Nodes: nodes, Pods: pods, Policies: policies,
+		Seeds: s.Seeds, Inflate: s.Trace.Inflate, TypicalPodsFromTrace: s.Trace.TypicalPodsFromTrace, DRA: s.Trace.DRA,
 		Timeout: opts.Timeout, Progress: opts.Progress, Tick: opts.Tick,
 	})
 	if err != nil {

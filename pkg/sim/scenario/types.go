@@ -84,6 +84,10 @@ type Trace struct {
 	Inflate float64 `yaml:"inflate"`
 	// typicalPodsFromTrace gives FGD the pod list's shapes; +optional.
 	TypicalPodsFromTrace bool `yaml:"typicalPodsFromTrace"`
+	// dra requests the GPUs through ResourceClaims of NVIDIA's DRA driver
+	// (ReplayOptions.DRA); such a replay runs on the apiserver engine;
+	// +optional.
+	DRA bool `yaml:"dra"`
 }
 
 // DefaultInflate is a trace's inflate unless given (trace.CheckInflate
