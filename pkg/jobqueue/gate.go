@@ -97,3 +97,13 @@ func (q *Queue) Binding(key string, priority int32) *Reservation {
 	}
 	return nil
 }
+
+// Placed returns the topology domain the current plan placed the admitted
+// group with key in (Plan.Placements), nil when it asks for none; it must
+// not be changed.
+func (q *Queue) Placed(key string) *Placed {
+	if p := q.plan.Load(); p != nil {
+		return p.Placements[key]
+	}
+	return nil
+}

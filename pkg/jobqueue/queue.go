@@ -21,6 +21,7 @@ import (
 	"github.com/aisched/aisched/pkg/gpuledger"
 	"github.com/aisched/aisched/pkg/podgroup"
 	"github.com/aisched/aisched/pkg/queuetree"
+	"github.com/aisched/aisched/pkg/topology"
 )
 
 // Options configure a Queue.
@@ -69,6 +70,8 @@ type Queue struct {
 	// restart); historyAt is when it was brought up to date.
 	history   map[string]map[string]int64
 	historyAt time.Time
+	// topologies reads the topologies groups ask for domains of.
+	topologies *topology.Source
 	// tree is the team queues as the last pass counted them; read-only.
 	tree atomic.Pointer[queuetree.Tree]
 	// reclaiming are the groups that took capacity back in the last pass,
@@ -222,6 +225,11 @@ func (q *Queue) Start(ctx context.Context, conn Connection) error {
 		return fmt.Errorf("team queues: %w", err)
 	}
 	q.synced = append(q.synced, q.source.synced...)
+	q.topologies = &topology.Source{}
+	if err := q.topologies.Start(ctx, conn.Aisched, conn.Dynamic, q.Kick); err != nil {
+		return fmt.Errorf("topologies: %w", err)
+	}
+	q.synced = append(q.synced, q.topologies.Synced()...)
 	if conn.Aisched != nil && q.source.aisched != nil {
 		q.queueStatus = newQueueStatusWriter(conn.Aisched)
 		go q.queueStatus.run(ctx)

@@ -71,5 +71,9 @@ func (g *Groups) volcanoRef(ref Ref, key string) (Ref, error) {
 	}
 	ref.MinAvailable = int(minMember)
 	ref.Created = u.GetCreationTimestamp().UTC()
+	ref.Annotations = u.GetAnnotations()
+	if nt, ok, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "networkTopology"); ok {
+		ref.NetworkTopology, _ = nt.(map[string]interface{})
+	}
 	return ref, nil
 }
