@@ -265,7 +265,7 @@ func allocatable(n *corev1.Node) Resources {
 // (annotations, or a Volcano PodGroup's networkTopology), else its
 // members', which must agree. The problem names the key, and the pod.
 func constraintOf(g *Group, ref podgroup.Ref) (topology.Constraint, string) {
-	if c, ok, err := topology.OfPodGroup(ref.Annotations, ref.NetworkTopology); err != nil {
+	if c, ok, err := topology.OfPodGroup(ref.Annotations, ref.Volcano); err != nil {
 		return topology.Constraint{}, fmt.Sprintf("PodGroup %s: %s", ref.Key(), err)
 	} else if ok {
 		return c, ""

@@ -3,6 +3,7 @@ package jobqueue
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -226,10 +227,21 @@ func (q *Queue) Start(ctx context.Context, conn Connection) error {
 	}
 	q.synced = append(q.synced, q.source.synced...)
 	q.topologies = &topology.Source{}
-	if err := q.topologies.Start(ctx, conn.Aisched, conn.Dynamic, q.Kick); err != nil {
+	if err := q.topologies.Start(ctx, conn.Aisched, conn.Dynamic, q.nodes, q.Kick); err != nil {
 		return fmt.Errorf("topologies: %w", err)
 	}
 	q.synced = append(q.synced, q.topologies.Synced()...)
+	if _, err := factory.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(interface{}) { q.topologies.NodesChanged() },
+		UpdateFunc: func(old, obj interface{}) {
+			if o, ok := old.(*corev1.Node); ok && !maps.Equal(o.Labels, obj.(*corev1.Node).Labels) {
+				q.topologies.NodesChanged()
+			}
+		},
+		DeleteFunc: func(interface{}) { q.topologies.NodesChanged() },
+	}); err != nil {
+		return err
+	}
 	if conn.Aisched != nil && q.source.aisched != nil {
 		q.queueStatus = newQueueStatusWriter(conn.Aisched)
 		go q.queueStatus.run(ctx)

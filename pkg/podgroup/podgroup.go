@@ -128,9 +128,10 @@ type Ref struct {
 	// Volcano's); nil for groups the pods declare. They must not be
 	// changed.
 	Annotations map[string]string
-	// NetworkTopology is a Volcano PodGroup's spec.networkTopology; nil
-	// otherwise. It must not be changed.
-	NetworkTopology map[string]interface{}
+	// Volcano is a Volcano PodGroup's spec (its networkTopology and
+	// subGroupPolicy ask for a topology domain); nil otherwise. It must
+	// not be changed.
+	Volcano map[string]interface{}
 }
 
 // Key is namespace/name, unique in the cluster.

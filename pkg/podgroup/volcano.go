@@ -72,8 +72,8 @@ func (g *Groups) volcanoRef(ref Ref, key string) (Ref, error) {
 	ref.MinAvailable = int(minMember)
 	ref.Created = u.GetCreationTimestamp().UTC()
 	ref.Annotations = u.GetAnnotations()
-	if nt, ok, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "networkTopology"); ok {
-		ref.NetworkTopology, _ = nt.(map[string]interface{})
+	if spec, ok, _ := unstructured.NestedFieldNoCopy(u.Object, "spec"); ok {
+		ref.Volcano, _ = spec.(map[string]interface{})
 	}
 	return ref, nil
 }

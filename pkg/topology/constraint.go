@@ -18,10 +18,16 @@ type Constraint struct {
 	// Topology names the topology; "" for the one that has the levels.
 	Topology string
 	// Required is the level inside one domain of which every member runs.
+	// A peer's form that names several levels (Koordinator's MustGather
+	// layers) joins them with commas: the finest binds.
 	Required string
 	// Preferred is the level tried first; then each coarser level, up to
-	// Required (or the whole cluster without it).
+	// Required (or the whole cluster without it). Several, comma-joined:
+	// the finest is tried first.
 	Preferred string
+	// PreferFinest prefers the topology's finest level (Volcano's
+	// networkTopology, which tries the lowest tier first).
+	PreferFinest bool
 	// SliceLevel and SliceSize: every SliceSize members inside one domain
 	// of SliceLevel, a level finer than Required.
 	SliceLevel string
@@ -33,7 +39,7 @@ type Constraint struct {
 
 // Empty reports whether c asks nothing.
 func (c Constraint) Empty() bool {
-	return c.Required == "" && c.Preferred == "" && c.SliceLevel == ""
+	return c.Required == "" && c.Preferred == "" && c.SliceLevel == "" && !c.PreferFinest
 }
 
 // MaxSliceSize bounds a slice's members, as min-available is bounded.
@@ -82,8 +88,10 @@ func Resolve(c Constraint, tops []*Topology) (*Resolved, error) {
 	}
 	var asked []struct{ key, level string }
 	for _, l := range []struct{ key, level string }{{c.RequiredKey, c.Required}, {c.PreferredKey, c.Preferred}, {c.SliceKey, c.SliceLevel}} {
-		if l.level != "" {
-			asked = append(asked, l)
+		for _, level := range strings.Split(l.level, ",") {
+			if level != "" {
+				asked = append(asked, struct{ key, level string }{l.key, level})
+			}
 		}
 	}
 	var t *Topology
@@ -102,15 +110,12 @@ func Resolve(c Constraint, tops []*Topology) (*Resolved, error) {
 		}
 		return nil, fmt.Errorf("%s: no one topology has all of the levels %s%s", c.RequiredKey, levelList(asked), known(candidates))
 	}
-	r := &Resolved{Topology: t, Required: t.Level(c.Required), Preferred: t.Level(c.Preferred), Slice: t.Level(c.SliceLevel), SliceSize: c.SliceSize, Constraint: c}
-	if c.Required == "" {
-		r.Required = -1
-	}
-	if c.Preferred == "" {
-		r.Preferred = -1
-	}
-	if c.SliceLevel == "" {
-		r.Slice = -1
+	r := &Resolved{Topology: t, Required: finest(t, c.Required), Preferred: finest(t, c.Preferred), Slice: finest(t, c.SliceLevel), SliceSize: c.SliceSize, Constraint: c}
+	if c.PreferFinest && r.Preferred < 0 {
+		r.Preferred = len(t.Levels) - 1
+		if r.Preferred < r.Required {
+			r.Preferred = r.Required
+		}
 	}
 	switch {
 	case r.Preferred >= 0 && r.Required >= 0 && r.Preferred < r.Required:
@@ -121,6 +126,18 @@ func Resolve(c Constraint, tops []*Topology) (*Resolved, error) {
 			quote.Value(t.Levels[max(r.Required, r.Preferred)].Key))
 	}
 	return r, nil
+}
+
+// finest returns the index of the finest of the comma-joined levels of t,
+// -1 for none.
+func finest(t *Topology, levels string) int {
+	out := -1
+	for _, l := range strings.Split(levels, ",") {
+		if l != "" {
+			out = max(out, t.Level(l))
+		}
+	}
+	return out
 }
 
 // known lists the topologies and their levels for an error.

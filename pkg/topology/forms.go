@@ -19,11 +19,16 @@ type form struct {
 // Job's pod template), in the order they are read.
 var podForms = []form{
 	{"aisched", ofAisched},
+	{"Kueue", ofKueue},
+	{"KAI-Scheduler", ofKAI},
+	{"Koordinator", ofKoordinator},
 }
 
 // groupForms are the forms a PodGroup's annotations may carry.
 var groupForms = []form{
 	{"aisched", ofAisched},
+	{"KAI-Scheduler", ofKAI},
+	{"Koordinator", ofKoordinator},
 }
 
 // OfPod returns what a pod asks of a topology, in whichever form it
@@ -34,13 +39,14 @@ func OfPod(pod *corev1.Pod) (Constraint, bool, error) {
 }
 
 // OfPodGroup returns what a PodGroup asks: its annotations, or a Volcano
-// PodGroup's spec.networkTopology (networkTopology, nil for none).
-func OfPodGroup(annotations map[string]string, networkTopology map[string]interface{}) (Constraint, bool, error) {
+// PodGroup's spec.networkTopology and subGroupPolicy (volcano: its spec,
+// nil for another PodGroup).
+func OfPodGroup(annotations map[string]string, volcano map[string]interface{}) (Constraint, bool, error) {
 	c, ok, err := read(groupForms, annotations, "PodGroup annotation")
-	if networkTopology == nil || err != nil {
+	if volcano == nil || err != nil {
 		return c, ok, err
 	}
-	v, vok, verr := ofVolcano(networkTopology)
+	v, vok, verr := ofVolcano(volcano)
 	switch {
 	case verr != nil:
 		return Constraint{}, true, verr
@@ -72,6 +78,10 @@ func read(forms []form, annotations map[string]string, where string) (Constraint
 	}
 	return found, first != "", nil
 }
+
+// Source names the key c was read from first, for messages ("annotation
+// kueue.x-k8s.io/podset-required-topology").
+func (c Constraint) Source() string { return keyOf(c) }
 
 // keyOf names the first key a constraint was read from.
 func keyOf(c Constraint) string {

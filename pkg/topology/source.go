@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/dynamic"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
 	aischedv1alpha1 "github.com/aisched/aisched/apis/aisched/v1alpha1"
@@ -24,6 +25,7 @@ const syncTimeout = 30 * time.Second
 // into the model at this edge.
 type Source struct {
 	aisched cache.Indexer
+	peers   peerStores
 	synced  []cache.InformerSynced
 
 	mu    sync.Mutex
@@ -32,9 +34,11 @@ type Source struct {
 }
 
 // Start follows the topologies through client (nil: none) and dyn (nil:
-// no peers'); onChange is called on every change.
-func (s *Source) Start(ctx context.Context, client versioned.Interface, dyn dynamic.Interface, onChange func()) error {
+// no peers'); nodes are the nodes Volcano's HyperNodes select. onChange is
+// called on every change.
+func (s *Source) Start(ctx context.Context, client versioned.Interface, dyn dynamic.Interface, nodes corelisters.NodeLister, onChange func()) error {
 	s.stale = true
+	s.peers.nodes = nodes
 	if client == nil {
 		return nil
 	}
@@ -99,4 +103,13 @@ func OfAPI(t *aischedv1alpha1.Topology) *Topology {
 		labels = append(labels, l.NodeLabel)
 	}
 	return OfLabels(t.Name, "aischedtopology "+t.Name, labels)
+}
+
+// NodesChanged tells the source that nodes came, went or changed their
+// labels: Volcano's HyperNodes select nodes by name and label, so their
+// topology is translated again.
+func (s *Source) NodesChanged() {
+	if s.peers.volcano != nil {
+		s.invalidate()
+	}
 }

@@ -33,6 +33,9 @@ type Level struct {
 	Label string
 	// Name is a short word for the level in messages ("rack").
 	Name string
+	// Alias is another name constraints may give the level (a KAI level's
+	// alias, a Volcano tier's tierName); "" for none.
+	Alias string
 }
 
 // MaxLevels bounds a topology's levels, as the Topology CRD does.
@@ -67,7 +70,7 @@ func shortName(label string) string {
 // none.
 func (t *Topology) Level(key string) int {
 	for i, l := range t.Levels {
-		if l.Key == key {
+		if l.Key == key || l.Alias != "" && l.Alias == key {
 			return i
 		}
 	}
@@ -107,8 +110,12 @@ func value(domain string) string {
 	return domain[strings.LastIndexByte(domain, '/')+1:]
 }
 
-// Words names a domain of level i in messages: "rack r3".
+// Words names a domain of level i in messages: "rack r3", or for a
+// topology of members "HyperNode s0 (tier 1)".
 func (t *Topology) Words(i int, domain string) string {
+	if t.members != nil {
+		return "HyperNode " + domain + " (" + t.Levels[i].Name + ")"
+	}
 	return t.Levels[i].Name + " " + value(domain)
 }
 

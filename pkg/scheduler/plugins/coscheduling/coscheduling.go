@@ -167,6 +167,11 @@ func (pl *Coscheduling) PreFilter(_ context.Context, state fwk.CycleState, pod *
 		state.Write(reservationKey, &reservationState{reservation: r, fence: pl.queue.Fence(key, priority), demand: jobqueue.DemandOf(pod)})
 		reserved = true
 	}
+	if !ok {
+		if s := refuseLoneTopology(pod); s != nil {
+			return nil, s
+		}
+	}
 	if !ok || ref.MinAvailable < 2 {
 		if reserved {
 			return nil, nil

@@ -3,11 +3,13 @@ package coscheduling
 import (
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/aisched/aisched/pkg/jobqueue"
 	"github.com/aisched/aisched/pkg/podgroup"
+	"github.com/aisched/aisched/pkg/topology"
 )
 
 // domainKey is the CycleState key of the nodes a member's topology domain
@@ -81,6 +83,27 @@ func filterDomain(state fwk.CycleState, node string) *fwk.Status {
 	s := data.(*domainState)
 	if !s.nodes.Has(node) {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("node is outside %s, where the job queue placed pod group %s", s.words, s.key))
+	}
+	return nil
+}
+
+// refuseLoneTopology refuses a pod in no pod group that asks for a
+// topology domain (in aisched's form or a peer's): the domain holds a
+// group's members together, and the pods of a Job, say, are not a group
+// unless they say so. Pods of a native Workload group are upstream's to
+// place (its PodGroup's schedulingConstraints), whatever they carry.
+func refuseLoneTopology(pod *corev1.Pod) *fwk.Status {
+	if podgroup.Native(pod) {
+		return nil
+	}
+	c, asks, err := topology.OfPod(pod)
+	switch {
+	case err != nil:
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
+	case asks:
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf(
+			"%s: a topology domain holds the members of a pod group together, and this pod is in none: put the pods in a group (labels %s and %s)",
+			c.Source(), podgroup.NameLabel, podgroup.MinAvailableLabel))
 	}
 	return nil
 }
