@@ -546,9 +546,10 @@ func (c *computation) scopeOf(nodes map[string]int, i int) []int {
 // they were empty, inside one domain: of the preferred level first, then
 // of each coarser level up to the required one (anywhere last, without a
 // required level). Among the domains that hold the group it takes the
-// one with the most of the nodes it held in the last pass (kept), then
-// the one with the most free now (the shortest wait). ok is false when no
-// domain holds it.
+// one with the most free now (the shortest wait), and among those with as
+// much free the one with the most of the nodes it held in the last pass
+// (kept), so that the reservation does not move without a gain. ok is
+// false when no domain holds it.
 func (c *computation) reserveTopology(r *topology.Resolved, demands []Demand, need int, kept map[string]bool) (map[int]Held, *Placed, bool) {
 	a := askOf(demands, need)
 	levels := r.Levels()
@@ -568,7 +569,11 @@ func (c *computation) reserveTopology(r *topology.Resolved, demands []Demand, ne
 					k++
 				}
 			}
-			if best == nil || k > bestKept || k == bestKept && c.fuller(a)(d, bestDomain) > 0 {
+			if best == nil {
+				best, bestDomain, bestKept = rv, d, k
+				continue
+			}
+			if cmp := c.fuller(a)(d, bestDomain); cmp > 0 || cmp == 0 && k > bestKept {
 				best, bestDomain, bestKept = rv, d, k
 			}
 		}
