@@ -852,8 +852,8 @@ func explainNeverTopology(demands []Demand, r *topology.Resolved, need, placed i
 	if r.Required < 0 || words == "" {
 		return fmt.Sprintf("%s (%s)", explainNever(demands, need, placed, rooms), topologyWords(r))
 	}
-	msg := fmt.Sprintf("it never fits %s: with every node empty, the best %s, %s, holds %d of the %d members it needs at once",
-		topologyWords(r), r.Topology.LevelWords(r.Required), words, placed, need)
+	msg := fmt.Sprintf("it never fits %s: with every node empty, no %s holds the %d members it needs at once; the best, %s, holds %d",
+		topologyWords(r), r.Topology.Levels[r.Required].Name, need, words, placed)
 	if placed == 0 {
 		if _, why, ok := strings.Cut(explainNever(demands, need, 0, rooms), "; "); ok {
 			msg += "; " + why

@@ -130,7 +130,7 @@ func TestTopologyPlacement(t *testing.T) {
 		rooms:       slices.Concat(rack("b1", "r1", 4, 4), rack("b1", "r2", 4, 4)),
 		group:       asks(group("g", 6, 1, 4, 0, 0), topology.Constraint{Required: rackLabel}),
 		wantReason:  ReasonUnplaceable,
-		wantMessage: []string{"it never fits inside one rack (example.com/rack): with every node empty, the best rack (example.com/rack), rack r1, holds 4 of the 6 members it needs at once"},
+		wantMessage: []string{"it never fits inside one rack (example.com/rack): with every node empty, no rack holds the 6 members it needs at once; the best, rack r1, holds 4"},
 	}, {
 		name:        "a level no topology has",
 		rooms:       rack("b1", "r1", 4, 4),

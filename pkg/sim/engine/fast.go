@@ -79,7 +79,7 @@ func StartSnapshot(ctx context.Context, now time.Time, objects, aischedObjects [
 			}
 		}
 		for _, o := range aischedObjects {
-			if err := api.aisched.Tracker().Add(o); err != nil {
+			if err := addAisched(api.aisched.Tracker(), o); err != nil {
 				return fmt.Errorf("snapshot: %w", err)
 			}
 		}
@@ -98,11 +98,19 @@ type SnapshotCluster interface {
 	// QueueDecision is the job queue's last decision for the pod group
 	// with key (namespace/name); ok is false when it has none.
 	QueueDecision(key string) (jobqueue.Decision, bool)
+	// QueuePlaced is the topology domain the job queue placed the pod
+	// group with key in; nil for none.
+	QueuePlaced(key string) *jobqueue.Placed
 }
 
 // QueueDecision implements SnapshotCluster.
 func (f *fastCluster) QueueDecision(key string) (jobqueue.Decision, bool) {
 	return f.svc.Queue.Decision(key)
+}
+
+// QueuePlaced implements SnapshotCluster.
+func (f *fastCluster) QueuePlaced(key string) *jobqueue.Placed {
+	return f.svc.Queue.Placed(key)
 }
 
 func startFast(ctx context.Context, opts Options) (Cluster, error) {
@@ -280,4 +288,17 @@ func (f *fastCluster) Stop() error {
 	f.errMu.Lock()
 	defer f.errMu.Unlock()
 	return f.err
+}
+
+// addAisched adds an aisched object to the fake's tracker, under its
+// resource where the tracker would guess the plural wrong (aisched's
+// Queues and Topologies are aischedqueues and aischedtopologies).
+func addAisched(tracker k8stesting.ObjectTracker, o runtime.Object) error {
+	switch o.(type) {
+	case *aischedv1alpha1.Topology:
+		return tracker.Create(aischedv1alpha1.SchemeGroupVersion.WithResource("aischedtopologies"), o, "")
+	case *aischedv1alpha1.Queue:
+		return tracker.Create(aischedv1alpha1.SchemeGroupVersion.WithResource("aischedqueues"), o, "")
+	}
+	return tracker.Add(o)
 }
