@@ -164,9 +164,11 @@ type Plan struct {
 	// to give (Queue.Fence).
 	Seen map[string]Capacity
 	// Placements are the domains of the admitted groups that ask for one,
-	// by group key, and of the group that holds the Reservation: Filter
-	// keeps admitted members inside theirs.
+	// by group key: Filter keeps admitted members inside theirs.
 	Placements map[string]*Placed
+	// ahead are the groups admitted before the Reservation was made: the
+	// plan placed them first, so it does not bind their pods (Binding).
+	ahead map[string]bool
 }
 
 // Capacity is what a node has free: resources and thousandths of cards.
@@ -571,7 +573,7 @@ func (c *computation) reserve(g *Group, demands []Demand, need int) (*Reservatio
 		rooms[r].GPUs = withheld(rooms[r].GPUs, held.GPUs)
 		c.touchRoom(r)
 	}
-	c.plan.Reservation = res
+	c.holdReservation(res)
 	c.changes++
 	return res, true
 }
@@ -588,7 +590,7 @@ func (c *computation) preempt(g *Group, leaf *queuetree.Node, demands []Demand, 
 			leafOf: func(key string) *queuetree.Node { return c.tree.Queue(c.in.QueueOf[key]) }, rooms: c.rooms, largestMiB: c.largestMiB,
 			demandOf: c.demandOf}
 		if victims, at, domain, ok := c.preemption(g, demands, need, rc.units(units)); ok {
-			c.plan.Reservation = c.reservationAt(*g, demands, at, domain)
+			c.holdReservation(c.reservationAt(*g, demands, at, domain))
 			c.changes++
 			from := victimQueues(victims, c.tree, c.in.QueueOf)
 			if len(victims) > 0 {
@@ -606,7 +608,7 @@ func (c *computation) preempt(g *Group, leaf *queuetree.Node, demands []Demand, 
 	if !ok {
 		return false
 	}
-	c.plan.Reservation = c.reservationAt(*g, demands, at, domain)
+	c.holdReservation(c.reservationAt(*g, demands, at, domain))
 	c.changes++
 	if len(victims) > 0 {
 		c.plan.Preemptions = append(c.plan.Preemptions, Preemption{Group: g.Key, Priority: g.Priority, Victims: victims})

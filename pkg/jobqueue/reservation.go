@@ -189,14 +189,30 @@ func withheld(n gpuledger.NodeGPUs, reserved []gpu.Request) gpuledger.NodeGPUs {
 	return n
 }
 
+// holdReservation makes res the plan's reservation. The groups admitted so
+// far in the pass took their room on paper before it: it does not bind
+// their pods, whose nodes it may hold as if empty (it waits for them to
+// end), so that they are not refused the room the plan gave them.
+func (c *computation) holdReservation(res *Reservation) {
+	c.plan.Reservation = res
+	c.plan.ahead = map[string]bool{}
+	for key, d := range c.plan.Decisions {
+		if d.Admitted {
+			c.plan.ahead[key] = true
+		}
+	}
+}
+
 // Binding returns what the plan's reservations hold for a pod of group
 // key ("" for none) and priority: those of other groups of the same or
-// higher priority, merged when both bind it. Nil when none binds it. It
+// higher priority, merged when both bind it, but not the waiting group's
+// for a group admitted before it was made. Nil when none binds it. It
 // runs in every PreFilter, so one reservation is returned as it is.
 func (p *Plan) Binding(key string, priority int32) *Reservation {
 	binds := func(r *Reservation) bool { return r != nil && r.Holder != key && priority <= r.Priority }
+	bindsWaiting := func(r *Reservation) bool { return binds(r) && (key == "" || !p.ahead[key]) }
 	switch a, b := p.Placing, p.Reservation; {
-	case binds(a) && binds(b):
+	case binds(a) && bindsWaiting(b):
 		out := &Reservation{Holder: a.Holder + " and " + b.Holder, Priority: a.Priority, Nodes: maps.Clone(a.Nodes)}
 		for node, h := range b.Nodes {
 			both := out.Nodes[node]
@@ -207,7 +223,7 @@ func (p *Plan) Binding(key string, priority int32) *Reservation {
 		return out
 	case binds(a):
 		return a
-	case binds(b):
+	case bindsWaiting(b):
 		return b
 	}
 	return nil
