@@ -142,6 +142,7 @@ func TestMetricKeys(t *testing.T) {
 	full := metrics.Result{
 		BalanceEfficiencyH: ptr.To(1.0), GPUAllocationRate: ptr.To(1.0), UnallocatedGPUPct: ptr.To(1.0),
 		UnallocatedGPUPctCurve: []metrics.CurvePoint{{ArrivedPct: 100}}, GroupWaitSeconds: &metrics.Percentiles{},
+		MakespanSeconds: ptr.To(1.0), GPUBusyPct: ptr.To(1.0), TopologyRequiredShare: ptr.To(1.0), TopologyPreferredShare: ptr.To(1.0), TopologyDomainsSpanned: ptr.To(1.0), TopologySlicesWhole: ptr.To(1.0),
 	}
 	got, err := values(full, scenario.MetricKeys)
 	if err != nil {
@@ -161,6 +162,7 @@ func TestMetricMeanings(t *testing.T) {
 	full := metrics.Result{
 		BalanceEfficiencyH: ptr.To(1.0), GPUAllocationRate: ptr.To(1.0), UnallocatedGPUPct: ptr.To(1.0), InexpressiblePods: ptr.To(0),
 		UnallocatedGPUPctCurve: []metrics.CurvePoint{{ArrivedPct: 100}}, GroupWaitSeconds: &metrics.Percentiles{},
+		MakespanSeconds: ptr.To(1.0), GPUBusyPct: ptr.To(1.0), TopologyRequiredShare: ptr.To(1.0), TopologyPreferredShare: ptr.To(1.0), TopologyDomainsSpanned: ptr.To(1.0), TopologySlicesWhole: ptr.To(1.0),
 	}
 	keys := jsonKeys(t, full)
 	all := slices.Concat(scenario.MetricKeys, scenario.TraceMetricKeys, slices.Collect(maps.Keys(keys)))
