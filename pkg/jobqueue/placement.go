@@ -63,6 +63,12 @@ type Demand struct {
 	selection nodeaffinity.RequiredNodeAffinity
 	// shape is what demands alike share (demandShape).
 	shape string
+	// held are the cards a bound pod holds, and holds whether the GPU
+	// ledger can name them (gpuledger.HoldingOf), read with the demand;
+	// requested is the pod's nvidia.com/gpu request (gpu.RequestedCards).
+	held      []int
+	holds     bool
+	requested int64
 }
 
 // DemandOf returns the demand of a pod.
@@ -70,6 +76,8 @@ func DemandOf(pod *corev1.Pod) Demand {
 	r, _ := gpu.ParseRequest(pod)
 	d := Demand{Pod: pod, Request: RequestOf(pod), GPU: r, selection: nodeaffinity.GetRequiredNodeAffinity(pod)}
 	d.shape = demandShape(&d)
+	d.held, _, d.holds = gpuledger.HoldingOf(pod)
+	d.requested = gpu.RequestedCards(pod)
 	return d
 }
 

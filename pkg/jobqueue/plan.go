@@ -458,6 +458,7 @@ func (c *computation) decide(g *Group, leaf *queuetree.Node) {
 				return
 			}
 			c.tree.Charge(leaf, use)
+			c.pick.charged(leaf)
 		}
 		c.plan.Decisions[g.Key] = admitted
 		if placed != nil {
@@ -604,7 +605,7 @@ func (c *computation) preempt(g *Group, leaf *queuetree.Node, demands []Demand, 
 		}
 	}
 	same := func(key string) bool { return c.tree.Queue(c.in.QueueOf[key]) == leaf }
-	victims, at, domain, ok := c.preemption(g, demands, need, unitsBelow(*g, units, same))
+	victims, at, domain, ok := c.preemption(g, demands, need, unitsBelow(*g, units, same, c.demandOf))
 	if !ok {
 		return false
 	}

@@ -126,10 +126,10 @@ func unitsOf(g Group, rooms []Room) []*unit {
 
 // unknownCards reports whether a unit holds cards the ledger cannot name:
 // it cannot be given back on paper.
-func unknownCards(u *unit) bool {
+func unknownCards(u *unit, demandOf func(*corev1.Pod) Demand) bool {
 	return slices.ContainsFunc(u.pods, func(pa podAt) bool {
-		_, _, known := gpuledger.HoldingOf(pa.pod)
-		return gpu.RequestedCards(pa.pod) > 0 && !known
+		d := demandOf(pa.pod)
+		return d.requested > 0 && !d.holds
 	})
 }
 
@@ -138,12 +138,12 @@ func unknownCards(u *unit) bool {
 // g in the same team queue (same reports it by key), their cards known
 // to the ledger; lowest priority first, fewest pods first, then the
 // newest.
-func unitsBelow(g Group, units []*unit, same func(key string) bool) []*unit {
+func unitsBelow(g Group, units []*unit, same func(key string) bool, demandOf func(*corev1.Pod) Demand) []*unit {
 	out := slices.DeleteFunc(slices.Clone(units), func(u *unit) bool {
 		if u.ending {
 			return false
 		}
-		return u.priority >= g.Priority || !same(u.key) || unknownCards(u)
+		return u.priority >= g.Priority || !same(u.key) || unknownCards(u, demandOf)
 	})
 	slices.SortStableFunc(out, func(a, b *unit) int {
 		return cmp.Or(cmp.Compare(a.priority, b.priority), cmp.Compare(len(a.pods), len(b.pods)),

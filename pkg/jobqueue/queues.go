@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/aisched/aisched/pkg/gpu"
-	"github.com/aisched/aisched/pkg/gpuledger"
 	"github.com/aisched/aisched/pkg/queuetree"
 )
 
@@ -93,8 +92,7 @@ func cardAt(set *gpu.Set, i int) (gpu.Card, bool) {
 // boundUsage is what a bound pod on room uses, with the cards the GPU
 // ledger knows it holds.
 func boundUsage(t *queuetree.Tree, d Demand, room *Room, largestMiB int64) queuetree.Vec {
-	cards, _, _ := gpuledger.HoldingOf(d.Pod)
-	return usageOf(t, d.Request, d.GPU, room, cards, largestMiB)
+	return usageOf(t, d.Request, d.GPU, room, d.held, largestMiB)
 }
 
 // demandUsage is what the demands use where at placed them; a demand not
@@ -123,79 +121,6 @@ func largestCardMiB(rooms []Room) int64 {
 		}
 	}
 	return largest
-}
-
-// picker takes the groups of a plan in order: each leaf queue's groups in
-// queue order (queueOrder); across queues, first the groups that stay
-// within their queues' guarantees, in queue order, then those that borrow,
-// the one whose queue's share (weighted, dominant resource) would be the
-// lowest first. Groups in no queue are taken as if within a guarantee,
-// so that without queues the order is queueOrder alone.
-type picker struct {
-	tree   *queuetree.Tree
-	leaves []*queuetree.Node
-	lists  map[*queuetree.Node][]*Group
-	// demand is each group's estimated use (without card models).
-	demand map[*Group]queuetree.Vec
-}
-
-func newPicker(tree *queuetree.Tree, groups []*Group, demand map[*Group]queuetree.Vec, leafOf func(*Group) *queuetree.Node) *picker {
-	p := &picker{tree: tree, lists: map[*queuetree.Node][]*Group{}, demand: demand}
-	for _, g := range groups {
-		leaf := leafOf(g)
-		if _, ok := p.lists[leaf]; !ok {
-			p.leaves = append(p.leaves, leaf)
-		}
-		p.lists[leaf] = append(p.lists[leaf], g)
-	}
-	slices.SortFunc(p.leaves, func(a, b *queuetree.Node) int {
-		switch {
-		case a == nil:
-			return -1
-		case b == nil:
-			return 1
-		}
-		return strings.Compare(a.Name, b.Name)
-	})
-	for _, l := range p.leaves {
-		slices.SortStableFunc(p.lists[l], func(a, b *Group) int { return queueOrder(*a, *b) })
-	}
-	return p
-}
-
-// next returns the next group and its leaf queue, nil when none is left.
-func (p *picker) next() (*Group, *queuetree.Node) {
-	var best *Group
-	var bestLeaf *queuetree.Node
-	bestWithin := false
-	for _, leaf := range p.leaves {
-		list := p.lists[leaf]
-		if len(list) == 0 {
-			continue
-		}
-		g := list[0]
-		within := leaf == nil || p.tree.Within(leaf, p.demand[g])
-		if best != nil && p.compare(g, leaf, within, best, bestLeaf, bestWithin) >= 0 {
-			continue
-		}
-		best, bestLeaf, bestWithin = g, leaf, within
-	}
-	if best != nil {
-		p.lists[bestLeaf] = p.lists[bestLeaf][1:]
-	}
-	return best, bestLeaf
-}
-
-func (p *picker) compare(a *Group, la *queuetree.Node, wa bool, b *Group, lb *queuetree.Node, wb bool) int {
-	switch {
-	case wa && !wb:
-		return -1
-	case wb && !wa:
-		return 1
-	case wa && wb:
-		return queueOrder(*a, *b)
-	}
-	return cmp.Or(p.tree.Before(la, p.demand[a], lb, p.demand[b]), queueOrder(*a, *b))
 }
 
 // reclaimer decides which running work a group of a queue may take back:
@@ -306,7 +231,7 @@ func (rc *reclaimer) units(units []*unit) []*unit {
 			out = append(out, u)
 			continue
 		}
-		if unknownCards(u) {
+		if unknownCards(u, rc.demandOf) {
 			continue
 		}
 		if leaf, ok := rc.eligible(u); ok {

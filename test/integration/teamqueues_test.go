@@ -225,20 +225,24 @@ func TestTeamQueueWeights(t *testing.T) {
 		return a+b == 12 && a >= 3 && a <= 5, fmt.Errorf("a %d, b %d bound", a, b)
 	})
 	// The pods that wait say so, naming their queue, and are not marked
-	// Unschedulable (a cluster autoscaler would add nodes for them).
-	pods, err := c.Client.CoreV1().Pods(nsA).List(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range pods.Items {
-		if p.Spec.NodeName != "" {
-			continue
+	// Unschedulable (a cluster autoscaler would add nodes for them). The
+	// queue writes their condition a moment after its pass.
+	localtest.Eventually(t, 30*time.Second, "waiting pods say why, naming their queue", func(ctx context.Context) (bool, error) {
+		pods, err := c.Client.CoreV1().Pods(nsA).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
 		}
-		cond := unschedulableCondition(&p)
-		if cond == nil || cond.Reason == corev1.PodReasonUnschedulable || !strings.Contains(cond.Message, "aischedqueue a") {
-			t.Errorf("waiting pod %s: condition %+v, want the queue's reason naming aischedqueue a", p.Name, cond)
+		for _, p := range pods.Items {
+			if p.Spec.NodeName != "" {
+				continue
+			}
+			cond := unschedulableCondition(&p)
+			if cond == nil || cond.Reason == corev1.PodReasonUnschedulable || !strings.Contains(cond.Message, "aischedqueue a") {
+				return false, fmt.Errorf("waiting pod %s: condition %+v, want the queue's reason naming aischedqueue a", p.Name, cond)
+			}
 		}
-	}
+		return true, nil
+	})
 }
 
 // TestTeamQueueRefused: the apiserver refuses bad queues naming the field;
