@@ -27,7 +27,7 @@ FUZZTIME ?= 30s
 
 .PHONY: help
 help: ## Show this help.
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_\/-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_\/-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
 build: ## Build bin/aisched.
@@ -110,6 +110,10 @@ soak: ## The local cluster under steady pod, Job, gang and gateway churn for SOA
 .PHONY: test-node
 test-node: ## The device path on a real node (root, runc): containerd with NRI, a kubelet, aisched up, the agent's hook; a few minutes, not part of test.
 	hack/node-e2e/run.sh
+
+.PHONY: test-e2e
+test-e2e: ## The chart on three real nodes on this machine (root, runc, iptables): aisched up's control plane, kubelets, containerd, kube-proxy, a CNI pod network, fake GPUs; helm install, the suite (test/e2e), upgrade, uninstall. Not part of test.
+	hack/node-e2e/e2e.sh
 
 .PHONY: console-screenshots
 console-screenshots: bin/helm ## Screenshots of the console's pages into docs/images (needs Chromium), from TestConsole.

@@ -2,13 +2,15 @@
 # The device path on a real node: containerd (with NRI) and runc run the
 # pods of a real kubelet registered with `aisched up`; the aisched scheduler
 # places GPU pods on that node with the cards of the GPUInventory that the
-# node agent publishes (from a fake nvidia-smi: this machine has no GPU),
-# and the agent's NRI hook gives each container its card. Each container
-# writes its environment to a host directory, which the test reads.
+# node agent publishes (from fakegpu's nvidia-smi: this machine has no
+# GPU; fakegpu's device plugin gives the node its nvidia.com/gpu), and the
+# agent's NRI hook gives each container its card, whatever the device
+# plugin picked. Each container writes its environment to a host
+# directory, which the test reads.
 #
 # Needs root, runc on PATH and Go; builds containerd from its Go module and
-# the kubelet from k8s.io/kubernetes. `make test-node` runs it; it is not
-# part of `make test`.
+# the kubelet from k8s.io/kubernetes (lib.sh, which e2e.sh shares). `make
+# test-node` runs it; it is not part of `make test`.
 set -euo pipefail
 cd "$(dirname "$0")"
 repo=$(cd ../.. && pwd)
@@ -22,37 +24,21 @@ if [ -d "$work" ]; then
 fi
 mkdir -p "$bin" "$work/out"
 
-log() { echo "node-e2e: $*" >&2; }
-fail() { log "FAIL: $*"; exit 1; }
+nri_socket=$work/nri.sock
+. ./lib.sh
+need_root_and_runc
+build_node
 
-[ "$(id -u)" = 0 ] || fail "needs root (containerd and runc)"
-command -v runc >/dev/null || fail "needs runc on PATH (apt-get install runc)"
-
-log "building containerd, its runc shim and ctr (containerd's Go module), the kubelet (k8s.io/kubernetes), aisched, the probe image"
-go build -o "$bin/" github.com/containerd/containerd/v2/cmd/containerd \
-  github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 github.com/containerd/containerd/v2/cmd/ctr
-# The kubelet's packages need modules aisched's go.mod does not list: build
-# it with a copy of go.mod, which leaves the repository's alone.
-cp "$repo/go.mod" "$work/kubelet.mod"
-cp "$repo/go.sum" "$work/kubelet.sum"
-(cd "$repo" && go build -mod=mod -modfile="$work/kubelet.mod" -o "$bin/kubelet" k8s.io/kubernetes/cmd/kubelet && go build -o "$bin/aisched" ./cmd/aisched)
-CGO_ENABLED=0 go build -o "$bin/probe" ./probe
-go run ./mkimage -binary "$bin/probe" -out "$work/probe.tar" aisched.io/e2e/probe:1
-go run ./mkimage -binary "$bin/probe" -out "$work/pause.tar" -entrypoint "/probe pause" registry.k8s.io/pause:3.10.1
-
-ctr() { "$bin/ctr" -a "$work/containerd.sock" -n k8s.io "$@"; }
+sock=$work/containerd/containerd.sock
+ctr() { "$bin/ctr" -a "$sock" -n k8s.io "$@"; }
 declare -A pid
-stop() { [ -n "${pid[$1]:-}" ] && kill "${pid[$1]}" 2>/dev/null && wait "${pid[$1]}" 2>/dev/null; pid[$1]=; }
+stop() { stop_pid "${pid[$1]:-}"; pid[$1]=; }
 cleanup() {
-  stop kubelet; stop agent
-  for t in $(ctr tasks ls -q 2>/dev/null); do ctr tasks kill -s KILL "$t" 2>/dev/null || true; done
-  sleep 1
-  for c in $(ctr containers ls -q 2>/dev/null); do ctr tasks delete -f "$c" >/dev/null 2>&1 || true; ctr containers delete "$c" >/dev/null 2>&1 || true; done
+  stop plugin; stop kubelet; stop agent
+  stop_tasks "$sock"
   stop containerd; stop up
-  # Shims, and the containers they ran, of containerd instances stopped
-  # earlier in the run.
-  pkill -f "^$bin/containerd-shim-runc-v2 " 2>/dev/null || true
-  pkill -9 -f "^/probe (pause|env )" 2>/dev/null || true
+  rm -f /var/lib/kubelet/device-plugins/{kubelet.sock,aisched-fake-gpu.sock,kubelet_internal_checkpoint}
+  rmdir /var/lib/kubelet/device-plugins /var/lib/kubelet 2>/dev/null || true
   grep -o " $work[^ ]*" /proc/mounts | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
 }
 trap cleanup EXIT
@@ -60,12 +46,11 @@ trap cleanup EXIT
 start_containerd() {
   PATH=$bin:$PATH "$bin/containerd" --config "$work/containerd.toml" >> "$work/containerd.log" 2>&1 &
   pid[containerd]=$!
-  for _ in $(seq 60); do [ -S "$work/containerd.sock" ] && ctr version >/dev/null 2>&1 && return; sleep 0.5; done
-  fail "containerd did not start: $(tail -3 "$work/containerd.log")"
+  wait_containerd "$sock" "$work/containerd.log" "${pid[containerd]}"
 }
 agent_synced=0
 start_agent() {
-  "$bin/aisched" agent --kubeconfig "$kubeconfig" --node-name "$node" --nvidia-smi "$work/nvidia-smi" \
+  AISCHED_FAKE_GPUS=$work/gpus.csv "$bin/aisched" agent --kubeconfig "$kubeconfig" --node-name "$node" --nvidia-smi "$bin/nvidia-smi" \
     --disk-mbps 100 --interval 2s --metrics-bind-address 0 --gpu-delivery nri --nri-socket "$work/nri.sock" \
     --gpu-isolation hami-core --hami-core-library "$work/libvgpu.so" \
     --pod-resources-socket "$work/kubelet/pod-resources/kubelet.sock" -v 2 >> "$work/agent.log" 2>&1 &
@@ -83,26 +68,7 @@ wait_synced() {
 }
 
 log "containerd with NRI on, its images imported"
-cat > "$work/containerd.toml" <<TOML
-version = 3
-root = "$work/containerd/root"
-state = "$work/containerd/state"
-[grpc]
-  address = "$work/containerd.sock"
-[plugins.'io.containerd.nri.v1.nri']
-  disable = false
-  socket_path = "$work/nri.sock"
-[plugins.'io.containerd.cri.v1.images']
-  snapshotter = "overlayfs"
-  [plugins.'io.containerd.cri.v1.images'.pinned_images]
-    sandbox = "registry.k8s.io/pause:3.10.1"
-[plugins.'io.containerd.cri.v1.runtime']
-  # Machines without CAP_SYS_RESOURCE (this one) cannot give sandboxes the
-  # kubelet's negative OOM score.
-  restrict_oom_score_adj = true
-  [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
-    runtime_type = "io.containerd.runc.v2"
-TOML
+containerd_config "$work/containerd.toml" "$work/containerd"
 start_containerd
 ctr images import "$work/pause.tar" >/dev/null
 ctr images import "$work/probe.tar" >/dev/null
@@ -122,46 +88,28 @@ grep -q "is ready" "$work/up.log" || fail "aisched up did not start: $(tail -5 "
 k() { "$bin/aisched" kubectl --kubeconfig "$kubeconfig" "$@"; }
 
 log "the kubelet of node $node on containerd, and the agent with its NRI hook"
-cat > "$work/kubelet.yaml" <<YAML
-apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-address: 127.0.0.1
-port: 10350
-readOnlyPort: 0
-healthzPort: 0
-authentication: {anonymous: {enabled: false}, webhook: {enabled: false}}
-authorization: {mode: AlwaysAllow}
-cgroupDriver: cgroupfs
-cgroupsPerQOS: false
-enforceNodeAllocatable: []
-failSwapOn: false
-failCgroupV1: false
-evictionHard: {}
-imageGCHighThresholdPercent: 100
-imageGCLowThresholdPercent: 99
-podLogsDir: $work/pod-logs
-containerRuntimeEndpoint: unix://$work/containerd.sock
-localStorageCapacityIsolation: false
-YAML
+kubelet_config "$work/kubelet.yaml" "$work/containerd" 127.0.0.1 10350 false
 # Two cards of different memory, as nvidia-smi prints them: this machine
 # has no GPU, and the delivery does not touch one.
 small=GPU-0e2e0000-0000-4000-8000-000000000016
 large=GPU-0e2e0000-0000-4000-8000-000000000032
-cat > "$work/nvidia-smi" <<SH
-#!/bin/sh
-echo "0, $small, Tesla V100-PCIE-16GB, 16384, 0, 0, 1380, 7.0"
-echo "1, $large, Tesla V100-SXM2-32GB, 32768, 0, 0, 1530, 7.0"
-SH
-chmod +x "$work/nvidia-smi"
+cat > "$work/gpus.csv" <<CSV
+0, $small, Tesla V100-PCIE-16GB, 16384, 0, 0, 1380, 7.0
+1, $large, Tesla V100-SXM2-32GB, 32768, 0, 0, 1530, 7.0
+CSV
+ln -sf fakegpu "$bin/nvidia-smi"
 echo "stands for HAMi-core's libvgpu.so" > "$work/libvgpu.so"
 start_kubelet
 start_agent
+# The kubelet's device-plugin directory is /var/lib/kubelet/device-plugins
+# whatever its --root-dir (cleanup removes what the run put there).
+"$bin/fakegpu" device-plugin --gpus "$work/gpus.csv" --dir /var/lib/kubelet/device-plugins >> "$work/plugin.log" 2>&1 &
+pid[plugin]=$!
 wait_synced 1
 for _ in $(seq 60); do k get node "$node" >/dev/null 2>&1 && k get gpuinventory "$node" >/dev/null 2>&1 && break; sleep 1; done
 k get gpuinventory "$node" >/dev/null || fail "no GPUInventory for $node"
-# What NVIDIA's device plugin would advertise; the kubelet keeps a
-# capacity it does not manage.
-k patch node "$node" --subresource=status --type=json -p '[{"op":"add","path":"/status/capacity/nvidia.com~1gpu","value":"2"}]' >/dev/null
+for _ in $(seq 60); do [ "$(k get node "$node" -o jsonpath='{.status.allocatable.nvidia\.com/gpu}')" = 2 ] && break; sleep 1; done
+expect "nvidia.com/gpu of $node, from the device plugin" "$(k get node "$node" -o jsonpath='{.status.allocatable.nvidia\.com/gpu}')" 2
 
 # pod NAME ANNOTATIONS RESOURCES [NODE]: a host-network pod of the probe
 # image that writes its environment to $work/out/NAME.env; placed by the
@@ -194,10 +142,6 @@ env_of() {
   for _ in $(seq 120); do [ -f "$work/out/$1.env" ] && break; sleep 0.5; done
   [ -f "$work/out/$1.env" ] || fail "pod $1 did not run: $(k get pod "$1" -o jsonpath='{.status}')"
   sed -n "s/^$2=//p" "$work/out/$1.env"
-}
-expect() { # what got want
-  [ "$2" = "$3" ] || fail "$1: got '$2', want '$3'"
-  log "ok: $1 = $3"
 }
 # refused NAME CARD: pod NAME, bound past the scheduler with CARD (index
 # 0) that another pod holds, is refused by the hook naming the holder.

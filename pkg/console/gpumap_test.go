@@ -112,3 +112,34 @@ func TestBuildGPUMapLabels(t *testing.T) {
 		t.Fatalf("map %+v: want node gfd with two T4 cards from labels", m)
 	}
 }
+
+// A share of each of several cards shows on each of its cards, counted in
+// each card's free compute and memory.
+func TestBuildGPUMapMultiCardShare(t *testing.T) {
+	nodes := []corev1.Node{gpuNode("n1")}
+	invs := []aischedv1alpha1.GPUInventory{inventory("n1", 4)}
+	// HAMi's default_use on cards 1 and 3: 3000 MiB and 30% of each.
+	hami := gpuPod("default-use", "n1", 2, "1,3", nil)
+	hami.Spec.Containers[0].Resources.Limits[gpu.HAMiGPUMemResource] = resource.MustParse("3000")
+	hami.Spec.Containers[0].Resources.Limits[gpu.HAMiGPUCoresResource] = resource.MustParse("30")
+	hami.Spec.Containers[0].Resources.Requests = hami.Spec.Containers[0].Resources.Limits
+	m := BuildGPUMap(nodes, invs, []corev1.Pod{hami})
+	if len(m.Nodes) != 1 {
+		t.Fatalf("nodes %+v", m.Nodes)
+	}
+	for i, c := range m.Nodes[0].Cards {
+		shared := i == 1 || i == 3
+		switch {
+		case shared && (len(c.Shares) != 1 || c.Shares[0] != CardShare{Pod: "ml/default-use", Milli: 300, MemMiB: 3000} || c.FreeMilli != 700 || c.FreeMemMiB != 40960-3000):
+			t.Errorf("card %d: %+v, want default-use's share (300, 3000 MiB), 700 free", i, c)
+		case !shared && (len(c.Shares) != 0 || c.Whole != "" || c.FreeMilli != 1000):
+			t.Errorf("card %d: %+v, want free", i, c)
+		}
+	}
+	// Two cards untouched, but the kubelet counts the pod's two
+	// nvidia.com/gpu (HAMi's form): the map, like the ledger, counts them
+	// held.
+	if n := m.Nodes[0]; n.FreeCards != 2 || m.Fragmentation.StrandedMilli != 1400 {
+		t.Errorf("free cards %d, stranded %d; want 2 and 1400", n.FreeCards, m.Fragmentation.StrandedMilli)
+	}
+}

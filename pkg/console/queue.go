@@ -2,6 +2,7 @@ package console
 
 import (
 	"cmp"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -49,7 +50,9 @@ type WaitingPod struct {
 	Name      string `json:"name"`
 	Group     string `json:"group,omitempty"`
 	Scheduler string `json:"scheduler"`
-	GPUs      int64  `json:"gpus,omitempty"`
+	// GPU is what it asks of GPUs, in words ("2 GPUs", "300/1000 of each
+	// of 2 GPUs"); its request when it cannot be read.
+	GPU string `json:"gpu,omitempty"`
 	// Reason and Message are its PodScheduled condition's, written by the
 	// job queue or the scheduler.
 	Reason  string      `json:"reason,omitempty"`
@@ -109,7 +112,12 @@ func BuildWaitingWork(pods []corev1.Pod, groups []schedulingv1alpha1.PodGroup, q
 		if p.Spec.NodeName != "" || p.DeletionTimestamp != nil {
 			continue
 		}
-		wp := WaitingPod{Namespace: p.Namespace, Name: p.Name, Scheduler: p.Spec.SchedulerName, GPUs: gpu.RequestedCards(p), Since: p.CreationTimestamp}
+		wp := WaitingPod{Namespace: p.Namespace, Name: p.Name, Scheduler: p.Spec.SchedulerName, Since: p.CreationTimestamp}
+		if r, err := gpu.ParseRequest(p); err == nil {
+			wp.GPU = r.Describe()
+		} else if n := gpu.RequestedCards(p); n > 0 {
+			wp.GPU = fmt.Sprintf("%d nvidia.com/gpu", n)
+		}
 		if key, ok := podgroup.KeyOf(p); ok {
 			wp.Group = key
 			pending[key]++

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	schedulingv1alpha1 "github.com/aisched/aisched/apis/scheduling/v1alpha1"
+	"github.com/aisched/aisched/pkg/gpu"
 	"github.com/aisched/aisched/pkg/podgroup"
 )
 
@@ -41,6 +42,8 @@ func TestBuildWaitingWork(t *testing.T) {
 		pendingPod("solo", "", now.Add(-2*time.Minute), "Unschedulable", "0/3 nodes are available"),
 		pendingPod("small-1", "small", now, "", ""),
 	}
+	// solo shares two cards (KAI's form).
+	pods[1].Annotations = map[string]string{gpu.KAIFractionAnnotation: "0.3", gpu.KAINumDevicesAnnotation: "2"}
 	bound := pendingPod("bound", "", now, "", "")
 	bound.Spec.NodeName = "n1"
 	pods = append(pods, bound)
@@ -59,6 +62,9 @@ func TestBuildWaitingWork(t *testing.T) {
 	}
 	if w.Pods[0].Reason != "Unschedulable" || w.Pods[1].Message != "needs 16 cards, 6 free" {
 		t.Errorf("pods' reasons %+v", w.Pods[:2])
+	}
+	if w.Pods[0].GPU != "300/1000 of each of 2 GPUs" || w.Pods[1].GPU != "" {
+		t.Errorf("pods' GPUs %q, %q; want solo's share of two cards, none for big-1", w.Pods[0].GPU, w.Pods[1].GPU)
 	}
 	if len(w.Groups) != 2 || w.Groups[0].Name != "big" || w.Groups[1].Name != "small" {
 		t.Fatalf("groups %+v: want big then small, by queue position, and not the scheduled group", w.Groups)

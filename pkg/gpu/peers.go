@@ -33,7 +33,8 @@ const (
 
 	// KAIFractionAnnotation is KAI's share of one card as a decimal
 	// fraction ("0.5"); KAIMemoryAnnotation its share in MiB ("2000");
-	// KAINumDevicesAnnotation asks for the fraction on several cards.
+	// KAINumDevicesAnnotation the number of cards the share is taken on,
+	// as CardsAnnotation.
 	KAIFractionAnnotation   = "gpu-fraction"
 	KAIMemoryAnnotation     = "gpu-memory"
 	KAINumDevicesAnnotation = "gpu-fraction-num-devices"
@@ -42,18 +43,16 @@ const (
 // foreignResources are device layers' resources aisched cannot express in
 // its request model, with what to write instead.
 var foreignResources = map[corev1.ResourceName]string{
-	HAMiGPUMemPercentResource: "a percentage of the card's memory depends on the card; give the share in MiB with " + string(HAMiGPUMemResource),
-	"volcano.sh/vgpu-number":  "Volcano's vGPU: write nvidia.com/gpu: 1 with nvidia.com/gpumem (MiB) and nvidia.com/gpucores (percent), or " + MilliAnnotation + " and " + GPUMemAnnotation,
-	"volcano.sh/vgpu-memory":  "Volcano's vGPU: write nvidia.com/gpu: 1 with nvidia.com/gpumem (MiB), or " + GPUMemAnnotation,
-	"volcano.sh/vgpu-cores":   "Volcano's vGPU: write nvidia.com/gpu: 1 with nvidia.com/gpucores (percent), or " + MilliAnnotation,
-	"aliyun.com/gpu-mem":      "Alibaba cGPU: write the share of one card's memory in MiB in " + GPUMemAnnotation,
-	"aliyun.com/gpu-count":    "Alibaba cGPU: write nvidia.com/gpu for whole cards, or " + MilliAnnotation + " for a share",
+	"volcano.sh/vgpu-number": "Volcano's vGPU: write nvidia.com/gpu: 1 with nvidia.com/gpumem (MiB) and nvidia.com/gpucores (percent), or " + MilliAnnotation + " and " + GPUMemAnnotation,
+	"volcano.sh/vgpu-memory": "Volcano's vGPU: write nvidia.com/gpu: 1 with nvidia.com/gpumem (MiB), or " + GPUMemAnnotation,
+	"volcano.sh/vgpu-cores":  "Volcano's vGPU: write nvidia.com/gpu: 1 with nvidia.com/gpucores (percent), or " + MilliAnnotation,
+	"aliyun.com/gpu-mem":     "Alibaba cGPU: write the share of one card's memory in MiB in " + GPUMemAnnotation,
+	"aliyun.com/gpu-count":   "Alibaba cGPU: write nvidia.com/gpu for whole cards, or " + MilliAnnotation + " for a share",
 }
 
 // foreignAnnotations are annotations of device layers aisched cannot
 // honour, with what to write instead.
 var foreignAnnotations = map[string]string{
-	"nvidia.com/gpumem-percentage": "a percentage of the card's memory depends on the card; give the share in MiB with " + string(HAMiGPUMemResource),
 	"hami.io/gpu-scheduler-policy": "aisched places shares with its profile (FGD, BestFit); remove the annotation",
 	"nvidia.com/vgpu-mode":         "aisched does not switch the device mode; remove the annotation",
 }
@@ -72,20 +71,30 @@ func refuseForeign(a map[string]string, requests corev1.ResourceList) error {
 			return &RequestError{Key: key, Value: v, Reason: "not supported: " + foreignAnnotations[key]}
 		}
 	}
-	if v, ok := a[KAINumDevicesAnnotation]; ok {
-		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-		switch {
-		case err != nil || n < 1 || n > maxCount:
-			return &RequestError{Key: KAINumDevicesAnnotation, Value: v, Reason: fmt.Sprintf("want a whole number of cards, 1 to %d", maxCount)}
-		case n > 1:
-			return &RequestError{Key: KAINumDevicesAnnotation, Value: v, Reason: multiCardShare}
-		}
-	}
 	return nil
 }
 
-// multiCardShare is why a share of several cards is refused.
-const multiCardShare = "a share of each of several cards is not supported: aisched gives a pod whole cards or a share of one card; ask for one card with the share, or for whole cards without one"
+// shareCards reads the number of cards a share in annotations is taken
+// on, from aisched's key and KAI's, which must agree; nil when neither is
+// given.
+func shareCards(a map[string]string) ([]shareValue, error) {
+	var cards []shareValue
+	for _, key := range []string{CardsAnnotation, KAINumDevicesAnnotation} {
+		v, ok := a[key]
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil || n < 1 || n > maxCount {
+			return nil, &RequestError{Key: key, Value: v, Reason: fmt.Sprintf("want a whole number of cards, 1 to %d", maxCount)}
+		}
+		cards = append(cards, shareValue{key: key, raw: v, n: n})
+	}
+	if _, err := agreed(cards); err != nil {
+		return nil, err
+	}
+	return cards, nil
+}
 
 // shareValue is one key's reading of a share: of compute in thousandths,
 // or of memory in MiB.

@@ -44,9 +44,17 @@ const (
 	// HAMiGPUMemAnnotation and HAMiGPUCoresAnnotation are HAMi's names,
 	// accepted as pod annotations: nvidia.com/gpumem is GPUMemAnnotation,
 	// nvidia.com/gpucores (percent of the card's cores) is MilliAnnotation
-	// times ten.
-	HAMiGPUMemAnnotation   = "nvidia.com/gpumem"
-	HAMiGPUCoresAnnotation = "nvidia.com/gpucores"
+	// times ten, nvidia.com/gpumem-percentage is a share of each card's
+	// memory in percent (GPUMemPercent).
+	HAMiGPUMemAnnotation        = "nvidia.com/gpumem"
+	HAMiGPUCoresAnnotation      = "nvidia.com/gpucores"
+	HAMiGPUMemPercentAnnotation = "nvidia.com/gpumem-percentage"
+	// CardsAnnotation is the number of cards a share in annotations is
+	// taken on, a share of each ("2" with gpu.aisched.io/milli: "300" is
+	// 300 thousandths of each of two cards); 1 when absent. KAI's
+	// gpu-fraction-num-devices says the same; HAMi's resource form counts
+	// the cards in nvidia.com/gpu.
+	CardsAnnotation = "gpu.aisched.io/cards"
 	// ModelsAnnotation lists the acceptable card models, comma-separated
 	// (compared case-insensitively, spaces and dashes alike).
 	ModelsAnnotation = "gpu.aisched.io/models"
@@ -64,6 +72,10 @@ const (
 	AssignedAnnotation = "gpu.aisched.io/assigned"
 	// AssignedUUIDsAnnotation lists the UUIDs of the same cards, when known.
 	AssignedUUIDsAnnotation = "gpu.aisched.io/assigned-uuids"
+	// AssignedGPUMemAnnotation is written with AssignedAnnotation for a
+	// share of memory given in percent: the MiB of each of its cards the
+	// share is ("8192"), which the percentage makes of the cards chosen.
+	AssignedGPUMemAnnotation = "gpu.aisched.io/assigned-gpumem"
 	// LocatedAnnotation is written by the node agent on a running GPU pod
 	// that no aisched profile placed: the indices of the cards its
 	// containers hold ("0,3"), as the kubelet's PodResources API reports
@@ -81,16 +93,22 @@ const (
 
 // Request is what a pod asks of GPUs.
 type Request struct {
-	// Count is the number of cards: the nvidia.com/gpu request, or 1 for a
-	// pod that shares a card (Milli > 0).
+	// Count is the number of cards: the nvidia.com/gpu request for whole
+	// cards, or for a pod that shares cards (Shared) the number of
+	// distinct cards it takes a share of, each the same share.
 	Count int64
-	// Milli is the share of one card's compute in thousandths (1..999)
-	// for a pod that shares a card; 0 for whole cards and for a share of
+	// Milli is the share of each card's compute in thousandths (1..999)
+	// for a pod that shares cards; 0 for whole cards and for a share of
 	// memory alone.
 	Milli int64
-	// GPUMemMiB is the share of one card's memory a pod that shares a card
-	// takes; 0 for whole cards and for a share of compute alone.
+	// GPUMemMiB is the share of each card's memory, in MiB, a pod that
+	// shares cards takes; 0 for whole cards, for a share of compute alone
+	// and for a share given in percent (GPUMemPercent).
 	GPUMemMiB int64
+	// GPUMemPercent is the share of each card's memory in percent
+	// (1..100, HAMi's gpumem-percentage), when the pod gives it so: the
+	// MiB depend on the card (MemMiBOn).
+	GPUMemPercent int64
 	// MemoryMiB is the least memory of each card; 0 accepts any.
 	MemoryMiB int64
 	// Cores is the least number of CUDA cores of each card; 0 accepts any.
@@ -121,16 +139,18 @@ func keyValue(key, value string) string { return key + "=" + quote.Value(value) 
 
 // Equal reports whether r and o ask for the same.
 func (r Request) Equal(o Request) bool {
-	return r.Count == o.Count && r.Milli == o.Milli && r.GPUMemMiB == o.GPUMemMiB && r.MemoryMiB == o.MemoryMiB && r.Cores == o.Cores &&
+	return r.Count == o.Count && r.Milli == o.Milli && r.GPUMemMiB == o.GPUMemMiB && r.GPUMemPercent == o.GPUMemPercent &&
+		r.MemoryMiB == o.MemoryMiB && r.Cores == o.Cores &&
 		slices.Equal(r.Models, o.Models) && slices.Equal(r.ExcludeModels, o.ExcludeModels) &&
 		slices.Equal(r.UUIDs, o.UUIDs) && slices.Equal(r.ExcludeUUIDs, o.ExcludeUUIDs)
 }
 
-// Shared reports whether the request is for a share of one card.
-func (r Request) Shared() bool { return r.Milli > 0 || r.GPUMemMiB > 0 }
+// Shared reports whether the request is for a share of each of its
+// cards rather than whole cards.
+func (r Request) Shared() bool { return r.Milli > 0 || r.GPUMemMiB > 0 || r.GPUMemPercent > 0 }
 
 // WholeCards is the number of whole cards the request holds: its
-// nvidia.com/gpu request, 0 for a shared card.
+// nvidia.com/gpu request, 0 for shared cards.
 func (r Request) WholeCards() int64 {
 	if r.Shared() {
 		return 0
@@ -138,12 +158,69 @@ func (r Request) WholeCards() int64 {
 	return r.Count
 }
 
-// TotalMilli is the request in thousandths of a card.
+// TotalMilli is the request in thousandths of a card: the compute share
+// of each of its cards times their number for shared cards.
 func (r Request) TotalMilli() int64 {
 	if r.Shared() {
-		return r.Milli
+		return r.Count * r.Milli
 	}
 	return r.Count * WholeCardMilli
+}
+
+// Describe is the request in words, as a pod spec would say it: "2 GPUs",
+// "300/1000 and 3000 MiB of each of 2 GPUs", "50% of the memory of a
+// GPU"; "" for no GPU. (Not String: the request is a value the scheduler
+// compares and signs whole.)
+func (r Request) Describe() string {
+	switch {
+	case r.Count == 0:
+		return ""
+	case !r.Shared() && r.Count == 1:
+		return "1 GPU"
+	case !r.Shared():
+		return fmt.Sprintf("%d GPUs", r.Count)
+	}
+	var parts []string
+	if r.Milli > 0 {
+		parts = append(parts, fmt.Sprintf("%d/1000", r.Milli))
+	}
+	if r.GPUMemMiB > 0 {
+		parts = append(parts, fmt.Sprintf("%d MiB", r.GPUMemMiB))
+	}
+	if r.GPUMemPercent > 0 {
+		parts = append(parts, fmt.Sprintf("%d%% of the memory", r.GPUMemPercent))
+	}
+	if r.Count == 1 {
+		return strings.Join(parts, " and ") + " of a GPU"
+	}
+	return fmt.Sprintf("%s of each of %d GPUs", strings.Join(parts, " and "), r.Count)
+}
+
+// MemMiBOn is the MiB of card c's memory that the share r takes:
+// GPUMemMiB, or GPUMemPercent of the card's memory, rounded down and at
+// least 1 (a share in percent always holds some memory, so that it never
+// reads as no share).
+func (r Request) MemMiBOn(c *Card) int64 {
+	if r.GPUMemPercent > 0 {
+		return max(r.GPUMemPercent*c.MemoryMiB/100, 1)
+	}
+	return r.GPUMemMiB
+}
+
+// BoundMemMiB is the MiB of each of its cards that the share r of a bound
+// pod, with annotations a, holds: GPUMemMiB, or for a share given in
+// percent the MiB the scheduler recorded in AssignedGPUMemAnnotation when
+// it chose the cards. ok is false when that record is absent or not a
+// number of MiB.
+func (r Request) BoundMemMiB(a map[string]string) (mib int64, ok bool) {
+	if r.GPUMemPercent == 0 {
+		return r.GPUMemMiB, true
+	}
+	n, err := strconv.ParseInt(a[AssignedGPUMemAnnotation], 10, 64)
+	if err != nil || n < 1 || n > maxMemoryMiB {
+		return 0, false
+	}
+	return n, true
 }
 
 // WholeCardMilli is a whole card in thousandths.
@@ -258,12 +335,14 @@ func ParseRequest(pod *corev1.Pod) (Request, error) {
 	return r, nil
 }
 
-// readShare reads a share of one card from every form that can name one
-// (aisched's and HAMi's annotations, HAMi's resources, KAI's annotations),
-// which must agree. A share in annotations comes without nvidia.com/gpu; a
-// share in HAMi's resources comes with nvidia.com/gpu: 1, its card.
+// readShare reads a share of each of the pod's cards from every form
+// that can name one (aisched's and HAMi's annotations, HAMi's resources,
+// KAI's annotations), which must agree. A share in annotations comes
+// without nvidia.com/gpu, its cards counted by CardsAnnotation (or KAI's
+// gpu-fraction-num-devices), one by default; a share in HAMi's resources
+// comes with nvidia.com/gpu, its number of cards.
 func (r *Request) readShare(a map[string]string, requests corev1.ResourceList) (memoryWords string, err error) {
-	var compute, memory []shareValue
+	var compute, memory, percent []shareValue
 	inLimits := false // a share named in HAMi's resources
 	annotationInt := func(key string, lo, hi int64, reason string, scale int64, to *[]shareValue) error {
 		v, ok := a[key]
@@ -290,7 +369,8 @@ func (r *Request) readShare(a map[string]string, requests corev1.ResourceList) (
 		*to = append(*to, shareValue{key: limitKey(name), raw: q.String(), n: q.Value() * scale})
 		return nil
 	}
-	memReason := fmt.Sprintf("want a whole number of MiB of one card's memory, 1 to %d", maxMemoryMiB)
+	memReason := fmt.Sprintf("want a whole number of MiB of each card's memory, 1 to %d", maxMemoryMiB)
+	percentReason := "want a whole percent of each card's memory, 1 to 100"
 	for _, err := range []error{
 		annotationInt(MilliAnnotation, 1, WholeCardMilli, "want thousandths of one card, 1 to 999", 1, &compute),
 		annotationInt(HAMiGPUCoresAnnotation, 1, 100, "want a percent of one card's cores, 1 to 99", 10, &compute),
@@ -299,6 +379,8 @@ func (r *Request) readShare(a map[string]string, requests corev1.ResourceList) (
 		annotationInt(HAMiGPUMemAnnotation, 1, maxMemoryMiB, memReason, 1, &memory),
 		limitInt(HAMiGPUMemResource, 1, maxMemoryMiB, memReason, 1, &memory),
 		annotationInt(KAIMemoryAnnotation, 1, maxMemoryMiB, memReason, 1, &memory),
+		annotationInt(HAMiGPUMemPercentAnnotation, 1, 100, percentReason, 1, &percent),
+		limitInt(HAMiGPUMemPercentResource, 1, 100, percentReason, 1, &percent),
 	} {
 		if err != nil {
 			return "", err
@@ -319,28 +401,47 @@ func (r *Request) readShare(a map[string]string, requests corev1.ResourceList) (
 	if err != nil {
 		return "", err
 	}
-	if len(compute) == 0 && len(memory) == 0 {
+	pct, err := agreed(percent)
+	if err != nil {
+		return "", err
+	}
+	cards, err := shareCards(a)
+	if err != nil {
+		return "", err
+	}
+	all := slices.Concat(compute, memory, percent)
+	if len(all) == 0 {
+		if len(cards) > 0 {
+			return "", &RequestError{Key: cards[0].key, Value: cards[0].raw, Reason: "counts the cards of a share, and the pod names none: add " + MilliAnnotation + " or " + GPUMemAnnotation + ", or request whole cards in nvidia.com/gpu"}
+		}
 		return "", nil
 	}
-	first := slices.Concat(compute, memory)[0]
+	first := all[0]
 	switch {
+	case len(memory) > 0 && len(percent) > 0:
+		return "", &RequestError{Key: percent[0].key, Value: percent[0].raw, Reason: fmt.Sprintf("the share of memory is given in MiB too (%s); keep one", memory[0].key)}
 	case inLimits && r.Count == 0:
-		return "", &RequestError{Key: first.key, Value: first.raw, Reason: "HAMi's form needs the card count beside it: resources.limits[nvidia.com/gpu]: 1"}
-	case inLimits && r.Count > 1:
-		return "", &RequestError{Key: first.key, Value: first.raw, Reason: fmt.Sprintf("with nvidia.com/gpu: %d, %s", r.Count, multiCardShare)}
+		return "", &RequestError{Key: first.key, Value: first.raw, Reason: "HAMi's form needs the card count beside it: resources.limits[nvidia.com/gpu]"}
+	case inLimits && len(cards) > 0:
+		return "", &RequestError{Key: cards[0].key, Value: cards[0].raw, Reason: fmt.Sprintf("HAMi's form counts its cards in nvidia.com/gpu (%d); remove the annotation", r.Count)}
 	case !inLimits && r.Count > 0:
-		return "", &RequestError{Key: first.key, Value: first.raw, Reason: fmt.Sprintf("the pod also requests %d whole nvidia.com/gpu; a shared card is not an nvidia.com/gpu request, remove it", r.Count)}
+		return "", &RequestError{Key: first.key, Value: first.raw, Reason: fmt.Sprintf("the pod also requests %d whole nvidia.com/gpu; shared cards are not an nvidia.com/gpu request: remove it, and count the cards in %s", r.Count, CardsAnnotation)}
 	case milli == WholeCardMilli && inLimits:
-		// HAMi's gpucores: 100 is all of the card's compute: a whole card,
-		// whatever memory it names.
-		r.Count = 1
+		// HAMi's gpucores: 100 is all of each card's compute: whole
+		// cards, whatever memory it names.
 		return "", nil
 	case milli == WholeCardMilli:
-		return "", &RequestError{Key: compute[0].key, Value: compute[0].raw, Reason: "a share of 1000 thousandths is a whole card: request nvidia.com/gpu: 1 instead"}
+		return "", &RequestError{Key: compute[0].key, Value: compute[0].raw, Reason: "a share of 1000 thousandths is a whole card: request nvidia.com/gpu instead"}
 	}
-	r.Count, r.Milli, r.GPUMemMiB = 1, milli, mib
-	if len(memory) > 0 {
-		memoryWords = keyValue(memory[0].key, memory[0].raw)
+	if !inLimits {
+		r.Count = 1
+		if len(cards) > 0 {
+			r.Count = cards[0].n
+		}
+	}
+	r.Milli, r.GPUMemMiB, r.GPUMemPercent = milli, mib, pct
+	if mem := slices.Concat(memory, percent); len(mem) > 0 {
+		memoryWords = keyValue(mem[0].key, mem[0].raw)
 	}
 	return memoryWords, nil
 }

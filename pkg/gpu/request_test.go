@@ -86,6 +86,13 @@ func TestParseRequest(t *testing.T) {
 		{name: "share of memory zero", annotations: map[string]string{GPUMemAnnotation: "0"}, wantKey: GPUMemAnnotation},
 		{name: "share of memory as a quantity", annotations: map[string]string{GPUMemAnnotation: "3Gi"}, wantKey: GPUMemAnnotation},
 		{name: "share of memory above 1 TiB", annotations: map[string]string{HAMiGPUMemAnnotation: "2000000"}, wantKey: HAMiGPUMemAnnotation},
+		{name: "share of each of two cards", annotations: map[string]string{MilliAnnotation: "300", GPUMemAnnotation: "4000", CardsAnnotation: "2"},
+			want: Request{Count: 2, Milli: 300, GPUMemMiB: 4000}},
+		{name: "share on one card, said", annotations: map[string]string{MilliAnnotation: "300", CardsAnnotation: "1"}, want: Request{Count: 1, Milli: 300}},
+		{name: "cards without a share", annotations: map[string]string{CardsAnnotation: "2"}, wantKey: CardsAnnotation},
+		{name: "cards with whole cards", count: 2, annotations: map[string]string{CardsAnnotation: "2"}, wantKey: CardsAnnotation},
+		{name: "shares of too many cards", annotations: map[string]string{MilliAnnotation: "300", CardsAnnotation: "65"}, wantKey: CardsAnnotation},
+		{name: "cards not a number", annotations: map[string]string{MilliAnnotation: "300", CardsAnnotation: "two"}, wantKey: CardsAnnotation},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -175,6 +182,9 @@ func TestRequestShares(t *testing.T) {
 		{Request{Count: 1, Milli: 999}, true, 0, 999},
 		// A share of memory alone reserves no compute.
 		{Request{Count: 1, GPUMemMiB: 3000}, true, 0, 0},
+		// 300 thousandths of each of two cards.
+		{Request{Count: 2, Milli: 300, GPUMemMiB: 3000}, true, 0, 600},
+		{Request{Count: 1, GPUMemPercent: 50}, true, 0, 0},
 	} {
 		if got := tc.r.Shared(); got != tc.shared {
 			t.Errorf("%+v: Shared() = %t, want %t", tc.r, got, tc.shared)
@@ -185,6 +195,53 @@ func TestRequestShares(t *testing.T) {
 		if got := tc.r.TotalMilli(); got != tc.totalMilli {
 			t.Errorf("%+v: TotalMilli() = %d, want %d", tc.r, got, tc.totalMilli)
 		}
+	}
+}
+
+func TestDescribe(t *testing.T) {
+	for r, want := range map[*Request]string{
+		{}:                                      "",
+		{Count: 1}:                              "1 GPU",
+		{Count: 4}:                              "4 GPUs",
+		{Count: 1, Milli: 500}:                  "500/1000 of a GPU",
+		{Count: 2, Milli: 300, GPUMemMiB: 3000}: "300/1000 and 3000 MiB of each of 2 GPUs",
+		{Count: 1, GPUMemPercent: 50}:           "50% of the memory of a GPU",
+	} {
+		if got := r.Describe(); got != want {
+			t.Errorf("%+v: Describe() = %q, want %q", *r, got, want)
+		}
+	}
+}
+
+func TestShareMemory(t *testing.T) {
+	card := &Card{MemoryMiB: 16384}
+	for _, tc := range []struct {
+		name        string
+		r           Request
+		annotations map[string]string
+		wantOn      int64
+		wantBound   int64
+		wantBoundOK bool
+	}{
+		{name: "MiB", r: Request{Count: 1, GPUMemMiB: 3000}, wantOn: 3000, wantBound: 3000, wantBoundOK: true},
+		{name: "compute alone", r: Request{Count: 1, Milli: 300}, wantOn: 0, wantBound: 0, wantBoundOK: true},
+		// 50% of 16384 MiB; 33% is 5406.72, rounded down.
+		{name: "percent", r: Request{Count: 1, GPUMemPercent: 50}, annotations: map[string]string{AssignedGPUMemAnnotation: "8192"}, wantOn: 8192, wantBound: 8192, wantBoundOK: true},
+		{name: "percent rounded down", r: Request{Count: 1, GPUMemPercent: 33}, annotations: map[string]string{AssignedGPUMemAnnotation: "5406"}, wantOn: 5406, wantBound: 5406, wantBoundOK: true},
+		{name: "percent, not recorded", r: Request{Count: 1, GPUMemPercent: 50}, wantOn: 8192},
+		{name: "percent, record malformed", r: Request{Count: 1, GPUMemPercent: 50}, annotations: map[string]string{AssignedGPUMemAnnotation: "8Gi"}, wantOn: 8192},
+		{name: "percent, record zero", r: Request{Count: 1, GPUMemPercent: 50}, annotations: map[string]string{AssignedGPUMemAnnotation: "0"}, wantOn: 8192},
+		{name: "percent, record beyond a card", r: Request{Count: 1, GPUMemPercent: 50}, annotations: map[string]string{AssignedGPUMemAnnotation: "99999999"}, wantOn: 8192},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.r.MemMiBOn(card); got != tc.wantOn {
+				t.Errorf("MemMiBOn(16384 MiB) = %d, want %d", got, tc.wantOn)
+			}
+			got, ok := tc.r.BoundMemMiB(tc.annotations)
+			if got != tc.wantBound || ok != tc.wantBoundOK {
+				t.Errorf("BoundMemMiB = %d, %t, want %d, %t", got, ok, tc.wantBound, tc.wantBoundOK)
+			}
+		})
 	}
 }
 
@@ -218,12 +275,28 @@ func TestParsePeerForms(t *testing.T) {
 			want: Request{Count: 1, GPUMemMiB: 3000}},
 		{name: "HAMi all of the cores is a whole card", limits: []string{"nvidia.com/gpu=1", "nvidia.com/gpucores=100", "nvidia.com/gpumem=3000"},
 			want: Request{Count: 1}},
-		{name: "HAMi two cards with a share of each", limits: []string{"nvidia.com/gpu=2", "nvidia.com/gpumem=3000"}, wantKey: "resources.limits[nvidia.com/gpumem]"},
+		// examples/nvidia/default_use.yaml: two cards, 3000 MiB and 30% of each.
+		{name: "HAMi two cards with a share of each", limits: []string{"nvidia.com/gpu=2", "nvidia.com/gpumem=3000", "nvidia.com/gpucores=30"},
+			want: Request{Count: 2, Milli: 300, GPUMemMiB: 3000}},
+		{name: "HAMi two cards whole by their cores", limits: []string{"nvidia.com/gpu=2", "nvidia.com/gpucores=100"}, want: Request{Count: 2}},
+		{name: "HAMi cards counted twice", limits: []string{"nvidia.com/gpu=2", "nvidia.com/gpumem=3000"},
+			annotations: map[string]string{CardsAnnotation: "2"}, wantKey: CardsAnnotation},
 		{name: "HAMi share without its card", limits: []string{"nvidia.com/gpumem=3000"}, wantKey: "resources.limits[nvidia.com/gpumem]"},
 		{name: "HAMi cores above 100", limits: []string{"nvidia.com/gpu=1", "nvidia.com/gpucores=130"}, wantKey: "resources.limits[nvidia.com/gpucores]"},
 		{name: "HAMi memory beyond int64", limits: []string{"nvidia.com/gpu=1", "nvidia.com/gpumem=1e100"}, wantKey: "resources.limits[nvidia.com/gpumem]"},
 		{name: "HAMi memory fractional", limits: []string{"nvidia.com/gpu=1", "nvidia.com/gpumem=1500m"}, wantKey: "resources.limits[nvidia.com/gpumem]"},
-		{name: "HAMi memory percentage", limits: []string{"nvidia.com/gpu=1", "nvidia.com/gpumem-percentage=50"}, wantKey: "resources.limits[nvidia.com/gpumem-percentage]"},
+		// examples/nvidia/use_memory_fraction.yaml: half of each of two
+		// cards' memory, 30% of their cores.
+		{name: "HAMi memory percentage", limits: []string{"nvidia.com/gpu=2", "nvidia.com/gpumem-percentage=50", "nvidia.com/gpucores=30"},
+			want: Request{Count: 2, Milli: 300, GPUMemPercent: 50}},
+		{name: "HAMi memory percentage as an annotation", annotations: map[string]string{HAMiGPUMemPercentAnnotation: "25"}, want: Request{Count: 1, GPUMemPercent: 25}},
+		{name: "HAMi memory percentage all of it", limits: []string{"nvidia.com/gpu=1", "nvidia.com/gpumem-percentage=100"}, want: Request{Count: 1, GPUMemPercent: 100}},
+		{name: "HAMi memory percentage above 100", limits: []string{"nvidia.com/gpu=1", "nvidia.com/gpumem-percentage=150"}, wantKey: "resources.limits[nvidia.com/gpumem-percentage]"},
+		{name: "HAMi memory percentage zero", annotations: map[string]string{HAMiGPUMemPercentAnnotation: "0"}, wantKey: HAMiGPUMemPercentAnnotation},
+		{name: "HAMi memory in MiB and in percent", limits: []string{"nvidia.com/gpu=1", "nvidia.com/gpumem=3000", "nvidia.com/gpumem-percentage=50"},
+			wantKey: "resources.limits[nvidia.com/gpumem-percentage]"},
+		{name: "HAMi memory percentage resource and annotation disagree", limits: []string{"nvidia.com/gpu=1", "nvidia.com/gpumem-percentage=50"},
+			annotations: map[string]string{HAMiGPUMemPercentAnnotation: "40"}, wantKey: "resources.limits[nvidia.com/gpumem-percentage]"},
 		{name: "HAMi resource and annotation disagree", limits: []string{"nvidia.com/gpu=1", "nvidia.com/gpumem=3000"},
 			annotations: map[string]string{GPUMemAnnotation: "2000"}, wantKey: "resources.limits[nvidia.com/gpumem]"},
 		{name: "HAMi card type", limits: []string{"nvidia.com/gpu=1"}, annotations: map[string]string{HAMiUseTypeAnnotation: "V100,A10"},
@@ -244,7 +317,12 @@ func TestParsePeerForms(t *testing.T) {
 		{name: "KAI fraction not a number", annotations: map[string]string{KAIFractionAnnotation: "half"}, wantKey: KAIFractionAnnotation},
 		{name: "KAI fraction NaN", annotations: map[string]string{KAIFractionAnnotation: "NaN"}, wantKey: KAIFractionAnnotation},
 		{name: "KAI fraction with whole cards", limits: []string{"nvidia.com/gpu=1"}, annotations: map[string]string{KAIFractionAnnotation: "0.5"}, wantKey: KAIFractionAnnotation},
-		{name: "KAI fraction on two cards", annotations: map[string]string{KAIFractionAnnotation: "0.5", KAINumDevicesAnnotation: "2"}, wantKey: KAINumDevicesAnnotation},
+		{name: "KAI fraction on two cards", annotations: map[string]string{KAIFractionAnnotation: "0.5", KAINumDevicesAnnotation: "2"}, want: Request{Count: 2, Milli: 500}},
+		{name: "KAI memory on three cards", annotations: map[string]string{KAIMemoryAnnotation: "2000", KAINumDevicesAnnotation: "3"}, want: Request{Count: 3, GPUMemMiB: 2000}},
+		{name: "KAI devices without a share", annotations: map[string]string{KAINumDevicesAnnotation: "2"}, wantKey: KAINumDevicesAnnotation},
+		{name: "KAI devices zero", annotations: map[string]string{KAIFractionAnnotation: "0.5", KAINumDevicesAnnotation: "0"}, wantKey: KAINumDevicesAnnotation},
+		{name: "KAI devices and aisched's cards disagree", annotations: map[string]string{KAIFractionAnnotation: "0.5", KAINumDevicesAnnotation: "2", CardsAnnotation: "3"},
+			wantKey: KAINumDevicesAnnotation},
 		{name: "KAI fraction on one card", annotations: map[string]string{KAIFractionAnnotation: "0.25", KAINumDevicesAnnotation: "1"}, want: Request{Count: 1, Milli: 250}},
 		{name: "KAI and aisched disagree", annotations: map[string]string{KAIFractionAnnotation: "0.5", MilliAnnotation: "300"}, wantKey: KAIFractionAnnotation},
 		{name: "Volcano vGPU", limits: []string{"volcano.sh/vgpu-number=1", "volcano.sh/vgpu-memory=3000"}, wantKey: "resources.limits[volcano.sh/vgpu-memory]"},

@@ -43,7 +43,7 @@ func (r Request) Shortfall(cards []Card) string {
 // serves reports whether the card can serve r: it meets the per-card
 // constraints and, for a share of memory, has that much.
 func (r Request) serves(c *Card) bool {
-	return c.Satisfies(r) && c.MemoryMiB >= r.GPUMemMiB
+	return c.Satisfies(r) && c.MemoryMiB >= r.MemMiBOn(c)
 }
 
 func (r Request) words() named {

@@ -4,44 +4,79 @@ import (
 	"github.com/aisched/aisched/pkg/gpu"
 )
 
-// Card choice: the one policy by which aisched gives cards to a pod. GPUFit's
-// Reserve applies it (unless a CardProposer proposes a card for a share),
-// HeteroPriority scores the cards it would give, and placement on paper
-// (NodeGPUs) takes the same cards, so that every part of aisched that asks
-// "which cards would this pod get" gets one answer.
+// Card choice: the one policy by which aisched gives cards to a pod.
+// GPUFit's Reserve applies it (unless a CardProposer proposes the card for
+// a share of one), HeteroPriority scores the cards it would give, and
+// placement on paper (NodeGPUs) takes the same cards, so that every part
+// of aisched that asks "which cards would this pod get" gets one answer.
 
-// Pick appends to dst the cards for r: the card PickShared chooses for a
-// share, else the best-fit whole cards of PickWhole. ok is false when the
-// node has no room.
+// Pick appends to dst the cards for r: the cards PickShares chooses for
+// a share of each, else the best-fit whole cards of PickWhole. ok is false
+// when the node has no room.
 func (u Usage) Pick(cards []gpu.Card, r gpu.Request, dst []int) (picked []int, ok bool) {
 	if r.Shared() {
-		idx, ok := u.PickShared(cards, r)
-		if !ok {
-			return dst, false
-		}
-		return append(dst, idx), true
+		return u.PickShares(cards, r, dst)
 	}
 	return u.PickWhole(cards, r, dst)
 }
 
-// PickShared returns the card for the share r of one card: of the cards
-// with Room for it, the one with the least free (FreeOn: best fit, ties to
-// the lowest index), so that whole free cards stay whole. ok is false when
-// no card has room.
-func (u Usage) PickShared(cards []gpu.Card, r gpu.Request) (index int, ok bool) {
-	var best int64
+// PickShares appends to dst the indices of the r.Count distinct cards for
+// the share r of each: of the cards with Room for it, those with the
+// least free (FreeOn: best fit, ties to the lowest index), so that whole
+// free cards stay whole. A share of memory in percent on several cards
+// takes cards of one memory size, the smallest with enough room, so that
+// it holds the same MiB of each. The indices come out ascending; ok is
+// false when too few cards have room. It does not allocate when dst has
+// room.
+func (u Usage) PickShares(cards []gpu.Card, r gpu.Request, dst []int) (picked []int, ok bool) {
+	var fitBuf [maxCards]int
+	fit := fitBuf[:0]
 	for i := range cards {
-		c := &cards[i]
-		if !u.Room(c, r) {
-			continue
+		if len(fit) == maxCards {
+			break
 		}
-		left := u.FreeOn(c)
-		if ok && (left > best || (left == best && c.Index > index)) {
-			continue
+		if u.Room(&cards[i], r) {
+			fit = append(fit, i)
 		}
-		best, index, ok = left, c.Index, true
 	}
-	return index, ok
+	if int64(len(fit)) < r.Count {
+		return dst, false
+	}
+	bySize := r.GPUMemPercent > 0 && r.Count > 1
+	less := func(a, b *gpu.Card) bool {
+		if bySize && a.MemoryMiB != b.MemoryMiB {
+			return a.MemoryMiB < b.MemoryMiB
+		}
+		if fa, fb := u.FreeOn(a), u.FreeOn(b); fa != fb {
+			return fa < fb
+		}
+		return a.Index < b.Index
+	}
+	for i := 1; i < len(fit); i++ {
+		for j := i; j > 0 && less(&cards[fit[j]], &cards[fit[j-1]]); j-- {
+			fit[j], fit[j-1] = fit[j-1], fit[j]
+		}
+	}
+	take := fit[:r.Count]
+	if bySize {
+		// The first run of one size with r.Count cards.
+		take = nil
+		for start := 0; start < len(fit); {
+			end := start + 1
+			for end < len(fit) && cards[fit[end]].MemoryMiB == cards[fit[start]].MemoryMiB {
+				end++
+			}
+			if int64(end-start) >= r.Count {
+				take = fit[start : start+int(r.Count)]
+				break
+			}
+			start = end
+		}
+		if take == nil {
+			return dst, false
+		}
+	}
+	return appendAscending(dst, cards, take), true
 }
 
 // PickWhole appends to dst the indices of the r.Count whole cards to give
@@ -82,8 +117,14 @@ func (u Usage) PickWhole(cards []gpu.Card, r gpu.Request, dst []int) (picked []i
 			fit[j], fit[j-1] = fit[j-1], fit[j]
 		}
 	}
+	return appendAscending(dst, cards, fit[:r.Count]), true
+}
+
+// appendAscending appends to dst the indices of the cards at positions,
+// in ascending order.
+func appendAscending(dst []int, cards []gpu.Card, positions []int) []int {
 	start := len(dst)
-	for _, pos := range fit[:r.Count] {
+	for _, pos := range positions {
 		dst = append(dst, cards[pos].Index)
 	}
 	out := dst[start:]
@@ -92,5 +133,5 @@ func (u Usage) PickWhole(cards []gpu.Card, r gpu.Request, dst []int) (picked []i
 			out[j], out[j-1] = out[j-1], out[j]
 		}
 	}
-	return dst, true
+	return dst
 }

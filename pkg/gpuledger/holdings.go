@@ -15,12 +15,12 @@ import (
 type holding struct {
 	node  string
 	cards []int
-	// share is what a shared pod holds of its one card; zero for whole
-	// cards.
+	// share is what a shared pod holds of each of its cards; zero for
+	// whole cards.
 	share Share
 }
 
-// Share is what a pod that shares a card holds of it: thousandths of its
+// Share is what a pod that shares cards holds of each: thousandths of its
 // compute and MiB of its memory, either of which may be 0.
 type Share struct {
 	Milli, MemMiB int64
@@ -29,8 +29,19 @@ type Share struct {
 // IsZero reports whether s holds nothing: a whole-card holding.
 func (s Share) IsZero() bool { return s == Share{} }
 
-// ShareOf is the share a request holds; zero for whole cards.
-func ShareOf(r gpu.Request) Share { return Share{Milli: r.Milli, MemMiB: r.GPUMemMiB} }
+// ShareOf is the share the request r holds of card c, one of the cards
+// chosen for it (a share of memory in percent is MiB of that card); zero
+// for whole cards.
+func ShareOf(r gpu.Request, c *gpu.Card) Share {
+	if !r.Shared() {
+		return Share{}
+	}
+	sh := Share{Milli: r.Milli, MemMiB: r.GPUMemMiB}
+	if c != nil {
+		sh.MemMiB = r.MemMiBOn(c)
+	}
+	return sh
+}
 
 // ObservePod records the cards of a bound, running pod from its assigned
 // annotation (and, for a pod that shares a card, its share from its
@@ -52,10 +63,12 @@ func (s *State) ObservePod(obj interface{}) {
 }
 
 // HoldingOf reads what a running pod holds from its own record: the cards
-// of its assigned annotation and, for a pod that shares a card, its share;
-// for a pod another scheduler placed, the whole cards the node agent
-// located. ok is false for a pod not bound, without either annotation, or
-// with a record no aisched profile writes (a share of several cards).
+// of its assigned annotation and, for a pod that shares cards, its share
+// of each (of memory in percent, the MiB recorded beside the cards); for a
+// pod another scheduler placed, the whole cards the node agent located. ok
+// is false for a pod not bound, without either annotation, or with a
+// record no aisched profile writes (another number of shared cards than
+// it asks for, a share in percent without its MiB).
 func HoldingOf(pod *corev1.Pod) (cards []int, share Share, ok bool) {
 	if pod.Spec.NodeName == "" {
 		// An unbound pod may carry the annotation of an attempt that failed
@@ -77,12 +90,16 @@ func HoldingOf(pod *corev1.Pod) (cards []int, share Share, ok bool) {
 		// A request edited into nonsense after binding: whole cards still
 		// hold what the kubelet gave them; a share cannot be read.
 		return cards, Share{}, gpu.RequestedCards(pod) > 0
-	case req.Shared() && len(cards) != 1:
-		return nil, Share{}, false
 	case !req.Shared():
 		return cards, Share{}, true
+	case int64(len(cards)) != req.Count:
+		return nil, Share{}, false
 	}
-	return cards, ShareOf(req), true
+	mib, ok := req.BoundMemMiB(pod.Annotations)
+	if !ok {
+		return nil, Share{}, false
+	}
+	return cards, Share{Milli: req.Milli, MemMiB: mib}, true
 }
 
 // ForgetPod forgets a deleted pod's cards; the pod informer's delete handler.
@@ -93,7 +110,7 @@ func (s *State) ForgetPod(obj interface{}) {
 }
 
 // Assign records that the pod holds the cards of node (Reserve): whole
-// cards with a zero share, else the share of its one card.
+// cards with a zero share, else the share of each.
 func (s *State) Assign(uid types.UID, node string, cards []int, share Share) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -279,6 +296,10 @@ func (s *State) usageLocked(node string, pods iter.Seq[*corev1.Pod], requested i
 		}
 		if h.share.IsZero() {
 			known += int64(len(h.cards))
+		} else {
+			// HAMi's form of a share names its cards in nvidia.com/gpu too:
+			// those are the shared cards, known, not cards of unknown pods.
+			known += gpu.RequestedCards(pod)
 		}
 	}
 	u.Unknown = max(requested-known, 0)

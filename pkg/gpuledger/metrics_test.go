@@ -44,3 +44,23 @@ aisched_gpu_fragmented_milli{node="a"} 0
 		t.Errorf("after every pod left: %v", err)
 	}
 }
+
+// A share of each of two cards makes both cards shared.
+func TestCollectorMultiCardShare(t *testing.T) {
+	s := NewStandalone(Options{})
+	s.ObserveNode(gpuNode("a", "4", nil))
+	s.ObserveInventory(inventory("a", 16384, 16384, 16384, 16384))
+	s.Assign(types.UID("default-use"), "a", []int{1, 3}, Share{Milli: 300, MemMiB: 3000})
+	want := `
+# HELP aisched_gpu_cards [ALPHA] GPU cards by node, model and state: allocated (held whole), shared (held in part by pods sharing it), free; cards of another scheduler's pods count once the node agent located them.
+# TYPE aisched_gpu_cards gauge
+aisched_gpu_cards{model="X",node="a",state="free"} 2
+aisched_gpu_cards{model="X",node="a",state="shared"} 2
+# HELP aisched_gpu_fragmented_milli [ALPHA] Thousandths of a card free on cards that pods share, by node: capacity that whole-card pods cannot use until the shares end.
+# TYPE aisched_gpu_fragmented_milli gauge
+aisched_gpu_fragmented_milli{node="a"} 1400
+`
+	if err := testutil.CustomCollectAndCompare(s.Collector(), strings.NewReader(want), "aisched_gpu_cards", "aisched_gpu_fragmented_milli"); err != nil {
+		t.Error(err)
+	}
+}

@@ -34,7 +34,7 @@ func (s *State) NodeGPUsOf(ni fwk.NodeInfo) NodeGPUs {
 
 // Fits reports whether the node has room for r: enough free whole cards
 // that meet it (cards held by pods aisched did not place count as taken),
-// or a card with r's share left. A request without GPUs always fits.
+// or enough cards with r's share left. A request without GPUs always fits.
 func (n NodeGPUs) Fits(r gpu.Request) bool {
 	if r.Count == 0 {
 		return true
@@ -43,9 +43,6 @@ func (n NodeGPUs) Fits(r gpu.Request) bool {
 		return false
 	}
 	_, free := n.Usage.Fit(n.Cards.Cards, r)
-	if r.Shared() {
-		return free >= 1
-	}
 	return free >= r.Count
 }
 
@@ -62,15 +59,23 @@ func (n *NodeGPUs) Take(r gpu.Request) (cards []int, ok bool) {
 	if !ok {
 		return nil, false
 	}
-	n.Usage = n.Usage.with(cards, ShareOf(r))
+	n.Usage = n.Usage.with(cards, n.shareOf(r, cards))
 	return cards, true
 }
 
 // Give undoes a Take of r that got cards.
 func (n *NodeGPUs) Give(r gpu.Request, cards []int) {
 	if len(cards) > 0 {
-		n.Usage = n.Usage.without(cards, ShareOf(r))
+		n.Usage = n.Usage.without(cards, n.shareOf(r, cards))
 	}
+}
+
+// shareOf is the share r holds of each of cards (ShareOf).
+func (n NodeGPUs) shareOf(r gpu.Request, cards []int) Share {
+	if n.Cards == nil || len(cards) == 0 {
+		return ShareOf(r, nil)
+	}
+	return ShareOf(r, gpu.CardByIndex(n.Cards.Cards, cards[0]))
 }
 
 // Empty is the node with nothing held: what it has once every pod left.

@@ -1,6 +1,7 @@
 package gpuledger
 
 import (
+	"slices"
 	"strconv"
 	"testing"
 
@@ -78,9 +79,9 @@ func TestSharedUsage(t *testing.T) {
 			if !tc.r.Shared() {
 				return
 			}
-			card, ok := u.PickShared(fourCards(), tc.r)
+			card, ok := pickOne(u, fourCards(), tc.r)
 			if ok != tc.wantPicked || card != tc.wantCard {
-				t.Errorf("PickShared = card %d, %t; want %d, %t", card, ok, tc.wantCard, tc.wantPicked)
+				t.Errorf("PickShares = card %d, %t; want %d, %t", card, ok, tc.wantCard, tc.wantPicked)
 			}
 		})
 	}
@@ -98,13 +99,185 @@ func TestSharedUsage(t *testing.T) {
 	}
 }
 
-// Ties in PickShared go to the lowest index, whatever the order of cards.
-func TestPickSharedTies(t *testing.T) {
+// pickOne is PickShares of a share of one card: the card, or ok false.
+func pickOne(u Usage, cards []gpu.Card, r gpu.Request) (card int, ok bool) {
+	picked, ok := u.PickShares(cards, r, nil)
+	if !ok || len(picked) != 1 {
+		return 0, false
+	}
+	return picked[0], true
+}
+
+// Ties in PickShares go to the lowest index, whatever the order of cards.
+func TestPickSharesTies(t *testing.T) {
 	cards := fourCards()
 	cards[0], cards[3] = cards[3], cards[0]
-	card, ok := Usage{}.PickShared(cards, gpu.Request{Count: 1, Milli: 500})
+	card, ok := pickOne(Usage{}, cards, gpu.Request{Count: 1, Milli: 500})
 	if !ok || card != 0 {
-		t.Errorf("PickShared on idle cards = %d, %t; want 0, true", card, ok)
+		t.Errorf("PickShares on idle cards = %d, %t; want 0, true", card, ok)
+	}
+}
+
+// A share of each of several cards goes on that many distinct cards, each
+// with room for it, the fullest first (best fit); the ledger counts the
+// share on each, and a restarted ledger reads the same from the pod.
+func TestMultiCardShares(t *testing.T) {
+	s := NewStandalone(Options{})
+	// Card 0: 600 held. Card 1: 300 held. Card 2: whole. Card 3: free.
+	pods := []*corev1.Pod{memPod("a", "600", ""), memPod("b", "300", "")}
+	whole := st.MakePod().Name("w").UID("w").Node("n").Req(map[corev1.ResourceName]string{gpu.ResourceName: "1"}).Obj()
+	whole.Annotations = map[string]string{gpu.AssignedAnnotation: "2"}
+	for i, p := range pods {
+		p.Annotations[gpu.AssignedAnnotation] = strconv.Itoa(i)
+		s.ObservePod(p)
+	}
+	s.ObservePod(whole)
+	ni := framework.NewNodeInfo(append(pods, whole)...)
+	ni.SetNode(gpuNode("n", "4", nil))
+	u := s.Usage(ni, "", 0)
+	cards := fourCards()
+	for _, tc := range []struct {
+		name       string
+		r          gpu.Request
+		wantFree   int64
+		wantPicked []int
+	}{
+		// 400 of each of two: card 0 (400 left), card 1 (700), card 3
+		// (1000) have room; the two fullest are 0 and 1.
+		{"two cards", gpu.Request{Count: 2, Milli: 400}, 3, []int{0, 1}},
+		// 401 of each: card 0 is out; 1 and 3.
+		{"two cards, one milli more", gpu.Request{Count: 2, Milli: 401}, 2, []int{1, 3}},
+		// Three cards of 401: only two have room.
+		{"three cards", gpu.Request{Count: 3, Milli: 401}, 2, nil},
+		// Memory alone on three cards: 0, 1 and 3 (card 2 is whole).
+		{"memory of three cards", gpu.Request{Count: 3, GPUMemMiB: 1000}, 3, []int{0, 1, 3}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, free := u.Fit(cards, tc.r); free != tc.wantFree {
+				t.Errorf("Fit: %d free, want %d", free, tc.wantFree)
+			}
+			picked, ok := u.Pick(cards, tc.r, nil)
+			if ok != (tc.wantPicked != nil) || !slices.Equal(picked, tc.wantPicked) {
+				t.Errorf("Pick = %v, %t; want %v", picked, ok, tc.wantPicked)
+			}
+			n := NodeGPUs{Cards: gpu.NewSet(cards), Usage: u}
+			if got := n.Fits(tc.r); got != (tc.wantPicked != nil) {
+				t.Errorf("NodeGPUs.Fits = %t, want %t", got, tc.wantPicked != nil)
+			}
+		})
+	}
+
+	// HAMi's default_use: two cards, 3000 MiB and 30% of each, bound to
+	// cards 1 and 3, read back as a restarted ledger reads it.
+	hami := st.MakePod().Name("h").UID("h").Node("n").
+		Req(map[corev1.ResourceName]string{gpu.ResourceName: "2", gpu.HAMiGPUMemResource: "3000", gpu.HAMiGPUCoresResource: "30"}).Obj()
+	hami.Annotations = map[string]string{gpu.AssignedAnnotation: "1,3"}
+	cardsHeld, share, ok := HoldingOf(hami)
+	if !ok || !slices.Equal(cardsHeld, []int{1, 3}) || share != (Share{Milli: 300, MemMiB: 3000}) {
+		t.Fatalf("HoldingOf = %v, %+v, %t; want [1 3], {300 3000}, true", cardsHeld, share, ok)
+	}
+	s.ObservePod(hami)
+	ni.AddPod(hami)
+	u = s.Usage(ni, "", 0)
+	// Its two nvidia.com/gpu are the shared cards, not two cards of
+	// unknown pods: cards 0, 1 and 3 have 400 left, 400, 700.
+	if u.Unknown != 0 {
+		t.Errorf("Unknown = %d with HAMi's form bound, want 0", u.Unknown)
+	}
+	if _, free := u.Fit(cards, gpu.Request{Count: 3, Milli: 400}); free != 3 {
+		t.Errorf("Fit of 400 of three cards beside it: %d free, want 3", free)
+	}
+	// Card 1: 300 + 300; card 3: 300. Each holds 3000 MiB of hami's.
+	for i, want := range map[int]int64{1: 600, 3: 300} {
+		if got := u.HeldMilli(i); got != want {
+			t.Errorf("card %d: held %d milli, want %d", i, got, want)
+		}
+		if got := u.HeldMemMiB(i); got != 3000 {
+			t.Errorf("card %d: held %d MiB, want 3000", i, got)
+		}
+	}
+	// A record of another number of cards than the pod asks for is no
+	// aisched profile's: not believed.
+	hami.Annotations[gpu.AssignedAnnotation] = "1"
+	if _, _, ok := HoldingOf(hami); ok {
+		t.Error("a two-card share bound to one card was believed")
+	}
+}
+
+// A share of memory in percent is that percent of each chosen card: on
+// mixed cards the MiB differ, and on several cards it takes cards of one
+// size. The MiB recorded beside the cards is what a restarted ledger
+// reads.
+func TestPercentShares(t *testing.T) {
+	// Cards 0 and 1 of 16384 MiB, 2 and 3 of 32768 MiB.
+	cards := fourCards()
+	cards[2].MemoryMiB, cards[3].MemoryMiB = 32768, 32768
+	s := NewStandalone(Options{})
+	// Card 0 holds 12000 MiB; card 2 holds 20000 MiB.
+	pods := []*corev1.Pod{memPod("a", "", "12000"), memPod("b", "", "20000")}
+	pods[0].Annotations[gpu.AssignedAnnotation] = "0"
+	pods[1].Annotations[gpu.AssignedAnnotation] = "2"
+	for _, p := range pods {
+		s.ObservePod(p)
+	}
+	ni := framework.NewNodeInfo(pods...)
+	ni.SetNode(gpuNode("n", "4", nil))
+	u := s.Usage(ni, "", 0)
+	for _, tc := range []struct {
+		name       string
+		r          gpu.Request
+		wantFree   int64
+		wantPicked []int
+		wantMiB    int64
+	}{
+		// 50% is 8192 MiB of cards 0 and 1, 16384 of 2 and 3: card 0
+		// (4384 left) and card 2 (12768 left) are out.
+		{"half of one card", gpu.Request{Count: 1, GPUMemPercent: 50}, 2, []int{1}, 8192},
+		// 25%: 4096 fits card 0 (4384 left, the fullest) too.
+		{"a quarter of one card", gpu.Request{Count: 1, GPUMemPercent: 25}, 4, []int{0}, 4096},
+		// Half of each of two cards: one card of each size has room, so
+		// no size has two.
+		{"half of two cards", gpu.Request{Count: 2, GPUMemPercent: 50}, 1, nil, 0},
+		// A quarter of two: both small cards (the smaller size first).
+		{"a quarter of two cards", gpu.Request{Count: 2, GPUMemPercent: 25}, 2, []int{0, 1}, 4096},
+		// 30% of three cards: 4915 MiB of a small card (card 0 is out),
+		// 9830 of a large one: no size has three.
+		{"30% of three cards", gpu.Request{Count: 3, GPUMemPercent: 30}, 2, nil, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, free := u.Fit(cards, tc.r); free != tc.wantFree {
+				t.Errorf("Fit: %d free, want %d", free, tc.wantFree)
+			}
+			n := NodeGPUs{Cards: gpu.NewSet(cards), Usage: u}
+			picked, ok := n.Take(tc.r)
+			if ok != (tc.wantPicked != nil) || !slices.Equal(picked, tc.wantPicked) {
+				t.Fatalf("Take = %v, %t; want %v", picked, ok, tc.wantPicked)
+			}
+			if !ok {
+				return
+			}
+			for _, i := range picked {
+				if got := n.Usage.HeldMemMiB(i) - u.HeldMemMiB(i); got != tc.wantMiB {
+					t.Errorf("card %d: the share holds %d MiB, want %d", i, got, tc.wantMiB)
+				}
+			}
+			n.Give(tc.r, picked)
+			for i := range cards {
+				if n.Usage.HeldMemMiB(i) != u.HeldMemMiB(i) {
+					t.Errorf("card %d after Give: %d MiB held, want %d", i, n.Usage.HeldMemMiB(i), u.HeldMemMiB(i))
+				}
+			}
+		})
+	}
+	// A bound pod's share in percent holds the MiB recorded with its cards.
+	p := st.MakePod().Name("p").UID("p").Node("n").Obj()
+	p.Annotations = map[string]string{gpu.HAMiGPUMemPercentAnnotation: "50", gpu.AssignedAnnotation: "3", gpu.AssignedGPUMemAnnotation: "16384"}
+	if cards, share, ok := HoldingOf(p); !ok || !slices.Equal(cards, []int{3}) || share != (Share{MemMiB: 16384}) {
+		t.Errorf("HoldingOf = %v, %+v, %t; want [3], {0 16384}, true", cards, share, ok)
+	}
+	delete(p.Annotations, gpu.AssignedGPUMemAnnotation)
+	if _, _, ok := HoldingOf(p); ok {
+		t.Error("a share in percent without its MiB was believed")
 	}
 }
 
@@ -191,12 +364,12 @@ func TestMemoryShares(t *testing.T) {
 			if !tc.r.Shared() {
 				return
 			}
-			card, ok := u.PickShared(cards, tc.r)
+			card, ok := pickOne(u, cards, tc.r)
 			if !ok {
 				card = -1
 			}
 			if card != tc.wantCard {
-				t.Errorf("PickShared = card %d, want %d", card, tc.wantCard)
+				t.Errorf("PickShares = card %d, want %d", card, tc.wantCard)
 			}
 		})
 	}

@@ -2,6 +2,7 @@ package gpuledger
 
 import (
 	"math/bits"
+	"slices"
 
 	"github.com/aisched/aisched/pkg/gpu"
 )
@@ -57,7 +58,7 @@ func (u Usage) HeldMemMiB(i int) int64 {
 
 // Room reports whether the share r can go on card c: the card meets r's
 // per-card constraints, no pod holds it whole, and it has r's compute and
-// memory left.
+// memory left (of memory in percent, that percent of the card).
 func (u Usage) Room(c *gpu.Card, r gpu.Request) bool {
 	return c.Satisfies(r) && u.shareLeft(c, r)
 }
@@ -65,7 +66,8 @@ func (u Usage) Room(c *gpu.Card, r gpu.Request) bool {
 // shareLeft is Room for a card known to satisfy r.
 func (u Usage) shareLeft(c *gpu.Card, r gpu.Request) bool {
 	i := c.Index
-	return !u.Whole(i) && gpu.WholeCardMilli-u.HeldMilli(i) >= r.Milli && (r.GPUMemMiB == 0 || c.MemoryMiB-u.HeldMemMiB(i) >= r.GPUMemMiB)
+	mem := r.MemMiBOn(c)
+	return !u.Whole(i) && gpu.WholeCardMilli-u.HeldMilli(i) >= r.Milli && (mem == 0 || c.MemoryMiB-u.HeldMemMiB(i) >= mem)
 }
 
 // FreeOn is what card c has free in thousandths of the card: the lesser
@@ -85,15 +87,47 @@ func (u Usage) Count() int { return bits.OnesCount64(u.used) }
 // Fit counts the cards that satisfy the per-card part of r (capable) and,
 // of those, the ones r could have: for whole cards the cards not held,
 // less the cards held by pods whose cards are unknown; for a share, the
-// cards with Room for it (free; it may be negative).
+// cards with Room for it (free; it may be negative). A share of memory in
+// percent on several cards takes cards of one memory size (PickShares):
+// capable and free count the size with the most free cards.
 func (u Usage) Fit(cards []gpu.Card, r gpu.Request) (capable, free int64) {
+	if r.GPUMemPercent > 0 && r.Count > 1 {
+		return u.fitOneSize(cards, r)
+	}
 	for i := range cards {
-		if !cards[i].Satisfies(r) || cards[i].MemoryMiB < r.GPUMemMiB {
+		if !cards[i].Satisfies(r) || cards[i].MemoryMiB < r.MemMiBOn(&cards[i]) {
 			continue
 		}
 		capable++
 		if r.Shared() && u.shareLeft(&cards[i], r) || !r.Shared() && !u.Used(cards[i].Index) {
 			free++
+		}
+	}
+	return capable, free - u.Unknown
+}
+
+// fitOneSize is Fit for a share of memory in percent on several cards:
+// the counts of the memory size with the most free cards (then the most
+// capable ones). Nodes have a few sizes at most; it does not allocate.
+func (u Usage) fitOneSize(cards []gpu.Card, r gpu.Request) (capable, free int64) {
+	for i := range cards {
+		size := cards[i].MemoryMiB
+		if slices.ContainsFunc(cards[:i], func(c gpu.Card) bool { return c.MemoryMiB == size }) {
+			continue // counted with the first card of its size
+		}
+		var c, f int64
+		for j := range cards[i:] {
+			card := &cards[i+j]
+			if card.MemoryMiB != size || !card.Satisfies(r) {
+				continue
+			}
+			c++
+			if u.shareLeft(card, r) {
+				f++
+			}
+		}
+		if f > free || f == free && c > capable {
+			capable, free = c, f
 		}
 	}
 	return capable, free - u.Unknown

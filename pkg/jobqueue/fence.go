@@ -11,11 +11,10 @@ type fence struct {
 
 // Fence returns the fence that applies to a pod of group key ("" for
 // none) and priority, nil when no group waits with a reservation that
-// binds the pod (Plan.Binding: not a group admitted before it).
+// binds the pod (Plan.Binding).
 func (q *Queue) Fence(key string, priority int32) *Fence {
 	p := q.plan.Load()
-	if p == nil || p.Seen == nil || p.Reservation == nil || p.Reservation.Holder == key || priority > p.Reservation.Priority ||
-		key != "" && p.ahead[key] {
+	if p == nil || p.Seen == nil || p.Reservation == nil || p.Reservation.Holder == key || priority > p.Reservation.Priority {
 		return nil
 	}
 	return &Fence{q: q, seen: p.Seen, Holder: p.Reservation.Holder}

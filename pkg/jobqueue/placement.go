@@ -82,16 +82,11 @@ func DemandOf(pod *corev1.Pod) Demand {
 }
 
 // String is the demand in the words of a pod spec: "2 GPUs, 4 CPU, 8Gi
-// memory", "half a GPU, ...".
+// memory", "500/1000 of a GPU, ...", "300/1000 of each of 2 GPUs, ...".
 func (d Demand) String() string {
 	var parts []string
-	switch r := d.GPU; {
-	case r.Shared() && r.Milli > 0:
-		parts = append(parts, fmt.Sprintf("%d/1000 of a GPU", r.Milli))
-	case r.Shared():
-		parts = append(parts, fmt.Sprintf("%d MiB of a GPU", r.GPUMemMiB))
-	case r.Count > 0:
-		parts = append(parts, fmt.Sprintf("%d GPUs", r.Count))
+	if g := d.GPU.Describe(); g != "" {
+		parts = append(parts, g)
 	}
 	parts = append(parts, resource.NewMilliQuantity(d.Request.MilliCPU, resource.DecimalSI).String()+" CPU",
 		resource.NewQuantity(d.Request.Memory, resource.BinarySI).String()+" memory")

@@ -164,11 +164,9 @@ type Plan struct {
 	// to give (Queue.Fence).
 	Seen map[string]Capacity
 	// Placements are the domains of the admitted groups that ask for one,
-	// by group key: Filter keeps admitted members inside theirs.
+	// by group key, and of the group that holds the Reservation: Filter
+	// keeps admitted members inside theirs.
 	Placements map[string]*Placed
-	// ahead are the groups admitted before the Reservation was made: the
-	// plan placed them first, so it does not bind their pods (Binding).
-	ahead map[string]bool
 }
 
 // Capacity is what a node has free: resources and thousandths of cards.
@@ -262,6 +260,9 @@ type computation struct {
 	cursor int
 	// topo is the topology side of the computation.
 	topo *topologies
+	// placing is, by room, the lowest priority of the admitted members
+	// the plan places there (not bound yet).
+	placing map[int]int32
 }
 
 type explainKey struct {
@@ -289,7 +290,7 @@ func (c *computation) explain(demands []Demand, shape string, alike bool, need, 
 func newComputation(in Input) *computation {
 	c := &computation{in: in, rooms: slices.Clone(in.Rooms), tree: in.Queues, estimate: map[*Group]queuetree.Vec{},
 		room: map[string]int{}, explained: map[explainKey]string{}, demands: map[*Group][]Demand{},
-		emptyRoom: map[string]int{}, emptyFits: map[string]int{}, topo: newTopologies(in.Topologies)}
+		emptyRoom: map[string]int{}, emptyFits: map[string]int{}, topo: newTopologies(in.Topologies), placing: map[int]int32{}}
 	if c.tree == nil {
 		c.tree, _ = queuetree.Build(nil, nil)
 	}
@@ -331,8 +332,17 @@ func (c *computation) leaf(g *Group) *queuetree.Node {
 }
 
 // protect holds for the first admitted group with members to place what
-// they took of the rooms.
+// they took of the rooms, and notes the rooms every admitted group's
+// members take (computation.placing).
 func (c *computation) protect(g *Group, demands []Demand, at placement) {
+	for _, r := range at.at {
+		if r < 0 {
+			continue
+		}
+		if prio, ok := c.placing[r]; !ok || g.Priority < prio {
+			c.placing[r] = g.Priority
+		}
+	}
 	if c.plan.Placing == nil && len(demands) > 0 {
 		// FitFirst has taken their room already.
 		c.plan.Placing, _ = held(*g, demands, at, c.rooms)
@@ -519,7 +529,7 @@ func (c *computation) everFits(demands []Demand, shape string, alike bool, need 
 			return need, true
 		}
 	}
-	_, placed = reserve(demands, need, c.in.Rooms, nil)
+	_, placed = reserve(demands, need, c.in.Rooms, nil, nil)
 	if alike {
 		if placed < need {
 			c.emptyRoom[shape] = placed
@@ -550,12 +560,22 @@ func (c *computation) reserve(g *Group, demands []Demand, need int) (*Reservatio
 		}
 	}
 	rooms := c.rooms
+	// Admitted members being placed keep the nodes the plan put them on:
+	// a reservation there would hold them off the free cards they were
+	// given (a reservation binds pods of its priority and below,
+	// Plan.Binding, and lets them take only what exceeds it).
+	avoid := map[int]bool{}
+	for r, prio := range c.placing {
+		if prio <= g.Priority {
+			avoid[r] = true
+		}
+	}
 	var taken map[int]Held
 	var domain string
 	if r, _ := c.constraint(g); r != nil {
 		var placed *Placed
 		var ok bool
-		if taken, placed, ok = c.reserveTopology(r, demands, need, kept); !ok {
+		if taken, placed, ok = c.reserveTopology(r, demands, need, kept, avoid); !ok {
 			return nil, false
 		}
 		if placed != nil {
@@ -563,7 +583,7 @@ func (c *computation) reserve(g *Group, demands []Demand, need int) (*Reservatio
 		}
 	} else {
 		var placed int
-		if taken, placed = reserve(demands, need, rooms, kept); placed < need {
+		if taken, placed = reserve(demands, need, rooms, kept, avoid); placed < need {
 			return nil, false
 		}
 	}
@@ -574,7 +594,7 @@ func (c *computation) reserve(g *Group, demands []Demand, need int) (*Reservatio
 		rooms[r].GPUs = withheld(rooms[r].GPUs, held.GPUs)
 		c.touchRoom(r)
 	}
-	c.holdReservation(res)
+	c.plan.Reservation = res
 	c.changes++
 	return res, true
 }
@@ -591,7 +611,7 @@ func (c *computation) preempt(g *Group, leaf *queuetree.Node, demands []Demand, 
 			leafOf: func(key string) *queuetree.Node { return c.tree.Queue(c.in.QueueOf[key]) }, rooms: c.rooms, largestMiB: c.largestMiB,
 			demandOf: c.demandOf}
 		if victims, at, domain, ok := c.preemption(g, demands, need, rc.units(units)); ok {
-			c.holdReservation(c.reservationAt(*g, demands, at, domain))
+			c.plan.Reservation = c.reservationAt(*g, demands, at, domain)
 			c.changes++
 			from := victimQueues(victims, c.tree, c.in.QueueOf)
 			if len(victims) > 0 {
@@ -609,7 +629,7 @@ func (c *computation) preempt(g *Group, leaf *queuetree.Node, demands []Demand, 
 	if !ok {
 		return false
 	}
-	c.holdReservation(c.reservationAt(*g, demands, at, domain))
+	c.plan.Reservation = c.reservationAt(*g, demands, at, domain)
 	c.changes++
 	if len(victims) > 0 {
 		c.plan.Preemptions = append(c.plan.Preemptions, Preemption{Group: g.Key, Priority: g.Priority, Victims: victims})

@@ -106,6 +106,45 @@ func TestPlacingReservation(t *testing.T) {
 	}
 }
 
+// A reservation made in a pass does not hold room that admitted groups
+// are being placed on: their members would be held off the free cards
+// the plan gave them (found by a simulation with team queues: a gang
+// taking its guarantee back was admitted on the nodes its reclaim freed,
+// and a borrowing pod behind it reserved a card there, so the gang backed
+// off again and again).
+func TestReservationBesidePlacing(t *testing.T) {
+	// n1 and n3 are free; n2 is full, its pod using 4 of 8 CPUs. Counted
+	// empty, each holds a 1-card pod; n1 and n3 have more CPU free once
+	// big1 and big2 are placed there.
+	rooms := []Room{room("n1", 8, 8, 8, 8), room("n2", 8, 8, 4, 0), room("n3", 8, 8, 8, 8)}
+	big1 := group("big1", 1, 1, 8, 0, 0)
+	big2 := group("big2", 1, 1, 8, 5, 0)
+	small := group("small", 1, 1, 1, 10, 0)
+	plan := Compute(Input{Rooms: rooms, Groups: []Group{big1, big2, small}})
+	for _, key := range []string{"ns/big1", "ns/big2"} {
+		if !plan.Decisions[key].Admitted {
+			t.Fatalf("%s: %+v, want admitted", key, plan.Decisions[key])
+		}
+	}
+	if plan.Reservation == nil || plan.Reservation.Holder != "ns/small" {
+		t.Fatalf("reservation %+v, want small's", plan.Reservation)
+	}
+	if _, ok := plan.Reservation.Nodes["n2"]; !ok || len(plan.Reservation.Nodes) != 1 {
+		t.Errorf("small reserves on %v, want n2 only: n1 and n3 hold big1 and big2", plan.Reservation.Nodes)
+	}
+	for key, node := range map[string]string{"ns/big1": "n1", "ns/big2": "n3"} {
+		if r := plan.Binding(key, 0); r != nil && !r.Allows(node, rooms[0].Free, cards(8, 8), Resources{MilliCPU: 1000}, gpu.Request{Count: 8}) {
+			t.Errorf("a pod of %s refused on %s by %s", key, node, r.Holder)
+		}
+	}
+	// A reservation of higher priority binds neither: it may stay there.
+	small.Priority = 5
+	plan = Compute(Input{Rooms: rooms, Groups: []Group{big1, big2, small}})
+	if plan.Reservation == nil || len(plan.Reservation.Nodes) != 1 {
+		t.Fatalf("reservation %+v, want small's on one node", plan.Reservation)
+	}
+}
+
 func TestCompute(t *testing.T) {
 	fourNodes := []Room{room("a", 8, 4, 8, 4), room("b", 8, 4, 8, 4), room("c", 8, 4, 8, 4), room("d", 8, 4, 8, 4)}
 	tests := []struct {
@@ -171,9 +210,12 @@ func TestCompute(t *testing.T) {
 		want: map[string]Reason{"ns/high": ReasonAdmitted, "ns/old": ReasonWaitingForCapacity}, holder: "ns/old",
 		position: map[string]int{"ns/old": 1},
 	}, {
+		// new reserves nothing while old's members are placed on both
+		// nodes: a reservation there would hold them off (the next pass,
+		// with old bound, gives new its reservation).
 		name: "FIFO at equal priority",
 		in:   Input{Groups: []Group{group("new", 2, 1, 4, 10, 0), group("old", 2, 1, 4, 0, 0)}, Rooms: fourNodes[:2]},
-		want: map[string]Reason{"ns/old": ReasonAdmitted, "ns/new": ReasonWaitingForCapacity}, holder: "ns/new",
+		want: map[string]Reason{"ns/old": ReasonAdmitted, "ns/new": ReasonWaitingForCapacity},
 	}, {
 		// The big group waits for GPUs in use; the small one behind it
 		// would take GPUs from the reserved nodes: it waits too. The CPU
@@ -224,11 +266,15 @@ func TestCompute(t *testing.T) {
 	}, {
 		// Admitted groups take their room first, even when a group ahead
 		// of them in order arrives.
+		// earlier reserves nothing while later's members are placed on
+		// the one node: a reservation there would hold them off it
+		// (TestReservationBesidePlacing).
 		name: "admitted groups keep their room",
 		in: Input{Rooms: fourNodes[:1], Groups: []Group{
 			func() Group { g := group("later", 2, 1, 2, 10, 0); g.Admitted = true; return g }(),
 			group("earlier", 2, 1, 2, 0, 0)}},
-		want: map[string]Reason{"ns/later": ReasonAdmitted, "ns/earlier": ReasonWaitingForCapacity}, holder: "ns/earlier",
+		want:    map[string]Reason{"ns/later": ReasonAdmitted, "ns/earlier": ReasonWaitingForCapacity},
+		message: map[string]string{"ns/earlier": "the nodes reserved in this pass leave no room for it"},
 	}, {
 		name: "bound and succeeded members count toward min-available",
 		in: Input{Rooms: fourNodes[:1], Groups: []Group{func() Group {

@@ -46,9 +46,9 @@ func capacityOf(rooms []Room) map[string]int64 {
 
 // usageOf is what one pod with request req uses of each resource the tree
 // accounts, on cards of room (nil while it is not placed). A share counts
-// as its fraction of a card: its thousandths, or its memory over the
-// card's (the largest card's while it is not placed). A card's model is
-// known once placed.
+// as its fraction of each of its cards: its thousandths, or its memory
+// over the card's (the largest card's while it is not placed; a share in
+// percent is that percent). A card's model is known once placed.
 func usageOf(t *queuetree.Tree, req Resources, r gpu.Request, room *Room, cards []int, largestMiB int64) queuetree.Vec {
 	v := make(queuetree.Vec, len(t.Names()))
 	milli := r.TotalMilli()
@@ -59,8 +59,12 @@ func usageOf(t *queuetree.Tree, req Resources, r gpu.Request, room *Room, cards 
 			model, cardMiB = c.Model, int64(c.MemoryMiB)
 		}
 	}
-	if r.Shared() && milli == 0 && cardMiB > 0 {
-		milli = min(r.GPUMemMiB*gpu.WholeCardMilli/cardMiB, gpu.WholeCardMilli)
+	switch {
+	case !r.Shared() || milli > 0:
+	case r.GPUMemPercent > 0:
+		milli = r.Count * r.GPUMemPercent * gpu.WholeCardMilli / 100
+	case cardMiB > 0:
+		milli = r.Count * min(r.GPUMemMiB*gpu.WholeCardMilli/cardMiB, gpu.WholeCardMilli)
 	}
 	for i, name := range t.Names() {
 		switch {

@@ -2,6 +2,7 @@ package jobqueue
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -242,5 +243,32 @@ func TestQueuesDocExample(t *testing.T) {
 		if got := tree.Queue(name).FairShare()[0]; got != w {
 			t.Errorf("%s: fair share %d, want %d", name, got, w)
 		}
+	}
+}
+
+// A share counts in a team's GPUs as its fraction of each of its cards:
+// thousandths, memory over the card's, or a percent of it.
+func TestUsageOfShares(t *testing.T) {
+	tree, problems := queuetree.Build([]queuetree.Spec{teamQueue("team", "", gpus(1), gpus(4), 1)}, map[string]int64{queuetree.GPU: gpus(4), "cpu": 32000})
+	if len(problems) > 0 {
+		t.Fatal(problems)
+	}
+	gpuAt := slices.Index(tree.Names(), queuetree.GPU)
+	for _, tc := range []struct {
+		name string
+		r    gpu.Request
+		want int64
+	}{
+		{"whole cards", gpu.Request{Count: 2}, 2000},
+		{"300 of each of two cards", gpu.Request{Count: 2, Milli: 300, GPUMemMiB: 3000}, 600},
+		// 8192 of a 32768 MiB card is 250 thousandths, on each of three.
+		{"8192 MiB of each of three cards", gpu.Request{Count: 3, GPUMemMiB: 8192}, 750},
+		{"half of the memory of each of two cards", gpu.Request{Count: 2, GPUMemPercent: 50}, 1000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := usageOf(tree, Resources{}, tc.r, nil, nil, 32768)[gpuAt]; got != tc.want {
+				t.Errorf("GPU usage %d, want %d", got, tc.want)
+			}
+		})
 	}
 }

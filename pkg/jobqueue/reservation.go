@@ -68,9 +68,12 @@ func held(g Group, demands []Demand, at placement, rooms []Room) (*Reservation, 
 // most free now (so the wait is shortest), and among nodes with as much
 // free, the ones kept (the group's reservation of the last pass), so that
 // the reservation does not move without a gain. It returns what it takes on
-// each room, by room index, and how many demands it placed.
-func reserve(demands []Demand, need int, rooms []Room, kept map[string]bool) (map[int]Held, int) {
-	rv := newReserver(rooms, kept)
+// each room, by room index, and how many demands it placed: fewer than need
+// when the group never fits. Rooms in avoid (by index) are left out:
+// those where admitted members are being placed, whom a reservation
+// there would hold off the free cards they were given.
+func reserve(demands []Demand, need int, rooms []Room, kept map[string]bool, avoid map[int]bool) (map[int]Held, int) {
+	rv := newReserver(rooms, kept, avoid)
 	placed := rv.place(demands, need, nil)
 	return rv.taken, placed
 }
@@ -80,18 +83,19 @@ func reserve(demands []Demand, need int, rooms []Room, kept map[string]bool) (ma
 type reserver struct {
 	rooms []Room
 	kept  map[string]bool
+	avoid map[int]bool
 	taken map[int]Held
 	// empty[r] is room r with every pod gone and the reserved so far taken.
 	empty map[int]*gpuledger.NodeGPUs
 }
 
-func newReserver(rooms []Room, kept map[string]bool) *reserver {
-	return &reserver{rooms: rooms, kept: kept, taken: map[int]Held{}, empty: map[int]*gpuledger.NodeGPUs{}}
+func newReserver(rooms []Room, kept map[string]bool, avoid map[int]bool) *reserver {
+	return &reserver{rooms: rooms, kept: kept, avoid: avoid, taken: map[int]Held{}, empty: map[int]*gpuledger.NodeGPUs{}}
 }
 
 // clone returns a copy of rv that places apart from it, to try a slice.
 func (rv *reserver) clone() *reserver {
-	out := &reserver{rooms: rv.rooms, kept: rv.kept, taken: make(map[int]Held, len(rv.taken)), empty: make(map[int]*gpuledger.NodeGPUs, len(rv.empty))}
+	out := &reserver{rooms: rv.rooms, kept: rv.kept, avoid: rv.avoid, taken: make(map[int]Held, len(rv.taken)), empty: make(map[int]*gpuledger.NodeGPUs, len(rv.empty))}
 	for r, h := range rv.taken {
 		h.GPUs = slices.Clone(h.GPUs)
 		out.taken[r] = h
@@ -139,7 +143,7 @@ func (rv *reserver) place(demands []Demand, need int, scope []int) int {
 				r = scope[k]
 			}
 			t := rv.taken[r]
-			if !rooms[r].Allocatable.Sub(t.Resources).Covers(d.Request) || !rv.emptyOf(r).Fits(d.GPU) {
+			if rv.avoid[r] || !rooms[r].Allocatable.Sub(t.Resources).Covers(d.Request) || !rv.emptyOf(r).Fits(d.GPU) {
 				continue
 			}
 			free := rooms[r].Free.Sub(t.Resources)
@@ -189,30 +193,14 @@ func withheld(n gpuledger.NodeGPUs, reserved []gpu.Request) gpuledger.NodeGPUs {
 	return n
 }
 
-// holdReservation makes res the plan's reservation. The groups admitted so
-// far in the pass took their room on paper before it: it does not bind
-// their pods, whose nodes it may hold as if empty (it waits for them to
-// end), so that they are not refused the room the plan gave them.
-func (c *computation) holdReservation(res *Reservation) {
-	c.plan.Reservation = res
-	c.plan.ahead = map[string]bool{}
-	for key, d := range c.plan.Decisions {
-		if d.Admitted {
-			c.plan.ahead[key] = true
-		}
-	}
-}
-
 // Binding returns what the plan's reservations hold for a pod of group
 // key ("" for none) and priority: those of other groups of the same or
-// higher priority, merged when both bind it, but not the waiting group's
-// for a group admitted before it was made. Nil when none binds it. It
+// higher priority, merged when both bind it. Nil when none binds it. It
 // runs in every PreFilter, so one reservation is returned as it is.
 func (p *Plan) Binding(key string, priority int32) *Reservation {
 	binds := func(r *Reservation) bool { return r != nil && r.Holder != key && priority <= r.Priority }
-	bindsWaiting := func(r *Reservation) bool { return binds(r) && (key == "" || !p.ahead[key]) }
 	switch a, b := p.Placing, p.Reservation; {
-	case binds(a) && bindsWaiting(b):
+	case binds(a) && binds(b):
 		out := &Reservation{Holder: a.Holder + " and " + b.Holder, Priority: a.Priority, Nodes: maps.Clone(a.Nodes)}
 		for node, h := range b.Nodes {
 			both := out.Nodes[node]
@@ -223,7 +211,7 @@ func (p *Plan) Binding(key string, priority int32) *Reservation {
 		return out
 	case binds(a):
 		return a
-	case bindsWaiting(b):
+	case binds(b):
 		return b
 	}
 	return nil

@@ -550,7 +550,7 @@ func (c *computation) scopeOf(nodes map[string]int, i int) []int {
 // much free the one with the most of the nodes it held in the last pass
 // (kept), so that the reservation does not move without a gain. ok is
 // false when no domain holds it.
-func (c *computation) reserveTopology(r *topology.Resolved, demands []Demand, need int, kept map[string]bool) (map[int]Held, *Placed, bool) {
+func (c *computation) reserveTopology(r *topology.Resolved, demands []Demand, need int, kept map[string]bool, avoid map[int]bool) (map[int]Held, *Placed, bool) {
 	a := askOf(demands, need)
 	levels := r.Levels()
 	for _, level := range levels {
@@ -559,7 +559,7 @@ func (c *computation) reserveTopology(r *topology.Resolved, demands []Demand, ne
 		var bestDomain *domain
 		bestKept := -1
 		for _, d := range ld.list {
-			rv := newReserver(c.rooms, kept)
+			rv := newReserver(c.rooms, kept, avoid)
 			if c.reserveSliced(rv, r, demands, need, d.rooms) < need {
 				continue
 			}
@@ -584,7 +584,7 @@ func (c *computation) reserveTopology(r *topology.Resolved, demands []Demand, ne
 	if r.Required >= 0 {
 		return nil, nil, false
 	}
-	rv := newReserver(c.rooms, kept)
+	rv := newReserver(c.rooms, kept, avoid)
 	if c.reserveSliced(rv, r, demands, need, nil) < need {
 		return nil, nil, false
 	}
@@ -634,7 +634,7 @@ func (c *computation) everFitsTopology(r *topology.Resolved, demands []Demand, s
 		return most, "", false
 	}
 	if r.Required < 0 {
-		placed = c.reserveSliced(newReserver(c.in.Rooms, nil), r, demands, need, nil)
+		placed = c.reserveSliced(newReserver(c.in.Rooms, nil, nil), r, demands, need, nil)
 		if placed < need && alike {
 			c.topo.never[key] = placed
 		}
@@ -643,7 +643,7 @@ func (c *computation) everFitsTopology(r *topology.Resolved, demands []Demand, s
 	ld := c.levelDomains(r.Topology, r.Required)
 	placed = -1
 	for _, d := range ld.list {
-		n := c.reserveSliced(newReserver(c.in.Rooms, nil), r, demands, need, d.rooms)
+		n := c.reserveSliced(newReserver(c.in.Rooms, nil, nil), r, demands, need, d.rooms)
 		if n >= need {
 			return n, r.Topology.Words(r.Required, d.name), true
 		}

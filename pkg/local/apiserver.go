@@ -42,6 +42,9 @@ type apiserverConfig struct {
 	listener net.Listener
 	etcdURL  string
 	pki      pki
+	// advertise is the address real kubelets and pods reach the apiserver
+	// on; nil for loopback only.
+	advertise net.IP
 	// extraArgs are kube-apiserver flags (--runtime-config=..., ...) applied last.
 	extraArgs []string
 }
@@ -72,7 +75,6 @@ func startAPIServer(ctx context.Context, cfg apiserverConfig) (<-chan error, err
 		// Every caller shows who it is: a certificate of the cluster CA
 		// or a token.
 		"--anonymous-auth=false",
-		"--bind-address=127.0.0.1",
 		fmt.Sprintf("--secure-port=%d", port),
 		"--tls-cert-file=" + cfg.pki.ServingCert(),
 		"--tls-private-key-file=" + cfg.pki.ServingKey(),
@@ -85,10 +87,23 @@ func startAPIServer(ctx context.Context, cfg apiserverConfig) (<-chan error, err
 		"--service-cluster-ip-range=" + serviceCIDR,
 		"--authorization-mode=Node,RBAC",
 		"--allow-privileged=true",
-		// The advertise address is loopback, which the lease reconciler
-		// refuses to publish as the kubernetes Service endpoint.
-		"--endpoint-reconciler-type=none",
 		"--profiling=false",
+	}
+	if cfg.advertise == nil {
+		args = append(args, "--bind-address=127.0.0.1",
+			// The advertise address is loopback, which the lease reconciler
+			// refuses to publish as the kubernetes Service endpoint.
+			"--endpoint-reconciler-type=none")
+	} else {
+		args = append(args, "--bind-address="+cfg.advertise.String(), "--advertise-address="+cfg.advertise.String(),
+			"--endpoint-reconciler-type=lease",
+			// The apiserver runs on no node, so it has no route to Service
+			// IPs (kube-proxy's rules live on the nodes): webhooks and
+			// aggregated APIs are reached at their endpoints' pod IPs.
+			"--enable-aggregator-routing=true",
+			// Real kubelets report the names they were given, which no DNS
+			// resolves here; logs, exec and port-forward go to their IPs.
+			"--kubelet-preferred-address-types=InternalIP,Hostname")
 	}
 	if err := fs.Parse(append(args, cfg.extraArgs...)); err != nil {
 		return nil, fmt.Errorf("kube-apiserver flags: %w", err)

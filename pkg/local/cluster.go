@@ -53,6 +53,11 @@ type Options struct {
 	Fresh bool
 	// APIServerPort is the kube-apiserver port on 127.0.0.1; 0 picks a free one.
 	APIServerPort int
+	// AdvertiseAddress, when set, is the address the kube-apiserver listens
+	// on instead of 127.0.0.1 and publishes as the kubernetes Service's
+	// endpoint, so that real kubelets and their pods (in other network
+	// namespaces or hosts) reach it: the control plane of real nodes.
+	AdvertiseAddress net.IP
 	// KubeconfigPath is where the admin kubeconfig is written; default DataDir/kubeconfig.
 	KubeconfigPath string
 	// Cluster describes the simulated nodes; default clusterfile.Default().
@@ -204,17 +209,21 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 
-	listener, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(opts.APIServerPort)))
+	listenIP := net.IPv4(127, 0, 0, 1)
+	if opts.AdvertiseAddress != nil {
+		listenIP = opts.AdvertiseAddress
+	}
+	listener, err := net.Listen("tcp", net.JoinHostPort(listenIP.String(), strconv.Itoa(opts.APIServerPort)))
 	if err != nil {
 		if errors.Is(err, syscall.EADDRINUSE) {
-			return nil, fmt.Errorf("port %d on 127.0.0.1 is already in use (another aisched or Kubernetes?); choose another with --port", opts.APIServerPort)
+			return nil, fmt.Errorf("port %d on %s is already in use (another aisched or Kubernetes?); choose another with --port", opts.APIServerPort, listenIP)
 		}
 		return nil, fmt.Errorf("listen for kube-apiserver: %w", err)
 	}
 	c.Host = "https://" + listener.Addr().String()
 
 	p := pki{dir: pkiDir}
-	if err := p.ensure(kubernetesServiceIP); err != nil {
+	if err := p.ensure(kubernetesServiceIP, opts.AdvertiseAddress); err != nil {
 		listener.Close()
 		return nil, err
 	}
@@ -226,7 +235,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 
 	apiCtx, apiCancel := context.WithCancel(context.WithoutCancel(ctx))
 	c.apiCancel = apiCancel
-	c.apiDone, err = startAPIServer(apiCtx, apiserverConfig{listener: listener, etcdURL: c.etcdURL, pki: p, extraArgs: opts.APIServerArgs})
+	c.apiDone, err = startAPIServer(apiCtx, apiserverConfig{listener: listener, etcdURL: c.etcdURL, pki: p, advertise: opts.AdvertiseAddress, extraArgs: opts.APIServerArgs})
 	if err != nil {
 		listener.Close()
 		return nil, err
@@ -280,7 +289,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	c.schedulerConfig, c.services, c.discardEvents = opts.SchedulerConfig, opts.Services, opts.DiscardSchedulerEvents
 	components := []*component{
 		{name: "controllers", run: func(ctx context.Context, started chan<- struct{}) error {
-			return runControllers(ctx, c.Config, p.CACert(), started)
+			return runControllers(ctx, c.Config, p.CACert(), opts.AdvertiseAddress != nil, started)
 		}},
 		{name: "nodes", run: sim.Run},
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -35,6 +36,7 @@ import (
 // Jobs, Services, quotas, RBAC and DRA's ResourceClaimTemplates rely on. The node lifecycle controller is
 // left out on purpose: simulated nodes never fail, and after a long stop it
 // would evict every pod before the simulated kubelets renew their leases.
+// It runs when real kubelets join (realNodeControllers).
 var controllerNames = []string{
 	names.DeploymentController,
 	names.ReplicaSetController,
@@ -57,13 +59,20 @@ var controllerNames = []string{
 	names.ResourceClaimController,
 }
 
+// realNodeControllers run too when real kubelets join (an advertise
+// address): the node lifecycle controller takes a registering node's
+// not-ready taint away once it is Ready, and taints nodes that stop
+// reporting, as on any cluster.
+var realNodeControllers = []string{names.NodeLifecycleController}
+
 // controllerShutdownTimeout bounds the wait for controllers to return after
 // their context is cancelled.
 const controllerShutdownTimeout = 5 * time.Second
 
-// runControllers builds the controllers of controllerNames and runs them
-// until ctx is cancelled. started is closed once every controller runs.
-func runControllers(ctx context.Context, cfg *rest.Config, caFile string, started chan<- struct{}) error {
+// runControllers builds the controllers of controllerNames (and of
+// realNodeControllers with realNodes) and runs them until ctx is
+// cancelled. started is closed once every controller runs.
+func runControllers(ctx context.Context, cfg *rest.Config, caFile string, realNodes bool, started chan<- struct{}) error {
 	componentConfig, err := kcmoptions.NewDefaultComponentConfig()
 	if err != nil {
 		return err
@@ -93,7 +102,11 @@ func runControllers(ctx context.Context, cfg *rest.Config, caFile string, starte
 	}
 	descriptors := kcm.NewControllerDescriptors()
 	var controllers []kcm.Controller
-	for _, name := range controllerNames {
+	run := controllerNames
+	if realNodes {
+		run = append(slices.Clone(run), realNodeControllers...)
+	}
+	for _, name := range run {
 		ctrl, err := descriptors[name].BuildController(ctx, controllerCtx)
 		if err != nil {
 			return fmt.Errorf("controller %s: %w", name, err)

@@ -55,8 +55,9 @@ func (p pki) EtcdClientCert() string { return p.path("apiserver-etcd-client.crt"
 func (p pki) EtcdClientKey() string  { return p.path("apiserver-etcd-client.key") }
 
 // ensure creates whatever is missing. The serving certificate is valid for
-// localhost, 127.0.0.1 and the in-cluster names of the kubernetes Service.
-func (p pki) ensure(serviceIP net.IP) error {
+// localhost, 127.0.0.1, the in-cluster names of the kubernetes Service and
+// advertise when set; one that does not cover advertise is made again.
+func (p pki) ensure(serviceIP, advertise net.IP) error {
 	if err := os.MkdirAll(p.dir, 0o700); err != nil {
 		return err
 	}
@@ -69,6 +70,14 @@ func (p pki) ensure(serviceIP net.IP) error {
 		DNSNames:    []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
 		IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.IPv6loopback, serviceIP},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	if advertise != nil {
+		serving.IPAddresses = append(serving.IPAddresses, advertise)
+		if !certCovers(p.ServingCert(), advertise) {
+			if err := os.Remove(p.ServingCert()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+		}
 	}
 	if err := p.ensureLeaf(p.ServingCert(), p.ServingKey(), serving, caCert, caKey); err != nil {
 		return fmt.Errorf("apiserver serving certificate: %w", err)
@@ -162,6 +171,12 @@ func (p pki) ensureLeaf(certPath, keyPath string, tmpl, ca *x509.Certificate, ca
 		return err
 	}
 	return writeKeyPair(certPath, keyPath, cert, key)
+}
+
+// certCovers reports whether the certificate at path is valid for ip.
+func certCovers(path string, ip net.IP) bool {
+	certs, err := certutil.CertsFromFile(path)
+	return err == nil && len(certs) > 0 && certs[0].VerifyHostname(ip.String()) == nil
 }
 
 func writeKeyPair(certPath, keyPath string, cert *x509.Certificate, key crypto.PrivateKey) error {

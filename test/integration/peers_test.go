@@ -45,10 +45,11 @@ func limits(p *corev1.Pod, kv ...string) *corev1.Pod {
 // their documentation writes them with only schedulerName set, and checks
 // that each ends on the right card or share, in the right group, or is
 // refused on the pod naming its key. The sources: HAMi's examples
-// (examples/nvidia/: default_use.yaml, specify_card_type_to_use.yaml,
-// use_memory_fraction.yaml), KAI's docs/gpu-sharing (gpu-fraction,
-// gpu-memory), Koordinator's "Gang Scheduling" user manual, Volcano's
-// PodGroup annotation, scheduler-plugins' PodGroup CRD.
+// (examples/nvidia/: default_use.yaml, specify_card_type_to_use.yaml),
+// KAI's docs/gpu-sharing (gpu-fraction, gpu-memory), Koordinator's "Gang
+// Scheduling" user manual, Volcano's PodGroup annotation,
+// scheduler-plugins' PodGroup CRD. Shares of several cards are
+// TestMultiCardShares'.
 func TestPeerForms(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, `  - {name: cpu, count: 1, cpu: "64", memory: 256Gi}
@@ -79,11 +80,9 @@ func TestPeerForms(t *testing.T) {
 		mk("kai-memory").Req(corev1.ResourceCPU, "100m").Annotation(gpu.KAIMemoryAnnotation, "2000").Annotation(gpu.HAMiNoUseTypeAnnotation, "V100").Obj(),
 	}
 	refused := map[*corev1.Pod]string{
-		limits(mk("hami-percentage").Obj(), "nvidia.com/gpu", "1", "nvidia.com/gpumem-percentage", "50"): "resources.limits[nvidia.com/gpumem-percentage]",
-		limits(mk("hami-two-shares").Obj(), "nvidia.com/gpu", "2", "nvidia.com/gpumem", "3000"):          "resources.limits[nvidia.com/gpumem]",
-		mk("kai-two-devices").Req(corev1.ResourceCPU, "100m").Annotation(gpu.KAIFractionAnnotation, "0.5").
-			Annotation(gpu.KAINumDevicesAnnotation, "2").Obj(): gpu.KAINumDevicesAnnotation,
-		mk("volcano").Req(corev1.ResourceCPU, "100m").Annotation(podgroup.VolcanoGroupAnnotation, "vc-pg").Obj(): podgroup.VolcanoGroupAnnotation,
+		limits(mk("hami-percentage-and-mib").Obj(), "nvidia.com/gpu", "1", "nvidia.com/gpumem-percentage", "50", "nvidia.com/gpumem", "3000"): "resources.limits[nvidia.com/gpumem-percentage]",
+		mk("kai-devices-alone").Req(corev1.ResourceCPU, "100m").Annotation(gpu.KAINumDevicesAnnotation, "2").Obj():                            gpu.KAINumDevicesAnnotation,
+		mk("volcano").Req(corev1.ResourceCPU, "100m").Annotation(podgroup.VolcanoGroupAnnotation, "vc-pg").Obj():                              podgroup.VolcanoGroupAnnotation,
 		mk("koord-nonstrict").Req(corev1.ResourceCPU, "100m").Annotation(podgroup.KoordinatorNameAnnotation, "loose").
 			Annotation(podgroup.KoordinatorMinAvailableAnnotation, "2").Annotation(podgroup.KoordinatorModeAnnotation, "NonStrict").Obj(): podgroup.KoordinatorModeAnnotation,
 	}

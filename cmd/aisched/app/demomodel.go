@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -17,7 +18,10 @@ import (
 )
 
 func newDemoModelCommand() *cobra.Command {
-	addr, model := ":8080", modelserver.DefaultModel
+	// The model's name defaults to the container's MODEL_NAME, as the
+	// in-process servers of aisched up read it: an Operator's container
+	// of the demo image names its model so on a real cluster too.
+	addr, model := ":8080", cmp.Or(os.Getenv("MODEL_NAME"), modelserver.DefaultModel)
 	var b modelserver.Behaviour
 	cmd := &cobra.Command{
 		Use:   "demo-model",
@@ -62,7 +66,7 @@ serves on.
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&addr, "bind-address", addr, "address to serve on")
-	fs.StringVar(&model, "model", model, "the model's name in the URL paths")
+	fs.StringVar(&model, "model", model, "the model's name in the URL paths (default: $MODEL_NAME when set)")
 	fs.IntVar(&b.FailPercent, "fail-percent", 0, "percentage of inference requests answered with 500")
 	fs.DurationVar(&b.Delay, "delay", 0, "delay before every inference answer")
 	return cmd

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -48,10 +49,12 @@ type upOptions struct {
 	listGates       bool
 	gatewayAddr     string
 	consoleAddr     string
+	advertise       net.IP
+	platform        bool
 }
 
 func newUpCommand() *cobra.Command {
-	o := upOptions{dataDir: local.DefaultDataDir(), port: 6443, gatewayAddr: local.DefaultGatewayAddr, consoleAddr: local.DefaultConsoleAddr}
+	o := upOptions{dataDir: local.DefaultDataDir(), port: 6443, gatewayAddr: local.DefaultGatewayAddr, consoleAddr: local.DefaultConsoleAddr, platform: true}
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Run a whole simulated Kubernetes cluster with aisched in this process",
@@ -61,7 +64,13 @@ Services and quotas, the aisched scheduler (profiles default-scheduler and
 aisched), simulated nodes with GPUs from a cluster file, and the AI service
 platform: its controllers and the gateway on --gateway-addr, with pods of
 the demo model image answering for real. No other binary is needed. Objects
-persist in --data-dir across restarts.`,
+persist in --data-dir across restarts.
+
+With --advertise-address it is also the control plane of real nodes: the
+apiserver listens on that address and publishes it as the kubernetes
+Service's endpoint, so that kubelets elsewhere, and their pods, reach it
+(hack/node-e2e runs containerd, kubelets and kube-proxy against it). With
+--platform=false the platform is left to the Helm chart.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.printDefault {
@@ -87,6 +96,8 @@ persist in --data-dir across restarts.`,
 	fs.BoolVar(&o.printDefault, "print-default-cluster", false, "print the built-in cluster file and exit")
 	fs.StringVar(&o.gatewayAddr, "gateway-addr", o.gatewayAddr, "address of the AI service gateway (its /metrics takes the next free port)")
 	fs.StringVar(&o.consoleAddr, "console-addr", o.consoleAddr, `address of the web console ("0": none)`)
+	fs.IPVar(&o.advertise, "advertise-address", nil, "address the kube-apiserver listens on and publishes to real kubelets and their pods (default: 127.0.0.1 only)")
+	fs.BoolVar(&o.platform, "platform", o.platform, "run the AI service platform (controllers, admission webhook, gateway) in this process; false leaves it to the chart")
 	// One process, one set of gates: the apiserver, the controllers and the
 	// scheduler all read them.
 	utilfeature.DefaultMutableFeatureGate.AddFlag(fs)
@@ -137,17 +148,18 @@ func runUp(out io.Writer, o upOptions) error {
 	terminal, restore := redirectStderr(logOut)
 	crashTo(terminal)
 	c, err := local.Start(ctx, local.Options{
-		DataDir:         o.dataDir,
-		Fresh:           o.fresh,
-		APIServerPort:   o.port,
-		KubeconfigPath:  o.kubeconfigOut,
-		Cluster:         cluster,
-		SchedulerConfig: schedCfg,
-		LogOutput:       logOut,
-		APIServerArgs:   apiserverArgsForGates(),
-		Platform:        &local.PlatformOptions{GatewayAddr: o.gatewayAddr},
-		Warn:            func(msg string) { fmt.Fprintln(terminal, "aisched up: warning: "+msg) },
-		Console:         consoleOf(o.consoleAddr, schedCfg),
+		DataDir:          o.dataDir,
+		Fresh:            o.fresh,
+		APIServerPort:    o.port,
+		AdvertiseAddress: o.advertise,
+		KubeconfigPath:   o.kubeconfigOut,
+		Cluster:          cluster,
+		SchedulerConfig:  schedCfg,
+		LogOutput:        logOut,
+		APIServerArgs:    apiserverArgsForGates(),
+		Platform:         platformOf(o),
+		Warn:             func(msg string) { fmt.Fprintln(terminal, "aisched up: warning: "+msg) },
+		Console:          consoleOf(o.consoleAddr, schedCfg),
 	})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -193,6 +205,14 @@ loop:
 	return nil
 }
 
+// platformOf is the platform of aisched up; nil with --platform=false.
+func platformOf(o upOptions) *local.PlatformOptions {
+	if !o.platform {
+		return nil
+	}
+	return &local.PlatformOptions{GatewayAddr: o.gatewayAddr}
+}
+
 // consoleOf is the console of aisched up at addr; nil for "0".
 func consoleOf(addr string, sched *config.KubeSchedulerConfiguration) *local.ConsoleOptions {
 	if addr == "0" {
@@ -234,7 +254,9 @@ func printReady(out io.Writer, c *local.Cluster, cluster *clusterfile.Cluster, p
 	fmt.Fprintf(out, "aisched is ready in %.1fs: %s; scheduler profiles %s\n", took.Seconds(), describeNodes(cluster), strings.Join(profiles, ", "))
 	fmt.Fprintf(out, "  kubeconfig: %s\n", c.KubeconfigPath)
 	fmt.Fprintf(out, "  apiserver:  %s\n", c.Host)
-	fmt.Fprintf(out, "  gateway:    %s/<namespace>/<service>/ (metrics: %s/metrics)\n", c.GatewayURL(), c.GatewayAdminURL())
+	if u := c.GatewayURL(); u != "" {
+		fmt.Fprintf(out, "  gateway:    %s/<namespace>/<service>/ (metrics: %s/metrics)\n", u, c.GatewayAdminURL())
+	}
 	if u := c.ConsoleURL(); u != "" {
 		fmt.Fprintf(out, "  console:    %s#token=%s\n", u, c.AdminToken)
 	}
@@ -248,7 +270,9 @@ func printReady(out io.Writer, c *local.Cluster, cluster *clusterfile.Cluster, p
 	fmt.Fprintf(out, "              export KUBECONFIG=%s\n", c.KubeconfigPath)
 	fmt.Fprintf(out, "              %s kubectl get nodes\n", self)
 	fmt.Fprintf(out, "              %s whatif -f examples/gang-job.yaml   # would a gang of 2 x 4 GPUs fit, and where\n", self)
-	fmt.Fprintf(out, "              examples/platform/try.sh   # a model served through the gateway\n")
+	if c.GatewayURL() != "" {
+		fmt.Fprintf(out, "              examples/platform/try.sh   # a model served through the gateway\n")
+	}
 	fmt.Fprintln(out, "Press Ctrl-C to stop; objects are kept in", c.DataDir)
 }
 

@@ -1,8 +1,10 @@
-// Command probe is the one binary of the node end-to-end test's images:
-// "probe pause" is the pod sandbox's pause process; "probe env FILE"
-// writes the container's environment to FILE (a host directory mounted by
-// the test), with whether each file named by LD_PRELOAD is present, and
-// waits to be stopped.
+// Command probe is the one binary of the node end-to-end tests' images:
+// "probe pause" is the pod sandbox's pause process (and a container that
+// only waits); "probe env FILE" writes the container's environment to FILE
+// (a host directory mounted by the test), with whether each file named by
+// LD_PRELOAD is present, and waits to be stopped; "probe getenv KEY..."
+// prints KEY=value for each KEY set, for a test that execs it in a
+// running container.
 package main
 
 import (
@@ -16,10 +18,17 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: probe pause | probe env FILE")
+		fmt.Fprintln(os.Stderr, "usage: probe pause | probe env FILE | probe getenv KEY...")
 		os.Exit(2)
 	}
 	switch os.Args[1] {
+	case "getenv":
+		for _, key := range os.Args[2:] {
+			if v, ok := os.LookupEnv(key); ok {
+				fmt.Printf("%s=%s\n", key, v)
+			}
+		}
+		return
 	case "pause":
 	case "env":
 		if len(os.Args) != 3 {

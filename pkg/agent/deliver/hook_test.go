@@ -425,6 +425,60 @@ func TestHookDeliversChosenCards(t *testing.T) {
 	wantEnv(wholeSpec, "whole", VisibleDevicesEnv, testCards[2].UUID)
 }
 
+// TestHookMultiCardShares: HAMi's default_use (two cards, 3000 MiB and
+// 30% of each) gets both cards the scheduler chose with a memory limit for
+// each; the ledger counts the share on each card, also after the hook's
+// restart, so a share that would overfill either card, or a whole-card
+// pod on either, is refused.
+func TestHookMultiCardShares(t *testing.T) {
+	r := newRuntime(t)
+	src := &pods{}
+	layer := Layer{Naming: NamingEnv, Isolation: IsolationHAMiCore, HAMiCoreLibrary: "/usr/local/vgpu/libvgpu.so"}
+	_, stopHook := startHook(t, r, src, layer)
+	create := func(pod *corev1.Pod, env ...string) (*rspec.Spec, error) {
+		t.Helper()
+		src.add(pod)
+		_, spec, err := r.createContainer(r.runPod(pod), "main", env...)
+		return spec, err
+	}
+	defaultUse := gpuPod("default-use", 0, assigned(0, 2))
+	defaultUse.Spec.Containers[0] = containerWith("main", corev1.ResourceList{
+		gpu.ResourceName: resource.MustParse("2"), gpu.HAMiGPUMemResource: resource.MustParse("3000"), gpu.HAMiGPUCoresResource: resource.MustParse("30"),
+	})
+	// The device plugin gave cards 0 and 1; the scheduler chose 0 and 2.
+	spec, err := create(defaultUse, VisibleDevicesEnv+"="+testCards[0].UUID+","+testCards[1].UUID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]string{
+		VisibleDevicesEnv: testCards[0].UUID + "," + testCards[2].UUID, "CUDA_DEVICE_MEMORY_LIMIT_0": "3000m", "CUDA_DEVICE_MEMORY_LIMIT_1": "3000m",
+		"CUDA_DEVICE_SM_LIMIT": "30", ShareEnv: "milli=300,memMiB=3000",
+	} {
+		if got, _ := envOf(spec, k); got != want {
+			t.Errorf("default_use: %s=%q, want %q", k, got, want)
+		}
+	}
+	refused := func(when string) {
+		t.Helper()
+		// Card 0 (16384 MiB) has 13384 left.
+		tooBig := gpuPod("too-big", 0, with(assigned(0, 1), gpu.GPUMemAnnotation, "14000", gpu.CardsAnnotation, "2"))
+		if _, err := create(tooBig); err == nil || !strings.Contains(err.Error(), testCards[0].UUID+": 17000 MiB of its 16384 MiB") {
+			t.Errorf("%s: a share beyond card 0's memory: got %v", when, err)
+		}
+		if _, err := create(gpuPod("whole-2", 1, assigned(2))); err == nil || !strings.Contains(err.Error(), "is shared by pod default/default-use") {
+			t.Errorf("%s: a whole-card pod on the second shared card: got %v", when, err)
+		}
+	}
+	refused("first run")
+	stopHook()
+	startHook(t, r, src, layer)
+	refused("after the hook's restart")
+	// What fits beside it: 13000 MiB of cards 0 and 1.
+	if _, err := create(gpuPod("fits", 0, with(assigned(0, 1), gpu.GPUMemAnnotation, "13000", gpu.CardsAnnotation, "2"))); err != nil {
+		t.Errorf("a share that fits beside default_use: %v", err)
+	}
+}
+
 // TestHookForeignAndCDI: a container the node's device plugin served for
 // another scheduler holds its card in the ledger; with CDI naming the
 // cards come as CDI devices and the device plugin's own choice is voided;

@@ -32,12 +32,13 @@ const (
 	IsolationNone Isolation = "none"
 	// IsolationHAMiCore is HAMi-core's in-container limiter (libvgpu.so),
 	// preloaded into the container: it caps the memory the CUDA driver
-	// hands out (CUDA_DEVICE_MEMORY_LIMIT_<i>) and throttles kernel launches
-	// to a share of the SMs (CUDA_DEVICE_SM_LIMIT).
+	// hands out on each of the container's cards (CUDA_DEVICE_MEMORY_LIMIT_<i>,
+	// i its position among them) and throttles kernel launches to a share
+	// of the SMs (CUDA_DEVICE_SM_LIMIT, every card alike).
 	IsolationHAMiCore Isolation = "hami-core"
 	// IsolationMPS is an NVIDIA MPS control daemon on the node: the
 	// container connects through its pipe directory, with an active thread
-	// percentage and a pinned device memory limit.
+	// percentage and a pinned device memory limit for each of its cards.
 	IsolationMPS Isolation = "mps"
 )
 
@@ -110,12 +111,17 @@ func (l Layer) Adjust(d Delivery, adj *api.ContainerAdjustment) (warning string)
 	sh := *d.Share
 	adj.AddEnv(ShareEnv, formatShare(sh))
 	percent := strconv.FormatInt((sh.Milli+9)/10, 10)
+	mib := strconv.FormatInt(sh.MemMiB, 10)
 	switch l.Isolation {
 	case IsolationHAMiCore:
 		adj.AddMount(&api.Mount{Source: l.HAMiCoreLibrary, Destination: l.HAMiCoreLibrary, Type: "bind", Options: []string{"rbind", "ro"}})
 		adj.AddEnv("LD_PRELOAD", l.HAMiCoreLibrary)
 		if sh.MemMiB > 0 {
-			adj.AddEnv("CUDA_DEVICE_MEMORY_LIMIT_0", strconv.FormatInt(sh.MemMiB, 10)+"m")
+			// The container's cards are CUDA devices 0..n-1 in the order
+			// of NVIDIA_VISIBLE_DEVICES.
+			for i := range d.UUIDs {
+				adj.AddEnv("CUDA_DEVICE_MEMORY_LIMIT_"+strconv.Itoa(i), mib+"m")
+			}
 		}
 		if sh.Milli > 0 {
 			adj.AddEnv("CUDA_DEVICE_SM_LIMIT", percent)
@@ -127,10 +133,14 @@ func (l Layer) Adjust(d Delivery, adj *api.ContainerAdjustment) (warning string)
 			adj.AddEnv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", percent)
 		}
 		if sh.MemMiB > 0 {
-			adj.AddEnv("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "0="+strconv.FormatInt(sh.MemMiB, 10)+"M")
+			limits := make([]string, len(d.UUIDs))
+			for i := range d.UUIDs {
+				limits[i] = strconv.Itoa(i) + "=" + mib + "M"
+			}
+			adj.AddEnv("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", strings.Join(limits, ","))
 		}
 	default:
-		return fmt.Sprintf("no GPU isolation layer on this node: the share of card %s (%s) is not enforced, the container may use the whole card", uuids, formatShare(sh))
+		return fmt.Sprintf("no GPU isolation layer on this node: the share of card %s (%s of each) is not enforced, the container may use the whole card", uuids, formatShare(sh))
 	}
 	return ""
 }

@@ -10,7 +10,8 @@ import (
 	"github.com/aisched/aisched/pkg/gpu"
 )
 
-// Share is the part of one card a container of a shared pod gets.
+// Share is the part of each of its cards a container of a shared pod
+// gets.
 type Share struct {
 	// Milli is the card's compute in thousandths; 0 when the pod asked for
 	// memory alone (no compute limit).
@@ -21,7 +22,7 @@ type Share struct {
 }
 
 // Delivery is what one container gets: the UUIDs of its cards, and for a
-// shared pod the share of its one card. The zero Delivery is no GPU.
+// shared pod the share of each. The zero Delivery is no GPU.
 type Delivery struct {
 	UUIDs []string
 	// Share is nil for whole cards.
@@ -53,9 +54,11 @@ func (e *Error) Error() string {
 // device manager: each app container takes the next slice of the pod's
 // cards, as many as its nvidia.com/gpu request; an init container takes the
 // first cards of the pod (init containers run before the others and give
-// their cards back). A shared pod's one card goes to every container whose
-// resources name a GPU (HAMi's form), or, when none does (aisched's and
-// KAI's annotations), to every app container.
+// their cards back). A shared pod's cards, a share of each, go to every
+// container whose resources name a GPU (HAMi's form), or, when none does
+// (aisched's and KAI's annotations), to every app container; a share of
+// memory in percent is the MiB the scheduler recorded for the cards it
+// chose.
 func Plan(pod *corev1.Pod, container string, cards []gpu.Card) (Delivery, error) {
 	a := pod.Annotations
 	assigned, ok := a[gpu.AssignedAnnotation]
@@ -79,13 +82,17 @@ func Plan(pod *corev1.Pod, container string, cards []gpu.Card) (Delivery, error)
 		return fail(gpu.AssignedUUIDsAnnotation, "%v", err)
 	}
 	if req.Shared() {
-		if len(uuids) != 1 {
-			return fail(gpu.AssignedAnnotation, "%q names %d cards for a pod that shares one", assigned, len(uuids))
+		if int64(len(uuids)) != req.Count {
+			return fail(gpu.AssignedAnnotation, "%q names %d cards for a pod that shares %d", assigned, len(uuids), req.Count)
+		}
+		mib, ok := req.BoundMemMiB(a)
+		if !ok {
+			return fail(gpu.AssignedGPUMemAnnotation, "%q is not the MiB of each card that the share of %d%% of its memory holds", a[gpu.AssignedGPUMemAnnotation], req.GPUMemPercent)
 		}
 		if !sharesCard(pod, container) {
 			return Delivery{}, nil
 		}
-		return Delivery{UUIDs: uuids, Share: &Share{Milli: req.Milli, MemMiB: req.GPUMemMiB}}, nil
+		return Delivery{UUIDs: uuids, Share: &Share{Milli: req.Milli, MemMiB: mib}}, nil
 	}
 	if int64(len(uuids)) != req.Count {
 		return fail(gpu.AssignedAnnotation, "%q names %d cards, the pod requests %d nvidia.com/gpu", assigned, len(uuids), req.Count)

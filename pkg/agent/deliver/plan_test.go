@@ -37,6 +37,12 @@ func TestPlan(t *testing.T) {
 	}
 	annotated := gpuPod("annotated", 0, with(assigned(2), gpu.MilliAnnotation, "250"))
 	annotated.Spec.Containers = append(annotated.Spec.Containers, corev1.Container{Name: "second"})
+	// HAMi's default_use: two cards, 3000 MiB and 30% of each.
+	defaultUse := gpuPod("default-use", 0, assigned(0, 2))
+	defaultUse.Spec.Containers = []corev1.Container{containerWith("main", corev1.ResourceList{
+		gpu.ResourceName: resource.MustParse("2"), gpu.HAMiGPUMemResource: resource.MustParse("3000"), gpu.HAMiGPUCoresResource: resource.MustParse("30"),
+	})}
+	percent := gpuPod("percent", 0, with(assigned(1), gpu.HAMiGPUMemPercentAnnotation, "25", gpu.AssignedGPUMemAnnotation, "8192"))
 
 	for _, tc := range []struct {
 		name      string
@@ -61,7 +67,15 @@ func TestPlan(t *testing.T) {
 		{name: "index not on the node", pod: gpuPod("far", 1, map[string]string{gpu.AssignedAnnotation: "7"}), container: "main", err: "no card 7"},
 		{name: "count disagrees", pod: gpuPod("short", 2, assigned(0)), container: "main", err: "names 1 cards, the pod requests 2"},
 		{name: "malformed", pod: gpuPod("bad", 1, map[string]string{gpu.AssignedAnnotation: "x"}), container: "main", err: "not a list of card indices"},
-		{name: "share on two cards", pod: gpuPod("two", 0, with(assigned(0, 1), gpu.MilliAnnotation, "500")), container: "main", err: "names 2 cards for a pod that shares one"},
+		{name: "HAMi form on two cards: a share of each", pod: defaultUse, container: "main", want: []string{uuid(0), uuid(2)}, share: &Share{Milli: 300, MemMiB: 3000}},
+		{name: "annotation share of two cards", pod: gpuPod("two", 0, with(assigned(0, 1), gpu.MilliAnnotation, "500", gpu.CardsAnnotation, "2")), container: "main",
+			want: []string{uuid(0), uuid(1)}, share: &Share{Milli: 500}},
+		{name: "share of two cards bound to one", pod: gpuPod("short-share", 0, with(assigned(1), gpu.MilliAnnotation, "500", gpu.KAINumDevicesAnnotation, "2")), container: "main",
+			err: "names 1 cards for a pod that shares 2"},
+		{name: "share on two cards", pod: gpuPod("two", 0, with(assigned(0, 1), gpu.MilliAnnotation, "500")), container: "main", err: "names 2 cards for a pod that shares 1"},
+		{name: "share in percent: the MiB the scheduler recorded", pod: percent, container: "main", want: []string{uuid(1)}, share: &Share{MemMiB: 8192}},
+		{name: "share in percent without its MiB", pod: gpuPod("no-mib", 0, with(assigned(1), gpu.HAMiGPUMemPercentAnnotation, "25")), container: "main",
+			err: "gpu.aisched.io/assigned-gpumem"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d, err := Plan(tc.pod, tc.container, testCards)
@@ -118,6 +132,37 @@ func TestLayer(t *testing.T) {
 	}
 	if len(adj.Mounts) != 1 || adj.Mounts[0].Destination != "/run/nvidia/mps" {
 		t.Errorf("MPS mounts %v", adj.Mounts)
+	}
+
+	// A share of each of two cards: a memory limit for each, the SM limit
+	// once (HAMi-core's applies it to every card); MPS one pinned limit
+	// per card.
+	two := Delivery{UUIDs: []string{"GPU-a", "GPU-b"}, Share: &Share{Milli: 300, MemMiB: 3000}}
+	hami := Layer{Naming: NamingEnv, Isolation: IsolationHAMiCore, HAMiCoreLibrary: "/usr/local/vgpu/libvgpu.so"}
+	for _, tc := range []struct {
+		layer Layer
+		want  map[string]string
+	}{
+		{hami, map[string]string{VisibleDevicesEnv: "GPU-a,GPU-b", "CUDA_DEVICE_MEMORY_LIMIT_0": "3000m", "CUDA_DEVICE_MEMORY_LIMIT_1": "3000m",
+			"CUDA_DEVICE_SM_LIMIT": "30", "LD_PRELOAD": "/usr/local/vgpu/libvgpu.so", ShareEnv: "milli=300,memMiB=3000"}},
+		{mps, map[string]string{VisibleDevicesEnv: "GPU-a,GPU-b", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT": "0=3000M,1=3000M", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "30"}},
+	} {
+		adj := &api.ContainerAdjustment{}
+		if w := tc.layer.Adjust(two, adj); w != "" {
+			t.Errorf("%s: warning %s", tc.layer.Isolation, w)
+		}
+		env := map[string]string{}
+		for _, kv := range adj.Env {
+			env[kv.Key] = kv.Value
+		}
+		for k, v := range tc.want {
+			if env[k] != v {
+				t.Errorf("%s, two cards: %s=%q, want %q", tc.layer.Isolation, k, env[k], v)
+			}
+		}
+		if _, ok := env["CUDA_DEVICE_MEMORY_LIMIT_2"]; ok {
+			t.Errorf("%s: a memory limit for a third card", tc.layer.Isolation)
+		}
 	}
 
 	none := Layer{Naming: NamingEnv, Isolation: IsolationNone}

@@ -224,7 +224,7 @@ async function renderQueue() {
       el("table", { id: "pods" },
         el("tr", {}, ["Pod", "Group", "GPUs", "Scheduler", "Reason", "Why", "Since"].map((h) => el("th", {}, h))),
         ...q.pods.map((p) => el("tr", { "data-pod": p.namespace + "/" + p.name },
-          el("td", {}, p.namespace + "/" + p.name), el("td", {}, p.group || ""), el("td", {}, p.gpus || ""),
+          el("td", {}, p.namespace + "/" + p.name), el("td", {}, p.group || ""), el("td", {}, p.gpu || ""),
           el("td", {}, p.scheduler), el("td", { class: "reason" }, p.reason || ""), el("td", { class: "message" }, p.message || ""),
           el("td", {}, new Date(p.since).toLocaleTimeString())))),
     el("h2", {}, "Quotas"),

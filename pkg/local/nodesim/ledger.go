@@ -94,9 +94,13 @@ type claim struct {
 	ip string
 	// cards are the GPU indices the scheduler assigned; nil when it did not.
 	cards []int
-	// share is what the pod asks of its one card when it shares one; zero
-	// for whole cards.
-	share share
+	// share is what the pod asks of each of its cards when it shares
+	// cards, shareCards how many; zero for whole cards.
+	share      share
+	shareCards int64
+	// badShare says why a share cannot be given: a share in percent
+	// without the MiB the scheduler recorded.
+	badShare string
 }
 
 // claimOf reads the claim of a pod.
@@ -114,7 +118,13 @@ func claimOf(pod *corev1.Pod) claim {
 		}
 	}
 	if r, err := gpu.ParseRequest(pod); err == nil && r.Shared() {
-		c.share = share{milli: r.Milli, memMiB: r.GPUMemMiB}
+		mib, ok := r.BoundMemMiB(pod.Annotations)
+		if !ok {
+			// Any share, so that the pod is not taken for a whole-card one.
+			mib = 1
+			c.badShare = fmt.Sprintf("a share of %d%% of each card's memory without its MiB in %s", r.GPUMemPercent, gpu.AssignedGPUMemAnnotation)
+		}
+		c.share, c.shareCards = share{milli: r.Milli, memMiB: mib}, r.Count
 	}
 	return c
 }
@@ -216,9 +226,12 @@ func (l *ledger) admit(key string, c claim, force bool) (string, *rejection) {
 	gpus := requests[gpu.ResourceName]
 	var cards []int
 	var rej *rejection
-	if c.share != (share{}) {
-		cards, rej = n.allocateShare(c.cards, c.share, force)
-	} else {
+	switch {
+	case c.badShare != "" && c.cards != nil && !force:
+		rej = allocationError("%s", c.badShare)
+	case c.share != (share{}):
+		cards, rej = n.allocateShare(c.cards, c.share, c.shareCards, force)
+	default:
 		cards, rej = n.allocateCards(c.cards, gpus.Value(), force)
 	}
 	if rej != nil {
@@ -297,31 +310,35 @@ func (n *nodeLedger) allocateCards(assigned []int, count int64, force bool) ([]i
 }
 
 // allocateShare plays a sharing device layer (HAMi's, say): the pod gets
-// its share of the one card the scheduler assigned, if the card is not
-// held whole and has the share's compute and memory left. A pod with a
-// share and no assigned card (placed by a scheduler that does not share
+// its share of each of the count cards the scheduler assigned, if each is
+// not held whole and has the share's compute and memory left. A pod with
+// a share and no assigned card (placed by a scheduler that does not share
 // cards) gets no card, as on a real node.
-func (n *nodeLedger) allocateShare(assigned []int, sh share, force bool) ([]int, *rejection) {
+func (n *nodeLedger) allocateShare(assigned []int, sh share, count int64, force bool) ([]int, *rejection) {
 	if assigned == nil {
 		return nil, nil
 	}
-	if len(assigned) != 1 {
-		return nil, allocationError("%s=%v: a shared card is one card", gpu.AssignedAnnotation, assigned)
+	if int64(len(assigned)) != count {
+		return nil, allocationError("%s=%v naming %d cards for a share of each of %d", gpu.AssignedAnnotation, assigned, len(assigned), count)
 	}
-	i := assigned[0]
-	if i < 0 || i >= len(n.cards) {
-		return nil, allocationError("%s=%v: no card %d on a node with %d", gpu.AssignedAnnotation, assigned, i, len(n.cards))
-	}
-	if force {
-		return assigned, nil
-	}
-	h := &n.cards[i]
-	if h.whole != "" {
-		return nil, allocationError("card %d of %s is allocated whole to pod %s", i, gpu.ResourceName, h.whole)
-	}
-	milli, mem := h.left(n.cardMemMiB)
-	if sh.milli > milli || n.cardMemMiB > 0 && sh.memMiB > mem {
-		return nil, allocationError("card %d has %d thousandths and %d MiB left, the share asks %d and %d", i, milli, mem, sh.milli, sh.memMiB)
+	for k, i := range assigned {
+		if i < 0 || i >= len(n.cards) {
+			return nil, allocationError("%s=%v: no card %d on a node with %d", gpu.AssignedAnnotation, assigned, i, len(n.cards))
+		}
+		if slices.Contains(assigned[:k], i) {
+			return nil, allocationError("%s=%v names card %d twice", gpu.AssignedAnnotation, assigned, i)
+		}
+		if force {
+			continue
+		}
+		h := &n.cards[i]
+		if h.whole != "" {
+			return nil, allocationError("card %d of %s is allocated whole to pod %s", i, gpu.ResourceName, h.whole)
+		}
+		milli, mem := h.left(n.cardMemMiB)
+		if sh.milli > milli || n.cardMemMiB > 0 && sh.memMiB > mem {
+			return nil, allocationError("card %d has %d thousandths and %d MiB left, the share asks %d and %d", i, milli, mem, sh.milli, sh.memMiB)
+		}
 	}
 	return assigned, nil
 }

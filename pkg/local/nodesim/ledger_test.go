@@ -128,32 +128,42 @@ func TestLedgerCards(t *testing.T) {
 	}
 }
 
-// The ledger plays a sharing device layer: shares of one card up to its
-// compute and memory, never beside a whole-card pod.
+// The ledger plays a sharing device layer: shares of cards up to their
+// compute and memory, never beside a whole-card pod, a share of each of
+// several cards on that many distinct cards.
 func TestLedgerShares(t *testing.T) {
 	l := newLedger()
 	node := testNode("10.0.0.0/24", "64", 20)
-	node.Status.Allocatable[gpu.ResourceName] = resource.MustParse("2")
+	node.Status.Allocatable[gpu.ResourceName] = resource.MustParse("3")
 	node.Labels = map[string]string{gpu.GFDMemoryLabel: "16384"}
 	if err := l.addNode(node); err != nil {
 		t.Fatal(err)
 	}
 	whole := corev1.ResourceList{gpu.ResourceName: resource.MustParse("1")}
+	shared := func(uid string, sh share, cards ...int) claim {
+		return claim{uid: types.UID(uid), node: "n", cards: cards, share: sh, shareCards: int64(len(cards))}
+	}
 	tests := []struct {
 		name, key  string
 		claim      claim
 		wantReason string
 	}{
-		{name: "a share", key: "s1", claim: claim{uid: "s1", node: "n", cards: []int{0}, share: share{milli: 600, memMiB: 8192}}},
-		{name: "a second share that fits", key: "s2", claim: claim{uid: "s2", node: "n", cards: []int{0}, share: share{milli: 400, memMiB: 4096}}},
-		{name: "compute left short", key: "s3", claim: claim{uid: "s3", node: "n", cards: []int{0}, share: share{milli: 1}}, wantReason: "UnexpectedAdmissionError"},
-		{name: "memory left short", key: "s3", claim: claim{uid: "s3", node: "n", cards: []int{1}, share: share{memMiB: 16385}}, wantReason: "UnexpectedAdmissionError"},
+		{name: "a share", key: "s1", claim: shared("s1", share{milli: 600, memMiB: 8192}, 0)},
+		{name: "a second share that fits", key: "s2", claim: shared("s2", share{milli: 400, memMiB: 4096}, 0)},
+		{name: "compute left short", key: "s3", claim: shared("s3", share{milli: 1}, 0), wantReason: "UnexpectedAdmissionError"},
+		{name: "memory left short", key: "s3", claim: shared("s3", share{memMiB: 16385}, 1), wantReason: "UnexpectedAdmissionError"},
 		{name: "a whole card on a shared one", key: "w", claim: claim{uid: "w", node: "n", requests: whole, cards: []int{0}}, wantReason: "UnexpectedAdmissionError"},
 		{name: "a whole card", key: "w", claim: claim{uid: "w", node: "n", requests: whole, cards: []int{1}}},
-		{name: "a share on a whole card", key: "s4", claim: claim{uid: "s4", node: "n", cards: []int{1}, share: share{milli: 100}}, wantReason: "UnexpectedAdmissionError"},
-		{name: "a share of two cards", key: "s5", claim: claim{uid: "s5", node: "n", cards: []int{0, 1}, share: share{milli: 100}}, wantReason: "UnexpectedAdmissionError"},
+		{name: "a share on a whole card", key: "s4", claim: shared("s4", share{milli: 100}, 1), wantReason: "UnexpectedAdmissionError"},
+		{name: "a share of two cards, one held whole", key: "s5", claim: shared("s5", share{milli: 100}, 1, 2), wantReason: "UnexpectedAdmissionError"},
+		{name: "a share of two cards bound to one", key: "s5", claim: claim{uid: "s5", node: "n", cards: []int{2}, share: share{milli: 100}, shareCards: 2}, wantReason: "UnexpectedAdmissionError"},
+		{name: "a share of one card twice", key: "s5", claim: shared("s5", share{milli: 100}, 2, 2), wantReason: "UnexpectedAdmissionError"},
+		// Card 0 has 4096 MiB left, card 2 all.
+		{name: "a share of each of two cards", key: "s5", claim: shared("s5", share{memMiB: 2048}, 0, 2)},
+		{name: "a share in percent without its MiB", key: "s6", claim: claim{uid: "s6", node: "n", cards: []int{2}, share: share{memMiB: 1}, shareCards: 1, badShare: "no MiB"},
+			wantReason: "UnexpectedAdmissionError"},
 		// Placed by a scheduler that does not share cards: no card.
-		{name: "a share with no card named", key: "s6", claim: claim{uid: "s6", node: "n", share: share{milli: 100}}},
+		{name: "a share with no card named", key: "s6", claim: claim{uid: "s6", node: "n", share: share{milli: 100}, shareCards: 1}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -166,12 +176,12 @@ func TestLedgerShares(t *testing.T) {
 			}
 		})
 	}
-	want := map[string]string{"n/0": "s1@600/8192,s2@400/4096", "n/1": "w"}
+	want := map[string]string{"n/0": "s1@600/8192,s2@400/4096,s5@0/2048", "n/1": "w", "n/2": "s5@0/2048"}
 	if diff := cmp.Diff(want, l.Holders()); diff != "" {
 		t.Errorf("holders (-want,+got):\n%s", diff)
 	}
 	l.release("s1")
-	if _, rej := l.admit("s3", claim{uid: "s3", node: "n", cards: []int{0}, share: share{milli: 600}}, false); rej != nil {
+	if _, rej := l.admit("s3", claim{uid: "s3", node: "n", cards: []int{0}, share: share{milli: 600}, shareCards: 1}, false); rej != nil {
 		t.Errorf("a share after another left: %v", rej)
 	}
 }

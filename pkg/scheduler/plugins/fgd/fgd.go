@@ -145,11 +145,11 @@ func (pl *FGD) newState(milliCPU int64, r gpu.Request) *preScoreState {
 }
 
 // Score is 100 * sigmoid((F_before - F_after) / 1000), F the node's
-// fragmentation for the typical shapes. A pod that shares a card is tried
-// on every card with room, and the node scores its best card, which
-// ProposeCard proposes to GPUFit's Reserve; a whole-card pod takes the
-// cards GPUFit gives (the ledger's best fit); a CPU pod changes only the
-// free CPU.
+// fragmentation for the typical shapes. A pod that shares one card is
+// tried on every card with room, and the node scores its best card, which
+// ProposeCard proposes to GPUFit's Reserve; a whole-card pod, and a pod
+// with a share of each of several cards, takes the cards GPUFit gives
+// (the ledger's best fit); a CPU pod changes only the free CPU.
 func (pl *FGD) Score(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, ni fwk.NodeInfo) (int64, *fwk.Status) {
 	s, err := pl.readState(cs, pod)
 	if err != nil {
@@ -175,7 +175,7 @@ func (pl *FGD) Score(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, ni f
 // scheduler skips scoring when one node is feasible).
 func (pl *FGD) ProposeCard(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, r gpu.Request, ni fwk.NodeInfo) (int, bool) {
 	cpu, _, err := podShape(pod)
-	if err != nil || !r.Shared() {
+	if err != nil || !r.Shared() || r.Count != 1 {
 		return 0, false
 	}
 	n := pl.view(pod, r, ni)
@@ -195,9 +195,10 @@ func (pl *FGD) ProposeCard(_ context.Context, _ fwk.CycleState, pod *corev1.Pod,
 }
 
 // scoreView scores the pod of s on view n of fragmentation before, and
-// returns the card a share goes on (its index), else -1. It changes n.
+// returns the card a share of one card goes on (its index), else -1. It
+// changes n.
 func (pl *FGD) scoreView(n *nodeView, s *preScoreState, before float64) (score int64, card int) {
-	if s.req.Shared() {
+	if s.req.Shared() && s.req.Count == 1 {
 		best, i := n.bestCard(s.typical, before, s.milliCPU, s.req)
 		if i < 0 {
 			// Filter found room; the state moved on since.
@@ -207,10 +208,14 @@ func (pl *FGD) scoreView(n *nodeView, s *preScoreState, before float64) (score i
 	}
 	n.cpuFree -= s.milliCPU
 	var buf [64]int
-	picked, _ := n.usage.PickWhole(n.cards, s.req, buf[:0])
+	picked, _ := n.usage.Pick(n.cards, s.req, buf[:0])
 	for _, idx := range picked {
-		for i := range n.cards {
-			if n.cards[i].Index == idx {
+		for i := range n.free {
+			switch {
+			case n.cards[i].Index != idx:
+			case s.req.Shared():
+				n.take(i, s.req, 1)
+			default:
 				n.free[i], n.compute[i], n.mem[i] = 0, 0, 0
 			}
 		}

@@ -323,7 +323,8 @@ func TestMemoScoresAsFresh(t *testing.T) {
 	state := gpuledger.NewStandalone(gpuledger.Options{})
 	node := st.MakeNode().Name("n").Capacity(map[corev1.ResourceName]string{corev1.ResourceCPU: "64", gpu.ResourceName: "8"}).Obj()
 	node.Labels = map[string]string{gpu.GFDCountLabel: "8", gpu.GFDMemoryLabel: "16384", gpu.GFDProductLabel: "Tesla-T4"}
-	shapes := []gpu.Request{{Count: 1}, {Count: 2}, {Count: 1, Milli: 300}, {Count: 1, Milli: 500}, {Count: 1, GPUMemMiB: 4000}, {Count: 1, Milli: 200, GPUMemMiB: 8000}, {}}
+	shapes := []gpu.Request{{Count: 1}, {Count: 2}, {Count: 1, Milli: 300}, {Count: 1, Milli: 500}, {Count: 1, GPUMemMiB: 4000}, {Count: 1, Milli: 200, GPUMemMiB: 8000},
+		{Count: 2, Milli: 300}, {}}
 	annotate := func(p *corev1.Pod, r gpu.Request) {
 		p.Annotations = map[string]string{}
 		if r.Milli > 0 {
@@ -331,6 +332,9 @@ func TestMemoScoresAsFresh(t *testing.T) {
 		}
 		if r.GPUMemMiB > 0 {
 			p.Annotations[gpu.GPUMemAnnotation] = fmt.Sprint(r.GPUMemMiB)
+		}
+		if r.Shared() && r.Count > 1 {
+			p.Annotations[gpu.CardsAnnotation] = fmt.Sprint(r.Count)
 		}
 	}
 	window := newWindow(20, 100)
@@ -347,10 +351,9 @@ func TestMemoScoresAsFresh(t *testing.T) {
 			r := shapes[rng.IntN(len(shapes)-1)]
 			p := st.MakePod().Name(fmt.Sprint("h", step)).UID(fmt.Sprint("h", step)).Node("n").Req(map[corev1.ResourceName]string{corev1.ResourceCPU: "1"}).Obj()
 			share := gpuledger.Share{Milli: r.Milli, MemMiB: r.GPUMemMiB}
-			cards := []int{rng.IntN(8)}
+			cards := rng.Perm(8)[:r.Count]
 			if !r.Shared() {
 				p.Spec.Containers[0].Resources.Requests[gpu.ResourceName] = resource.MustParse(fmt.Sprint(r.Count))
-				cards = rng.Perm(8)[:r.Count]
 			}
 			annotate(p, r)
 			state.Assign(p.UID, "n", cards, share)
@@ -397,5 +400,73 @@ func TestMemoScoresAsFresh(t *testing.T) {
 	}
 	if hits == 0 {
 		t.Error("the memo never held a score")
+	}
+}
+
+// A pod with a share of each of several cards takes the cards GPUFit
+// gives (the ledger's best fit), and FGD scores that placement; it
+// proposes no card. Cards 0 and 3 are free, card 1 holds 700 and card 2
+// 500; typical pods take 400 of one card.
+func TestScoreMultiCardShare(t *testing.T) {
+	state := gpuledger.NewStandalone(gpuledger.Options{})
+	node := st.MakeNode().Name("n").Capacity(map[corev1.ResourceName]string{corev1.ResourceCPU: "32", gpu.ResourceName: "4"}).Obj()
+	node.Labels = map[string]string{gpu.GFDCountLabel: "4", gpu.GFDMemoryLabel: "15360", gpu.GFDProductLabel: "Tesla-T4"}
+	var held []*corev1.Pod
+	for card, milli := range map[int]int64{1: 700, 2: 500} {
+		name := fmt.Sprint("h", card)
+		p := st.MakePod().Name(name).UID(name).Node("n").Obj()
+		p.Annotations = map[string]string{gpu.MilliAnnotation: fmt.Sprint(milli)}
+		state.Assign(p.UID, "n", []int{card}, gpuledger.Share{Milli: milli})
+		held = append(held, p)
+	}
+	ni := framework.NewNodeInfo(held...)
+	ni.SetNode(node)
+	pl := &FGD{state: state, shapes: newWindow(100, 100)}
+	for i := range 10 {
+		pl.shapes.observe(types.UID(fmt.Sprint(i)), shapeOf(1000, gpu.Request{Count: 1, Milli: 400}))
+	}
+	pod := st.MakePod().Name("p").UID("p").Req(map[corev1.ResourceName]string{corev1.ResourceCPU: "1"}).Obj()
+	pod.Annotations = map[string]string{gpu.MilliAnnotation: "300", gpu.CardsAnnotation: "2"}
+	cs := framework.NewCycleState()
+	if s := pl.PreScore(context.Background(), cs, pod, nil); !s.IsSuccess() {
+		t.Fatal(s)
+	}
+	got, s := pl.Score(context.Background(), cs, pod, ni)
+	if !s.IsSuccess() {
+		t.Fatal(s)
+	}
+	// The ledger gives cards 1 and 2 (300 and 500 free, the fullest with
+	// room). Before: card 1's 300 is useless to a 400 pod, F = 300.
+	// After: card 1 has 0 and card 2 200, useless: F = 200. Change +100:
+	// 100 * sigmoid(0.1) = 52.49 -> 52. (On the free cards 0 and 3 F
+	// would stay 300: 50.)
+	if got != 52 {
+		t.Errorf("score = %d, want 52", got)
+	}
+	req, err := gpu.ParseRequest(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if card, ok := pl.ProposeCard(context.Background(), cs, pod, req, ni); ok {
+		t.Errorf("proposed card %d for a share of two cards; want no proposal", card)
+	}
+}
+
+// A typical share of memory in percent needs that percent of each card:
+// on cards of 15360 MiB half is 7680, so a card with 7000 left is a
+// fragment for it.
+func TestFragmentMemoryPercent(t *testing.T) {
+	types := []Typical{{Count: 1, GPUMemPercent: 50, Req: gpu.Request{Count: 1, GPUMemPercent: 50}, Freq: 1}}
+	// Card 0: 7000 MiB left, free min(1000, 7000*1000/15360 = 455) = 455.
+	n := nodeView{free: []int64{455, 1000}, compute: []int64{1000, 1000}, mem: []int64{7000, 15360}, cards: cards(2), cpuFree: 1000}
+	if got := n.fragment(types); got != 455 {
+		t.Errorf("fragment = %v, want 455", got)
+	}
+	// A share of 30%: 4608 MiB on card 0 leaves 2392 (free 155), on card
+	// 1 10752 (700, still room for half: 7680). Card 0 removes 300 of
+	// fragment (455 -> 155); card 1 removes none.
+	change, card := n.bestCard(types, 455, 0, gpu.Request{Count: 1, GPUMemPercent: 30})
+	if card != 0 || change != 300 {
+		t.Errorf("bestCard = card %d, change %v; want card 0, +300", card, change)
 	}
 }

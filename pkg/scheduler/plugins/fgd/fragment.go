@@ -15,9 +15,12 @@ type Typical struct {
 	// whole cards); 0 with Count 0 for CPU-only pods, and for a share of
 	// memory alone.
 	Milli int64
-	// GPUMemMiB is the memory of its card a share takes; 0 for whole cards
-	// and shares of compute alone.
+	// GPUMemMiB is the memory of each card a share takes; 0 for whole
+	// cards, shares of compute alone and shares of memory in percent.
 	GPUMemMiB int64
+	// GPUMemPercent is the percent of each card's memory a share takes
+	// (gpu.Request.GPUMemPercent); 0 for other shapes.
+	GPUMemPercent int64
 	// Count is the number of cards.
 	Count int64
 	// Req holds the per-card constraints (models, memory, cores).
@@ -56,10 +59,19 @@ type run struct {
 	free         int64
 }
 
+// memOn is the memory of card c a pod of shape t takes.
+func (t *Typical) memOn(c *gpu.Card) int64 {
+	return gpu.Request{GPUMemMiB: t.GPUMemMiB, GPUMemPercent: t.GPUMemPercent}.MemMiBOn(c)
+}
+
 // fits reports whether a pod of shape t could use card j: whole cards
 // must be untouched, a share needs its compute and memory left.
 func (n *nodeView) fits(t *Typical, j int) bool {
-	if n.compute[j] < t.Milli || n.mem[j] < t.GPUMemMiB || t.Milli == gpu.WholeCardMilli && n.free[j] < gpu.WholeCardMilli {
+	mem := t.GPUMemMiB
+	if t.GPUMemPercent > 0 {
+		mem = t.memOn(&n.cards[j])
+	}
+	if n.compute[j] < t.Milli || n.mem[j] < mem || t.Milli == gpu.WholeCardMilli && n.free[j] < gpu.WholeCardMilli {
 		return false
 	}
 	return !t.constrained || n.cards[j].Satisfies(t.Req)
@@ -78,14 +90,14 @@ func (n *nodeView) alike(i, j int) bool {
 // recomputes what the card has free.
 func (n *nodeView) take(i int, r gpu.Request, sign int64) {
 	n.compute[i] -= sign * r.Milli
-	n.mem[i] -= sign * r.GPUMemMiB
+	n.mem[i] -= sign * r.MemMiBOn(&n.cards[i])
 	n.free[i] = n.compute[i]
 	if total := n.cards[i].MemoryMiB; total > 0 && n.mem[i] < total {
 		n.free[i] = min(n.free[i], max(n.mem[i], 0)*gpu.WholeCardMilli/total)
 	}
 }
 
-// bestCard tries a pod that shares a card (milliCPU, r) on every card with
+// bestCard tries a pod that shares one card (milliCPU, r) on every card with
 // room that meets r, and returns the largest fragmentation change (before
 // less after) and the position in cards of the card that gives it, the
 // first of equals; -1 when no card has room. n is left as it was.
@@ -93,7 +105,7 @@ func (n *nodeView) bestCard(types []Typical, before float64, milliCPU int64, r g
 	change, card = math.Inf(-1), -1
 	n.cpuFree -= milliCPU
 	for i := range n.free {
-		if n.compute[i] < r.Milli || n.mem[i] < r.GPUMemMiB || !n.cards[i].Satisfies(r) {
+		if n.compute[i] < r.Milli || n.mem[i] < r.MemMiBOn(&n.cards[i]) || !n.cards[i].Satisfies(r) {
 			continue
 		}
 		free := n.free[i]

@@ -14,7 +14,7 @@ import (
 
 // shape is a pod's request as FGD tells pods apart.
 type shape struct {
-	milliCPU, milli, count, gpuMemMiB int64
+	milliCPU, milli, count, gpuMemMiB, gpuMemPercent int64
 	// constraints is the per-card constraints, as a comparable key.
 	models           string
 	memoryMiB, cores int64
@@ -24,7 +24,7 @@ func shapeOf(milliCPU int64, r gpu.Request) shape {
 	s := shape{milliCPU: milliCPU, count: r.Count, models: strings.Join(r.Models, ","), memoryMiB: r.MemoryMiB, cores: r.Cores}
 	switch {
 	case r.Shared():
-		s.milli, s.gpuMemMiB = r.Milli, r.GPUMemMiB
+		s.milli, s.gpuMemMiB, s.gpuMemPercent = r.Milli, r.GPUMemMiB, r.GPUMemPercent
 	case r.Count > 0:
 		s.milli = gpu.WholeCardMilli
 	}
@@ -148,7 +148,7 @@ func (w *window) Typical() []Typical {
 	out := make([]Typical, len(kept))
 	for i, c := range kept {
 		out[i] = Typical{
-			MilliCPU: c.s.milliCPU, Milli: c.s.milli, Count: c.s.count, GPUMemMiB: c.s.gpuMemMiB,
+			MilliCPU: c.s.milliCPU, Milli: c.s.milli, Count: c.s.count, GPUMemMiB: c.s.gpuMemMiB, GPUMemPercent: c.s.gpuMemPercent,
 			Req:  gpu.Request{Count: c.s.count, MemoryMiB: c.s.memoryMiB, Cores: c.s.cores},
 			Freq: float64(c.n) / float64(covered),
 		}
@@ -168,6 +168,6 @@ type counted struct {
 }
 
 func compareShapes(a, b shape) int {
-	return cmp.Or(cmp.Compare(a.count, b.count), cmp.Compare(a.milli, b.milli), cmp.Compare(a.gpuMemMiB, b.gpuMemMiB), cmp.Compare(a.milliCPU, b.milliCPU),
+	return cmp.Or(cmp.Compare(a.count, b.count), cmp.Compare(a.milli, b.milli), cmp.Compare(a.gpuMemMiB, b.gpuMemMiB), cmp.Compare(a.gpuMemPercent, b.gpuMemPercent), cmp.Compare(a.milliCPU, b.milliCPU),
 		cmp.Compare(a.models, b.models), cmp.Compare(a.memoryMiB, b.memoryMiB), cmp.Compare(a.cores, b.cores))
 }

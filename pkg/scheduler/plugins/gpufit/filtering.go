@@ -123,8 +123,8 @@ func (pl *GPUFit) Filter(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, 
 	return nil
 }
 
-// filterShared admits nodes with a card that meets the per-card request
-// and has the pod's share left.
+// filterShared admits nodes with as many cards as the pod shares that
+// meet the per-card request and have the pod's share left.
 func (pl *GPUFit) filterShared(pod *corev1.Pod, req gpu.Request, nodeInfo fwk.NodeInfo, allocatable int64) *fwk.Status {
 	set := pl.state.Cards(nodeInfo.Node())
 	if allocatable == 0 || set == nil {
@@ -132,9 +132,9 @@ func (pl *GPUFit) filterShared(pod *corev1.Pod, req gpu.Request, nodeInfo fwk.No
 	}
 	capable, free := pl.state.Usage(nodeInfo, pod.UID, 0).Fit(set.Cards, req)
 	switch {
-	case capable == 0:
+	case capable < req.Count:
 		return never(req, set.Cards)
-	case free < 1:
+	case free < req.Count:
 		return fwk.NewStatus(fwk.Unschedulable, reasonNoShare)
 	}
 	return nil

@@ -2,6 +2,7 @@ package gpufit
 
 import (
 	"context"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,15 +17,18 @@ import (
 type reservation struct {
 	cards []int
 	uuids []string
+	// memMiB is the MiB of each card a share of memory in percent holds;
+	// 0 for other requests.
+	memMiB int64
 }
 
 // Clone implements fwk.StateData; the reservation is read-only.
 func (r *reservation) Clone() fwk.StateData { return r }
 
-// Reserve picks the pod's cards on the chosen node, best fit (for a share,
-// the card the profile's card proposer proposes when it has room, else
-// the card with the least left that has room), and records them in the
-// GPU ledger so that no other pod gets them.
+// Reserve picks the pod's cards on the chosen node, best fit (for a share
+// of one card, the card the profile's card proposer proposes when it has
+// room; else, for shares, the cards with the least left that have room),
+// and records them in the GPU ledger so that no other pod gets them.
 func (pl *GPUFit) Reserve(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, nodeName string) *fwk.Status {
 	s, ok := getPreFilterState(cs)
 	if !ok {
@@ -41,7 +45,7 @@ func (pl *GPUFit) Reserve(ctx context.Context, cs fwk.CycleState, pod *corev1.Po
 	cards := set.Cards
 	usage := pl.state.Usage(nodeInfo, pod.UID, s.req.WholeCards())
 	var picked []int
-	if s.req.Shared() {
+	if s.req.Shared() && s.req.Count == 1 {
 		if idx, ok := pl.proposedCard(ctx, cs, pod, nodeInfo, cards, usage, s.req); ok {
 			picked = []int{idx}
 		}
@@ -58,7 +62,11 @@ func (pl *GPUFit) Reserve(ctx context.Context, cs fwk.CycleState, pod *corev1.Po
 			r.uuids = append(r.uuids, c.UUID)
 		}
 	}
-	pl.state.Assign(pod.UID, nodeName, picked, gpuledger.ShareOf(s.req))
+	share := gpuledger.ShareOf(s.req, gpu.CardByIndex(cards, picked[0]))
+	if s.req.GPUMemPercent > 0 {
+		r.memMiB = share.MemMiB
+	}
+	pl.state.Assign(pod.UID, nodeName, picked, share)
 	cs.Write(reserveStateKey, r)
 	klog.FromContext(ctx).V(4).Info("Reserved GPUs", "pod", klog.KObj(pod), "node", nodeName, "cards", picked)
 	return nil
@@ -110,6 +118,9 @@ func (pl *GPUFit) Bind(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, 
 	annotations := map[string]string{gpu.AssignedAnnotation: gpu.FormatIndices(r.cards)}
 	if len(r.uuids) == len(r.cards) {
 		annotations[gpu.AssignedUUIDsAnnotation] = strings.Join(r.uuids, ",")
+	}
+	if r.memMiB > 0 {
+		annotations[gpu.AssignedGPUMemAnnotation] = strconv.FormatInt(r.memMiB, 10)
 	}
 	binding := &corev1.Binding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, Annotations: annotations},
