@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	aischedv1alpha1 "github.com/aisched/aisched/apis/aisched/v1alpha1"
 	schedulingv1alpha1 "github.com/aisched/aisched/apis/scheduling/v1alpha1"
 	"github.com/aisched/aisched/pkg/gpu"
 	"github.com/aisched/aisched/pkg/podgroup"
@@ -23,6 +24,33 @@ type WaitingWork struct {
 	Groups []WaitingGroup `json:"groups"`
 	Pods   []WaitingPod   `json:"pods"`
 	Quotas []QuotaUse     `json:"quotas"`
+	// TeamQueues are aisched's queues as a tree, parents before their
+	// children; TeamQueuesRefused says why they are missing when the
+	// user may not list them.
+	TeamQueues        []TeamQueue `json:"teamQueues"`
+	TeamQueuesRefused string      `json:"teamQueuesRefused,omitempty"`
+}
+
+// TeamQueue is one of aisched's queues (aischedqueues) with its GPUs, as
+// the job queue last counted them: the guarantee against the use, what of
+// the use is borrowed and from whom.
+type TeamQueue struct {
+	Name   string `json:"name"`
+	Parent string `json:"parent,omitempty"`
+	// Depth is the queue's level in the tree, 0 for a top-level queue.
+	Depth      int    `json:"depth"`
+	Guaranteed string `json:"guaranteed"`
+	Used       string `json:"used"`
+	Borrowed   string `json:"borrowed"`
+	FairShare  string `json:"fairShare"`
+	// Percent is used of guaranteed, 0 when nothing is guaranteed.
+	Percent     float64  `json:"percent"`
+	Admitted    int32    `json:"admitted"`
+	Waiting     int32    `json:"waiting"`
+	BorrowsFrom []string `json:"borrowsFrom,omitempty"`
+	// Invalid is the message of a Valid=False condition: the queue's work
+	// waits until it is mended.
+	Invalid string `json:"invalid,omitempty"`
 }
 
 // WaitingGroup is a pod group not yet admitted whole.
@@ -99,13 +127,84 @@ func (s *Server) waitingWork(w http.ResponseWriter, r *http.Request, c *clients,
 		writeError(w, http.StatusBadGateway, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, BuildWaitingWork(pods.Items, groups, quotas.Items))
+	out := BuildWaitingWork(pods.Items, groups, quotas.Items)
+	// Queues are cluster-scoped: a user who may read only a namespace is
+	// told why they are missing; a cluster without aisched's CRDs has none.
+	switch list, err := c.aisched.AischedV1alpha1().AischedQueues().List(ctx, metav1.ListOptions{}); {
+	case err == nil:
+		out.TeamQueues = BuildTeamQueues(list.Items)
+	case apierrors.IsForbidden(err):
+		out.TeamQueuesRefused = err.Error()
+	case !apierrors.IsNotFound(err):
+		writeError(w, http.StatusBadGateway, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// BuildTeamQueues orders queues as their tree (parents first, siblings by
+// name; a queue whose parent is missing or in a cycle at the top) with
+// their GPU counts.
+func BuildTeamQueues(queues []aischedv1alpha1.Queue) []TeamQueue {
+	children := map[string][]*aischedv1alpha1.Queue{}
+	byName := map[string]bool{}
+	for i := range queues {
+		byName[queues[i].Name] = true
+	}
+	for i := range queues {
+		q := &queues[i]
+		parent := q.Spec.Parent
+		if !byName[parent] {
+			parent = ""
+		}
+		children[parent] = append(children[parent], q)
+	}
+	for _, list := range children {
+		slices.SortFunc(list, func(a, b *aischedv1alpha1.Queue) int { return strings.Compare(a.Name, b.Name) })
+	}
+	out := []TeamQueue{}
+	seen := map[string]bool{}
+	var walk func(parent string, depth int)
+	walk = func(parent string, depth int) {
+		for _, q := range children[parent] {
+			if seen[q.Name] {
+				continue
+			}
+			seen[q.Name] = true
+			out = append(out, teamQueueOf(q, depth))
+			walk(q.Name, depth+1)
+		}
+	}
+	walk("", 0)
+	// Queues in a cycle of parents are reached from no top-level queue.
+	for i := range queues {
+		if !seen[queues[i].Name] {
+			seen[queues[i].Name] = true
+			out = append(out, teamQueueOf(&queues[i], 0))
+		}
+	}
+	return out
+}
+
+func teamQueueOf(q *aischedv1alpha1.Queue, depth int) TeamQueue {
+	tq := TeamQueue{Name: q.Name, Parent: q.Spec.Parent, Depth: depth, Guaranteed: "0", Used: "0", Borrowed: "0", FairShare: "0",
+		Admitted: q.Status.AdmittedGroups, Waiting: q.Status.WaitingGroups, BorrowsFrom: q.Status.BorrowsFrom}
+	if g := q.Status.GPU; g != nil {
+		tq.Guaranteed, tq.Used, tq.Borrowed, tq.FairShare = g.Guaranteed.String(), g.Used.String(), g.Borrowed.String(), g.FairShare.String()
+		if g.Guaranteed.MilliValue() > 0 {
+			tq.Percent = float64(g.Used.MilliValue()) * 100 / float64(g.Guaranteed.MilliValue())
+		}
+	}
+	if c := meta.FindStatusCondition(q.Status.Conditions, aischedv1alpha1.ConditionQueueValid); c != nil && c.Status == metav1.ConditionFalse {
+		tq.Invalid = c.Message
+	}
+	return tq
 }
 
 // BuildWaitingWork gathers the pending pods, the groups that wait (not
 // every member scheduled), and the quotas.
 func BuildWaitingWork(pods []corev1.Pod, groups []schedulingv1alpha1.PodGroup, quotas []corev1.ResourceQuota) WaitingWork {
-	out := WaitingWork{Groups: []WaitingGroup{}, Pods: []WaitingPod{}, Quotas: []QuotaUse{}}
+	out := WaitingWork{Groups: []WaitingGroup{}, Pods: []WaitingPod{}, Quotas: []QuotaUse{}, TeamQueues: []TeamQueue{}}
 	pending := map[string]int{}
 	for i := range pods {
 		p := &pods[i]

@@ -1,13 +1,23 @@
 package console
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	k8stesting "k8s.io/client-go/testing"
 
+	aischedv1alpha1 "github.com/aisched/aisched/apis/aisched/v1alpha1"
 	schedulingv1alpha1 "github.com/aisched/aisched/apis/scheduling/v1alpha1"
 	"github.com/aisched/aisched/pkg/gpu"
 	"github.com/aisched/aisched/pkg/podgroup"
@@ -77,5 +87,63 @@ func TestBuildWaitingWork(t *testing.T) {
 	}
 	if len(w.Quotas) != 1 || w.Quotas[0].Resources[0].Percent != 75 || w.Quotas[0].Resources[0].Used != "6" {
 		t.Errorf("quotas %+v: want 6 of 8 GPUs used, 75%%", w.Quotas)
+	}
+}
+
+// teamQueue is an aischedqueue with its GPU status.
+func teamQueue(name, parent string, guaranteed, used, borrowed int64, borrowsFrom ...string) *aischedv1alpha1.Queue {
+	q := &aischedv1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: aischedv1alpha1.QueueSpec{Parent: parent}}
+	q.Status.GPU = &aischedv1alpha1.QueueResourceStatus{Name: aischedv1alpha1.QueueGPU, Guaranteed: *resource.NewQuantity(guaranteed, resource.DecimalSI),
+		Used: *resource.NewQuantity(used, resource.DecimalSI), Borrowed: *resource.NewQuantity(borrowed, resource.DecimalSI)}
+	q.Status.BorrowsFrom = borrowsFrom
+	return q
+}
+
+// The waiting-work page shows the team queues as their tree, with the
+// guarantee against the use and whom a queue borrows from; a user who may
+// not list them is told why.
+func TestWaitingWorkTeamQueues(t *testing.T) {
+	cycle := teamQueue("loop", "loop", 0, 0, 0)
+	cycle.Status.Conditions = []metav1.Condition{{Type: aischedv1alpha1.ConditionQueueValid, Status: metav1.ConditionFalse, Message: "a cycle of parents: loop -> loop"}}
+	ts := newTestServer(t)
+	for _, q := range []*aischedv1alpha1.Queue{teamQueue("sandbox", "", 0, 6, 6, "vision: 6"), teamQueue("vision", "research", 8, 2, 0),
+		teamQueue("research", "", 16, 6, 0), teamQueue("nlp", "research", 8, 4, 0), cycle} {
+		if _, err := ts.aisched.AischedV1alpha1().AischedQueues().Create(context.Background(), q, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := ts.do(t, "GET", "/api/queue", nil, ts.signIn(t, "admin-token"), nil)
+	var got WaitingWork
+	if err := json.Unmarshal(w.Body.Bytes(), &got); w.Code != http.StatusOK || err != nil {
+		t.Fatalf("GET /api/queue: %d %s", w.Code, w.Body)
+	}
+	var order []string
+	for _, q := range got.TeamQueues {
+		order = append(order, fmt.Sprintf("%s@%d", q.Name, q.Depth))
+	}
+	if want := "[research@0 nlp@1 vision@1 sandbox@0 loop@0]"; fmt.Sprint(order) != want {
+		t.Errorf("queues %v, want the tree %s", order, want)
+	}
+	byName := map[string]TeamQueue{}
+	for _, q := range got.TeamQueues {
+		byName[q.Name] = q
+	}
+	if q := byName["sandbox"]; q.Used != "6" || q.Borrowed != "6" || fmt.Sprint(q.BorrowsFrom) != "[vision: 6]" {
+		t.Errorf("sandbox %+v: want 6 used, all borrowed from vision", q)
+	}
+	if q := byName["nlp"]; q.Percent != 50 || q.Guaranteed != "8" {
+		t.Errorf("nlp %+v: want 4 of 8 guaranteed used, 50%%", q)
+	}
+	if q := byName["loop"]; !strings.Contains(q.Invalid, "cycle") {
+		t.Errorf("loop %+v: want its Valid=False message", q)
+	}
+
+	// A user who may list pods but not cluster-scoped queues.
+	ts.aisched.PrependReactor("list", "aischedqueues", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: aischedv1alpha1.GroupName, Resource: "aischedqueues"}, "", nil)
+	})
+	w = ts.do(t, "GET", "/api/queue", nil, ts.signIn(t, "admin-token"), nil)
+	if err := json.Unmarshal(w.Body.Bytes(), &got); w.Code != http.StatusOK || err != nil || !strings.Contains(got.TeamQueuesRefused, "forbidden") {
+		t.Errorf("queues forbidden: %d %s, want the page with the refusal", w.Code, w.Body)
 	}
 }

@@ -76,8 +76,7 @@ func (e *evictor) evictOne(ctx context.Context, v *corev1.Pod, p Preemption) err
 	case p.brokenGroup:
 		msg = fmt.Sprintf("preempted by aisched's job queue: a member of its pod group %s was preempted, and a group is preempted whole", p.Group)
 	case p.Queue != "":
-		msg = fmt.Sprintf("taken back by aisched's job queue for %s, which is below its guarantee or its fair share (pod group %s of priority %d); %s had borrowed the capacity",
-			p.Queue, p.Group, p.Priority, strings.Join(p.From, ", "))
+		msg = fmt.Sprintf(takenBackFormat, p.Queue, p.Group, p.Priority, strings.Join(p.From, ", "))
 	case p.partial:
 		msg = fmt.Sprintf("released by aisched's job queue: its pod group %s held fewer than min-available members bound for longer than partialGroupSeconds, and the rest cannot be placed (%s); the group starts over whole", p.Group, p.why)
 	}

@@ -54,6 +54,16 @@ func singleKey(pod *corev1.Pod) string {
 	return "pod " + pod.Namespace + "/" + pod.Name
 }
 
+// QueueOf names the team queue a pod's work goes to, "" for none, and
+// why, naming the key, when the queue it names cannot hold it (aisched
+// whatif tells a job's queue with it).
+func (q *Queue) QueueOf(pod *corev1.Pod) (name, problem string) {
+	if q.source == nil {
+		return "", ""
+	}
+	return q.source.queueOf(pod)
+}
+
 // Queues returns the team queues as the last pass counted them, nil when
 // there are none; the tree must not be changed.
 func (q *Queue) Queues() *queuetree.Tree {

@@ -610,7 +610,7 @@ func (c *computation) preempt(g *Group, leaf *queuetree.Node, demands []Demand, 
 		rc := &reclaimer{tree: c.tree, taker: leaf, demand: c.estimate[g], claims: c.tree.Claims(leaf, c.estimate[g]),
 			leafOf: func(key string) *queuetree.Node { return c.tree.Queue(c.in.QueueOf[key]) }, rooms: c.rooms, largestMiB: c.largestMiB,
 			demandOf: c.demandOf}
-		if victims, at, domain, ok := c.preemption(g, demands, need, rc.units(units)); ok {
+		if victims, at, domain, ok := c.preemption(g, demands, need, rc.units(units), rc.allow); ok {
 			c.plan.Reservation = c.reservationAt(*g, demands, at, domain)
 			c.changes++
 			from := victimQueues(victims, c.tree, c.in.QueueOf)
@@ -625,7 +625,7 @@ func (c *computation) preempt(g *Group, leaf *queuetree.Node, demands []Demand, 
 		}
 	}
 	same := func(key string) bool { return c.tree.Queue(c.in.QueueOf[key]) == leaf }
-	victims, at, domain, ok := c.preemption(g, demands, need, unitsBelow(*g, units, same, c.demandOf))
+	victims, at, domain, ok := c.preemption(g, demands, need, unitsBelow(*g, units, same, c.demandOf), nil)
 	if !ok {
 		return false
 	}

@@ -50,8 +50,10 @@ func mayPreempt(g Group) bool {
 // deleted first, then whole units in order; units that turn out not to
 // be needed are given back. It returns the pods to delete (none when the
 // pods being deleted suffice) and where the demands fit then; ok is false
-// when no choice fits.
-func preemption(demands []Demand, need int, rooms []Room, units []*unit) (victims []*corev1.Pod, at placement, ok bool) {
+// when no choice fits, or when allow (when not nil) refuses the units
+// chosen together: a reclaim takes no more from a queue than leaves it at
+// its guarantee, or above the taker's share.
+func preemption(demands []Demand, need int, rooms []Room, units []*unit, allow func(chosen []*unit) bool) (victims []*corev1.Pod, at placement, ok bool) {
 	var ending, chosen []*unit
 	for _, u := range units {
 		if u.ending {
@@ -82,6 +84,9 @@ func preemption(demands []Demand, need int, rooms []Room, units []*unit) (victim
 		if p, ok := fits(slices.Concat(ending, without)); ok {
 			chosen, at = without, p
 		}
+	}
+	if allow != nil && !allow(chosen) {
+		return nil, placement{}, false
 	}
 	for _, u := range chosen {
 		for _, pa := range u.pods {

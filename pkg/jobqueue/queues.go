@@ -56,7 +56,7 @@ func usageOf(t *queuetree.Tree, req Resources, r gpu.Request, room *Room, cards 
 	cardMiB := largestMiB
 	if room != nil && room.GPUs.Cards != nil && len(cards) > 0 {
 		if c, ok := cardAt(room.GPUs.Cards, cards[0]); ok {
-			model, cardMiB = c.Model, int64(c.MemoryMiB)
+			model, cardMiB = c.Model, c.MemoryMiB
 		}
 	}
 	switch {
@@ -120,7 +120,7 @@ func largestCardMiB(rooms []Room) int64 {
 	for i := range rooms {
 		if set := rooms[i].GPUs.Cards; set != nil {
 			for _, c := range set.Cards {
-				largest = max(largest, int64(c.MemoryMiB))
+				largest = max(largest, c.MemoryMiB)
 			}
 		}
 	}
@@ -165,6 +165,47 @@ func (rc *reclaimer) eligible(u *unit) (*queuetree.Node, bool) {
 		neg[i] = -neg[i]
 	}
 	return leaf, rc.tree.Before(rc.taker, rc.demand, leaf, neg) < 0
+}
+
+// allow reports whether the units chosen may be taken back together:
+// each stays eligible with the others' use gone from their queues, so
+// that together they leave every queue at or above its guarantee and,
+// for a borrowing taker, above the taker's share. (Units are chosen one by
+// one, each eligible alone, and those not needed given back: a gang needs
+// whole nodes, which single pods chosen in order free only once many are
+// chosen.)
+func (rc *reclaimer) allow(chosen []*unit) bool {
+	for k, u := range chosen {
+		if u.ending {
+			continue
+		}
+		if !rc.eligibleBeside(slices.Delete(slices.Clone(chosen), k, k+1), u) {
+			return false
+		}
+	}
+	return true
+}
+
+// eligibleBeside reports whether u is eligible with the use of others
+// gone from their queues.
+func (rc *reclaimer) eligibleBeside(others []*unit, u *unit) bool {
+	type charge struct {
+		leaf *queuetree.Node
+		v    queuetree.Vec
+	}
+	var gone []charge
+	for _, o := range others {
+		if leaf := rc.leafOf(o.key); leaf != nil && !o.ending {
+			v := rc.usage(o)
+			rc.tree.Uncharge(leaf, v)
+			gone = append(gone, charge{leaf, v})
+		}
+	}
+	_, ok := rc.eligible(u)
+	for _, c := range gone {
+		rc.tree.Charge(c.leaf, c.v)
+	}
+	return ok
 }
 
 func (rc *reclaimer) usage(u *unit) queuetree.Vec {

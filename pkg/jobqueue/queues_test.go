@@ -143,6 +143,59 @@ func TestTeamQueues(t *testing.T) {
 		},
 		want: map[string]Reason{"ns/a1": ReasonReclaiming},
 	}, {
+		// Neither is guaranteed anything; b borrowed all 16 cards in
+		// single-card pods. a's gang of 2 x 4 would take 8: each pod alone
+		// leaves b above a's share with the gang (15/16 > 8/16), but the
+		// eight together leave b at a's share, 8/16: b would win them back
+		// at once. Victims count together: a waits.
+		name: "a borrowing group takes back only while the victims' queue keeps the higher share",
+		tc: teamsCase{
+			queues:  []queuetree.Spec{teamQueue("a", "", 0, queuetree.Unlimited, 1), teamQueue("b", "", 0, queuetree.Unlimited, 1)},
+			running: singles("b", 16),
+			waiting: []waitingGang{{queue: "a", group: group("a1", 2, 1, 4, 0, 0)}},
+		},
+		want: map[string]Reason{"ns/a1": ReasonWaitingForCapacity},
+	}, {
+		// With a pod of 4 instead, b keeps 12/16 > 4/16: the 4 pods of one
+		// node are taken back.
+		name: "a borrowing group takes back what keeps the victims' queue above it",
+		tc: teamsCase{
+			queues:  []queuetree.Spec{teamQueue("a", "", 0, queuetree.Unlimited, 1), teamQueue("b", "", 0, queuetree.Unlimited, 1)},
+			running: singles("b", 16),
+			waiting: []waitingGang{{queue: "a", group: group("a1", 1, 1, 4, 0, 0)}},
+		},
+		want:        map[string]Reason{"ns/a1": ReasonReclaiming},
+		wantVictims: []string{"b00-0", "b01-0", "b02-0", "b03-0"},
+		wantFrom:    []string{"aischedqueue b"},
+	}, {
+		// b is guaranteed 14 (the guarantees oversubscribe the 16 cards)
+		// and runs 16 single-card pods; a, guaranteed 4, waits for a pod
+		// of 4 on one node. Each of b's pods alone leaves b above 14, but
+		// four would leave it at 12: nothing is taken, a waits.
+		name: "victims together stay out of a guarantee",
+		tc: teamsCase{
+			queues:  []queuetree.Spec{teamQueue("a", "", gpus(4), queuetree.Unlimited, 1), teamQueue("b", "", gpus(14), queuetree.Unlimited, 1)},
+			running: singles("b", 16),
+			waiting: []waitingGang{{queue: "a", group: group("a1", 1, 1, 4, 0, 0)}},
+		},
+		want: map[string]Reason{"ns/a1": ReasonWaitingForCapacity},
+	}, {
+		// b is guaranteed 12 and runs 16 single-card pods, those of
+		// lowest priority one on each node (chosen first). a, guaranteed
+		// 4, waits for a pod of 4 on one node: the four of lowest priority
+		// would leave b at 12 but free no node; the choice goes on until
+		// n1 is free and gives back the pods it does not need, and b's four
+		// pods on n1 together leave it at its guarantee.
+		name: "victims checked together once the unneeded are given back",
+		tc: teamsCase{
+			queues:  []queuetree.Spec{teamQueue("a", "", gpus(4), queuetree.Unlimited, 1), teamQueue("b", "", gpus(12), queuetree.Unlimited, 1)},
+			running: lowestPerNode(singles("b", 16)),
+			waiting: []waitingGang{{queue: "a", group: group("a1", 1, 1, 4, 0, 0)}},
+		},
+		want:        map[string]Reason{"ns/a1": ReasonReclaiming},
+		wantVictims: []string{"b00-0", "b01-0", "b02-0", "b03-0"},
+		wantFrom:    []string{"aischedqueue b"},
+	}, {
 		// A queue's limit stops its work before the capacity does.
 		name: "limit",
 		tc: teamsCase{
@@ -199,6 +252,27 @@ func TestTeamQueuesWeights(t *testing.T) {
 	}
 }
 
+// singles are n running single-card pods of queue q, named q00, q01, ...
+func singles(q string, n int) []runningGang {
+	var out []runningGang
+	for i := range n {
+		out = append(out, runningGang{queue: q, name: fmt.Sprintf("%s%02d", q, i), pods: 1, cards: 1})
+	}
+	return out
+}
+
+// lowestPerNode gives the first of every four running units priority 0
+// and the others 1: bound first fit on nodes of four cards, one unit of
+// lowest priority on each node.
+func lowestPerNode(units []runningGang) []runningGang {
+	for i := range units {
+		if i%4 != 0 {
+			units[i].priority = 1
+		}
+	}
+	return units
+}
+
 func mustRequest(t *testing.T, p *corev1.Pod) gpu.Request {
 	t.Helper()
 	r, err := gpu.ParseRequest(p)
@@ -242,6 +316,49 @@ func TestQueuesDocExample(t *testing.T) {
 	for name, w := range want {
 		if got := tree.Queue(name).FairShare()[0]; got != w {
 			t.Errorf("%s: fair share %d, want %d", name, got, w)
+		}
+	}
+}
+
+// TestTeamQueuesReservationBesideAdmitted is the state TestTeamQueueWeights
+// (test/integration) once stopped in: queues a and b of weight 1 and 2
+// share three nodes of four cards, a runs 5 single-card pods and b 6, and
+// one card is free, on n1. b's next pod is admitted onto it; a's, which
+// does not fit, reserves capacity elsewhere: a reservation on n1 would
+// hold the admitted pod off its card (the scheduler lets pods of the
+// reservation's priority and below take only what exceeds it), and the
+// card would stay idle.
+func TestTeamQueuesReservationBesideAdmitted(t *testing.T) {
+	rooms := []Room{room("n1", 32, 4, 32, 4), room("n2", 32, 4, 32, 4), room("n3", 32, 4, 32, 4)}
+	queueOf := map[string]string{}
+	k := 0
+	for r, queues := range [][]string{{"a", "a", "a"}, {"a", "a", "b", "b"}, {"b", "b", "b", "b"}} {
+		for _, q := range queues {
+			name := fmt.Sprintf("%s%02d", q, k)
+			k++
+			queueOf["ns/"+name] = q
+			bindOn(t, &rooms[r], pod(name, 1, 1), 0)
+		}
+	}
+	tree, problems := queuetree.Build([]queuetree.Spec{teamQueue("a", "", 0, queuetree.Unlimited, 1), teamQueue("b", "", 0, queuetree.Unlimited, 2)}, capacityOf(rooms))
+	if len(problems) > 0 {
+		t.Fatalf("queues: %v", problems)
+	}
+	in := Input{Rooms: rooms, Queues: tree, QueueOf: queueOf, Backfill: true}
+	for i := 20; i < 27; i++ {
+		for _, q := range []string{"a", "b"} {
+			g := group(fmt.Sprintf("%s%02d", q, i), 1, 1, 1, i, 0)
+			g.Queue = q
+			in.Groups = append(in.Groups, g)
+		}
+	}
+	plan := Compute(in)
+	if d := plan.Decisions["ns/b20"]; !d.Admitted {
+		t.Fatalf("b20: %+v, want it admitted onto n1's free card", d)
+	}
+	if r := plan.Reservation; r != nil {
+		if _, ok := r.Nodes["n1"]; ok {
+			t.Errorf("reservation of %s holds n1, where b20 is placed: %+v", r.Holder, r.Nodes)
 		}
 	}
 }

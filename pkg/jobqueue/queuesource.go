@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -124,7 +123,7 @@ func (s *queueSource) read() ([]queuetree.Spec, map[string]*queuetree.Spec, map[
 	if s.aisched != nil {
 		for _, obj := range s.aisched.List() {
 			if q, ok := obj.(*aischedv1alpha1.Queue); ok {
-				s.specs = append(s.specs, specOf(q))
+				s.specs = append(s.specs, queuetree.SpecOf(q))
 			}
 		}
 	}
@@ -254,44 +253,4 @@ func leafProblem(t *queuetree.Tree, name string) string {
 		return fmt.Sprintf("%s has child queues; only leaf queues hold work", n.Object)
 	}
 	return ""
-}
-
-// namespacesWithQueue lists the namespaces labelled with a queue, for the
-// console.
-func (s *queueSource) namespacesWithQueue() map[string]string {
-	out := map[string]string{}
-	list, _ := s.namespaces.List(labels.Everything())
-	for _, ns := range list {
-		if q := ns.Labels[aischedv1alpha1.QueueLabel]; q != "" {
-			out[ns.Name] = q
-		}
-	}
-	return out
-}
-
-// specOf translates aisched's Queue into the one model.
-func specOf(q *aischedv1alpha1.Queue) queuetree.Spec {
-	s := queuetree.Spec{Name: q.Name, Object: "aischedqueue " + q.Name, Parent: q.Spec.Parent, Default: q.Spec.Default,
-		Resources: map[string]queuetree.Amounts{}, HalfLife: time.Duration(q.Spec.UsageHalfLifeSeconds) * time.Second,
-		History: map[string]int64{}}
-	for _, r := range q.Spec.Resources {
-		a := queuetree.Amounts{Limit: queuetree.Unlimited, Lending: queuetree.Unlimited, Weight: 1}
-		if r.Guaranteed != nil {
-			a.Guaranteed = queuetree.Base(r.Name, *r.Guaranteed)
-		}
-		if r.Limit != nil {
-			a.Limit = queuetree.Base(r.Name, *r.Limit)
-		}
-		if r.LendingLimit != nil {
-			a.Lending = queuetree.Base(r.Name, *r.LendingLimit)
-		}
-		if r.Weight != nil {
-			a.Weight = int64(*r.Weight)
-		}
-		s.Resources[r.Name] = a
-	}
-	for _, h := range q.Status.UsageHistory {
-		s.History[h.Name] = queuetree.Base(h.Name, h.Average)
-	}
-	return s
 }

@@ -664,7 +664,7 @@ func (c *computation) everFitsTopology(r *topology.Resolved, demands []Demand, s
 // fewest pods), so that preemption frees one domain rather than nodes
 // scattered over the cluster. Slices are not taken into account: the
 // victims free a domain; the group is then placed in slices there.
-func (c *computation) preemptTopology(r *topology.Resolved, demands []Demand, need int, units []*unit) ([]*corev1.Pod, placement, *Placed, bool) {
+func (c *computation) preemptTopology(r *topology.Resolved, demands []Demand, need int, units []*unit, allow func([]*unit) bool) ([]*corev1.Pod, placement, *Placed, bool) {
 	levels := r.Levels()
 	for _, level := range levels {
 		ld := c.levelDomains(r.Topology, level)
@@ -674,7 +674,7 @@ func (c *computation) preemptTopology(r *topology.Resolved, demands []Demand, ne
 		found := false
 		for _, d := range ld.list {
 			sub, subUnits := c.within(d.rooms, units)
-			victims, at, ok := preemption(demands, need, sub, subUnits)
+			victims, at, ok := preemption(demands, need, sub, subUnits, allow)
 			if !ok {
 				continue
 			}
@@ -696,7 +696,7 @@ func (c *computation) preemptTopology(r *topology.Resolved, demands []Demand, ne
 	if r.Required >= 0 {
 		return nil, placement{}, nil, false
 	}
-	victims, at, ok := preemption(demands, need, c.rooms, units)
+	victims, at, ok := preemption(demands, need, c.rooms, units, allow)
 	return victims, at, nil, ok
 }
 
@@ -864,11 +864,11 @@ func explainNeverTopology(demands []Demand, r *topology.Resolved, need, placed i
 
 // preemption is preemption for g: inside one domain for a group that asks
 // for one (preemptTopology), else on every node.
-func (c *computation) preemption(g *Group, demands []Demand, need int, units []*unit) ([]*corev1.Pod, placement, *Placed, bool) {
+func (c *computation) preemption(g *Group, demands []Demand, need int, units []*unit, allow func([]*unit) bool) ([]*corev1.Pod, placement, *Placed, bool) {
 	if r, _ := c.constraint(g); r != nil {
-		return c.preemptTopology(r, demands, need, units)
+		return c.preemptTopology(r, demands, need, units, allow)
 	}
-	victims, at, ok := preemption(demands, need, c.rooms, units)
+	victims, at, ok := preemption(demands, need, c.rooms, units, allow)
 	return victims, at, nil, ok
 }
 

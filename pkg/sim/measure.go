@@ -103,6 +103,10 @@ func measure(ctx context.Context, c engine.Cluster, s *scenario.Scenario, w *wat
 		res.GPUBusyPct = gpuBusyPct(podList.Items, simNodes, makespan, c.Now())
 	}
 	measureTopology(s, podList.Items, nodes.Items, &res)
+	if w.teams != nil {
+		w.teams.Finish(c.Now())
+		w.teams.Fill(&res)
+	}
 	return res, nil
 }
 

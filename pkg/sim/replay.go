@@ -233,7 +233,7 @@ func replayOne(ctx context.Context, opts ReplayOptions, pools []clusterfile.Node
 	}
 
 	o := &outcomes{seen: map[string]outcome{}, changed: make(chan struct{}, 1)}
-	stopWatching, err := watchPods(ctx, c, o.observe)
+	stopWatching, err := watchPods(ctx, c, o.observe, nil)
 	if err != nil {
 		return metrics.Result{}, err
 	}

@@ -98,7 +98,7 @@ func Run(ctx context.Context, s *scenario.Scenario, opts Options) (*report.Repor
 			jobs = append(jobs, job{
 				label: fmt.Sprintf("%s, seed %d", p.Name, seed), size: len(arrivals),
 				run: func(ctx context.Context, step func(int)) (metrics.Result, error) {
-					return runOne(ctx, s, cfg, arrivals, opts, step)
+					return runOne(ctx, s, cfg, p.Admission, arrivals, opts, step)
 				},
 			})
 		}
@@ -252,6 +252,10 @@ type watcher struct {
 	groups *metrics.GroupTracker
 	group  map[string]string // pod key -> group key
 	last   time.Time         // last binding or end of a pod
+	// teams follows the teams of a scenario with queues; nil without.
+	teams *metrics.Teams
+	// evicted is called with each pod deleted after an eviction.
+	evicted func(*corev1.Pod)
 }
 
 func (w *watcher) observe(obj interface{}) {
@@ -263,6 +267,7 @@ func (w *watcher) observe(obj interface{}) {
 	now := w.now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.observeTeams(pod, now)
 	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 		// A pod that ends frees room: what waits may bind now.
 		if !w.ended[key] {
@@ -285,12 +290,13 @@ func (w *watcher) observe(obj interface{}) {
 // a group stuck half bound stays so.
 const partialAfter = time.Second
 
-// runOne runs the arrivals on a fresh cluster under cfg, calling step
-// after each arrival.
-func runOne(ctx context.Context, s *scenario.Scenario, cfg *config.KubeSchedulerConfiguration, arrivals []arrival, opts Options, step func(int)) (_ metrics.Result, err error) {
+// runOne runs the arrivals on a fresh cluster under cfg and admission
+// (of a scenario with queues), calling step after each arrival.
+func runOne(ctx context.Context, s *scenario.Scenario, cfg *config.KubeSchedulerConfiguration, admission string, arrivals []arrival, opts Options, step func(int)) (_ metrics.Result, err error) {
 	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
-	c, err := engine.Start(ctx, opts.Engine, engine.Options{NodePools: s.Cluster.NodePools, SchedulerConfig: cfg, MetricsInterval: time.Second})
+	c, err := engine.Start(ctx, opts.Engine, engine.Options{NodePools: s.Cluster.NodePools, SchedulerConfig: cfg, MetricsInterval: metricsInterval(s),
+		ResourceQuotas: true})
 	if err != nil {
 		return metrics.Result{}, err
 	}
@@ -299,39 +305,32 @@ func runOne(ctx context.Context, s *scenario.Scenario, cfg *config.KubeScheduler
 			err = stopErr
 		}
 	}()
-	if err := prepare(ctx, c, s); err != nil {
+	if err := prepare(ctx, c, s, admission); err != nil {
 		return metrics.Result{}, err
 	}
 
-	w := &watcher{now: c.Now, bound: map[string]time.Time{}, ended: map[string]bool{}, groups: metrics.NewGroupTracker(partialAfter), group: map[string]string{}}
-	stopWatching, err := watchPods(ctx, c, w.observe)
+	start := c.Now()
+	w := &watcher{now: c.Now, bound: map[string]time.Time{}, ended: map[string]bool{}, groups: metrics.NewGroupTracker(partialAfter), group: map[string]string{},
+		teams: newTeams(s, start, arrivals)}
+	stopWatching, err := watchPods(ctx, c, w.observe, w.gone)
 	if err != nil {
 		return metrics.Result{}, err
 	}
 	defer stopWatching()
 
-	start := c.Now()
-	rejected := 0
+	// A pod the apiserver refuses for a quota is created again later, and
+	// one evicted is replaced, as the Job controller does; one refused
+	// for another reason (or still refused at the end) never runs: it
+	// counts as pending.
+	sub := newSubmitter(c, func(p *corev1.Pod) { w.arrive(s, p) })
+	w.evicted = func(p *corev1.Pod) { _ = sub.replace(ctx, p) }
 	for i, a := range arrivals {
 		step(i)
-		if err := c.RunUntil(ctx, start.Add(a.at)); err != nil {
+		if err := sub.runUntil(ctx, start.Add(a.at)); err != nil {
 			return metrics.Result{}, err
 		}
-		key := a.pod.Namespace + "/" + a.pod.Name
-		if g, ok := a.pod.Labels[podgroup.NameLabel]; ok {
-			min, _ := strconv.Atoi(a.pod.Labels[podgroup.MinAvailableLabel])
-			w.mu.Lock()
-			w.group[key] = a.pod.Namespace + "/" + g
-			w.groups.Created(w.group[key], min, c.Now())
-			w.mu.Unlock()
-		}
-		if _, err := c.Client().CoreV1().Pods(a.pod.Namespace).Create(ctx, a.pod, metav1.CreateOptions{}); err != nil {
-			// A pod the apiserver refuses (a quota) never runs: it counts
-			// as pending.
-			if ctx.Err() != nil {
-				return metrics.Result{}, ctx.Err()
-			}
-			rejected++
+		if err := sub.submit(ctx, a.pod); err != nil {
+			return metrics.Result{}, err
 		}
 	}
 	step(len(arrivals))
@@ -350,7 +349,7 @@ func runOne(ctx context.Context, s *scenario.Scenario, cfg *config.KubeScheduler
 		if done {
 			break
 		}
-		if err := c.RunUntil(ctx, minTime(next, c.Now().Add(200*time.Millisecond))); err != nil {
+		if err := sub.runUntil(ctx, minTime(next, c.Now().Add(200*time.Millisecond))); err != nil {
 			return metrics.Result{}, err
 		}
 	}
@@ -361,7 +360,7 @@ func runOne(ctx context.Context, s *scenario.Scenario, cfg *config.KubeScheduler
 	if err := checkCards(ctx, c, s.Cluster.NodePools); err != nil {
 		return metrics.Result{}, err
 	}
-	return measure(ctx, c, s, w, rejected, start.Add(arrivals[0].at))
+	return measure(ctx, c, s, w, sub.left(), start.Add(arrivals[0].at))
 }
 
 func minTime(a, b time.Time) time.Time {
@@ -394,13 +393,15 @@ func checkCards(ctx context.Context, c engine.Cluster, pools []clusterfile.NodeP
 }
 
 // watchPods calls observe with every pod the cluster has and each change
-// of one, until stop, which waits for the informer to end.
-func watchPods(ctx context.Context, c engine.Cluster, observe func(interface{})) (stop func(), err error) {
+// of one, and gone with each pod deleted, until stop, which waits for the
+// informer to end.
+func watchPods(ctx context.Context, c engine.Cluster, observe, gone func(interface{})) (stop func(), err error) {
 	factory := informers.NewSharedInformerFactory(c.Client(), 0)
 	informer := factory.Core().V1().Pods().Informer()
 	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    observe,
 		UpdateFunc: func(_, obj interface{}) { observe(obj) },
+		DeleteFunc: gone,
 	}); err != nil {
 		return nil, err
 	}
@@ -411,12 +412,13 @@ func watchPods(ctx context.Context, c engine.Cluster, observe func(interface{}))
 	return func() { close(stopInformers); factory.Shutdown() }, nil
 }
 
-// prepare creates the namespaces, their quotas and the priority classes,
+// prepare creates the namespaces, their quotas, the team queues (or the
+// quotas that stand for them) under admission, and the priority classes,
 // and waits until pods can be created.
-func prepare(ctx context.Context, c engine.Cluster, s *scenario.Scenario) error {
+func prepare(ctx context.Context, c engine.Cluster, s *scenario.Scenario, admission string) error {
 	client := c.Client()
 	for _, ns := range s.Namespaces {
-		if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns.Name}}, metav1.CreateOptions{}); err != nil {
+		if _, err := client.CoreV1().Namespaces().Create(ctx, namespaceOf(ns, admission), metav1.CreateOptions{}); err != nil {
 			return err
 		}
 		if len(ns.Quota) > 0 {
@@ -429,6 +431,9 @@ func prepare(ctx context.Context, c engine.Cluster, s *scenario.Scenario) error 
 				return fmt.Errorf("namespace %s: quota: %w", ns.Name, err)
 			}
 		}
+	}
+	if err := prepareQueues(ctx, c, s, admission); err != nil {
+		return err
 	}
 	for value := range priorities(s) {
 		pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: priorityClassName(value)}, Value: value}

@@ -29,6 +29,13 @@ func (a *Answer) WriteText(w io.Writer, now time.Time) error {
 			b.WriteString("The job fits now.\n")
 		}
 	case FitsAfterPreemption:
+		if q := a.Queue; q != nil && len(q.TakenBack) > 0 {
+			fmt.Fprintf(&b, "The job fits now by taking back %d running pods that other queues borrowed:\n", len(a.Preempted))
+			for _, t := range q.TakenBack {
+				fmt.Fprintf(&b, "  - %s\n", t)
+			}
+			break
+		}
 		fmt.Fprintf(&b, "The job fits now by preempting %d running pods of lower priority:\n", len(a.Preempted))
 		for _, p := range a.Preempted {
 			fmt.Fprintf(&b, "  - %s\n", p)
@@ -47,6 +54,7 @@ func (a *Answer) WriteText(w io.Writer, now time.Time) error {
 			fmt.Fprintf(&b, "  - %s\n", r)
 		}
 	}
+	a.Queue.writeText(&b)
 	if a.Verdict != NeverFits && len(a.Waiting) > 0 {
 		b.WriteString("Why it waits now:\n")
 		for _, r := range a.Waiting {
@@ -85,4 +93,28 @@ func (a *Answer) placed() []Placement {
 		}
 	}
 	return out
+}
+
+// writeText says what the team queues say of the job; nothing without a
+// queue.
+func (q *QueueAnswer) writeText(b *strings.Builder) {
+	switch {
+	case q == nil:
+		return
+	case q.Problem != "":
+		fmt.Fprintf(b, "Team queue: the job's pods name a queue that cannot hold them: %s\n", q.Problem)
+		return
+	}
+	fmt.Fprintf(b, "Team queue: %s", q.Queue)
+	if q.Guaranteed != "" {
+		fmt.Fprintf(b, " (cards: %s guaranteed, %s in use, fair share with the job %s", q.Guaranteed, q.Used, q.FairShare)
+		if q.Limit != "" {
+			fmt.Fprintf(b, ", limit %s", q.Limit)
+		}
+		if len(q.BorrowsFrom) > 0 {
+			fmt.Fprintf(b, ", borrowing from %s", strings.Join(q.BorrowsFrom, ", "))
+		}
+		b.WriteString(")")
+	}
+	fmt.Fprintf(b, ". The job asks %s cards: %s.\n", q.Job, q.Standing)
 }

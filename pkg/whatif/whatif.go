@@ -95,6 +95,9 @@ type Answer struct {
 	// Submitted is what the cluster has of the job and says of it, when
 	// it was submitted already; the job's pods are then the cluster's.
 	Submitted *Submitted `json:"submitted,omitempty"`
+	// Queue is what the team queues say of the job; nil when it is in no
+	// queue.
+	Queue *QueueAnswer `json:"queue,omitempty"`
 }
 
 // Domain is where the job queue placed one of the job's pod groups.
@@ -149,6 +152,8 @@ func Run(ctx context.Context, snap *Snapshot, job *Job, opts Options) (_ *Answer
 			return nil, err
 		}
 	}
+	// The team queues as they stand before the job.
+	queues := c.Queues()
 	if err := submit(ctx, c, job, false); err != nil {
 		return nil, err
 	}
@@ -170,6 +175,7 @@ func Run(ctx context.Context, snap *Snapshot, job *Job, opts Options) (_ *Answer
 		}
 	}
 	slices.Sort(ans.Preempted)
+	ans.Queue = queueOf(c, queues, c.Queues(), job, ans.Preempted, snap)
 	switch {
 	case placed && len(ans.Preempted) > 0:
 		ans.Verdict = FitsAfterPreemption

@@ -201,28 +201,37 @@ func TestTeamQueueWeights(t *testing.T) {
 				Req(corev1.ResourceCPU, "100m").GPU(1).Obj())
 		}
 	}
-	bound := func(ctx context.Context, ns string) (int, error) {
+	// bound counts the bound pods of ns, and says why the first that
+	// waits waits (what a failure reports).
+	bound := func(ctx context.Context, ns string) (int, string, error) {
 		pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-		n := 0
-		if err == nil {
-			for _, p := range pods.Items {
-				if p.Spec.NodeName != "" {
-					n++
+		if err != nil {
+			return 0, "", err
+		}
+		n, why := 0, ""
+		for _, p := range pods.Items {
+			switch {
+			case p.Spec.NodeName != "":
+				n++
+			case why == "":
+				why = p.Name + " waits"
+				if cond := unschedulableCondition(&p); cond != nil {
+					why += ": " + cond.Reason + ": " + cond.Message
 				}
 			}
 		}
-		return n, err
+		return n, why, nil
 	}
 	localtest.Eventually(t, time.Minute, "12 GPUs shared 1:2", func(ctx context.Context) (bool, error) {
-		a, err := bound(ctx, nsA)
+		a, whyA, err := bound(ctx, nsA)
 		if err != nil {
 			return false, err
 		}
-		b, err := bound(ctx, nsB)
+		b, whyB, err := bound(ctx, nsB)
 		if err != nil {
 			return false, err
 		}
-		return a+b == 12 && a >= 3 && a <= 5, fmt.Errorf("a %d, b %d bound", a, b)
+		return a+b == 12 && a >= 3 && a <= 5, fmt.Errorf("a %d, b %d bound; %s; %s", a, b, whyA, whyB)
 	})
 	// The pods that wait say so, naming their queue, and are not marked
 	// Unschedulable (a cluster autoscaler would add nodes for them). The

@@ -210,6 +210,18 @@ async function renderQueue() {
   const q = r.data;
   page.replaceChildren(
     el("h1", {}, "Waiting work"), nsFilter(renderQueue),
+    el("h2", {}, "Team queues (GPUs)"),
+    q.teamQueuesRefused ? el("p", { class: "refusal" }, q.teamQueuesRefused) :
+    q.teamQueues.length === 0 ? el("p", { class: "muted" }, "No aischedqueue.") :
+      el("table", { id: "teamqueues" },
+        el("tr", {}, ["Queue", "Guaranteed", "Used", "", "Borrowed", "Borrows from", "Fair share", "Admitted", "Waiting"].map((h) => el("th", {}, h))),
+        ...q.teamQueues.map((t) => el("tr", { "data-queue": t.name },
+          el("td", { style: "padding-left: " + (0.5 + 1.5 * t.depth) + "em" }, t.name,
+            t.invalid ? el("div", { class: "refusal" }, t.invalid) : ""),
+          el("td", {}, t.guaranteed), el("td", {}, t.used),
+          el("td", {}, el("meter", { min: 0, max: 100, value: Math.min(t.percent, 100), title: pct(t.percent) + " of the guarantee" })),
+          el("td", {}, t.borrowed), el("td", {}, (t.borrowsFrom || []).join(", ")), el("td", {}, t.fairShare),
+          el("td", {}, t.admitted), el("td", {}, t.waiting)))),
     el("h2", {}, "Pod groups"),
     q.groups.length === 0 ? el("p", { class: "muted" }, "No group waits.") :
       el("table", { id: "groups" },

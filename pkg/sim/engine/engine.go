@@ -11,9 +11,11 @@
 //     behaviours the scheduler and the kubelets rely on (fakeAPI), and a
 //     virtual clock (package vclock) that jumps from one event to the next
 //     once the cluster is quiet, so that arrivals, run durations, backoffs
-//     and Permit timeouts cost no wall time. It cannot model admission
-//     (ResourceQuota, LimitRange, webhooks) or controllers (Jobs,
-//     Deployments, garbage collection); runs that need them use APIServer.
+//     and Permit timeouts cost no wall time. Of admission it models
+//     priority and, when asked (Options.ResourceQuotas), ResourceQuota
+//     for pods with its controller's counting; it cannot model LimitRange,
+//     webhooks or controllers (Jobs, Deployments, garbage collection):
+//     runs that need them use APIServer.
 package engine
 
 import (
@@ -85,6 +87,12 @@ type Options struct {
 	MetricsInterval time.Duration
 	// DiscardSchedulerEvents drops the scheduler's Events.
 	DiscardSchedulerEvents bool
+	// ResourceQuotas makes the fast engine admit pods against their
+	// namespaces' ResourceQuotas and count the quotas' use, as
+	// kube-apiserver's quota admission and the quota controller do
+	// (modelQuotas); without it the fast engine refuses to create a
+	// ResourceQuota. The apiserver engine always does.
+	ResourceQuotas bool
 }
 
 // Start starts a cluster of the given kind.

@@ -9,9 +9,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/watch"
@@ -22,6 +24,7 @@ import (
 	aischedv1alpha1 "github.com/aisched/aisched/apis/aisched/v1alpha1"
 	schedulingxv1alpha1 "github.com/aisched/aisched/apis/scheduling/v1alpha1"
 	aischedfake "github.com/aisched/aisched/pkg/generated/clientset/versioned/fake"
+	aischedscheme "github.com/aisched/aisched/pkg/generated/clientset/versioned/scheme"
 )
 
 // fakeAPI is client-go's fake clientset, and the fake of aisched's
@@ -133,6 +136,34 @@ func newFakeAPI(clk clock.PassiveClock) *fakeAPI {
 		}},
 	}
 	return a
+}
+
+// addAisched adds one of aisched's objects under the resource the
+// generated clients use: the tracker's own guess from the kind would file
+// a Queue under "queues", where the clients (which ask for
+// "aischedqueues") never find it.
+func (a *fakeAPI) addAisched(o runtime.Object) error {
+	gvks, _, err := aischedscheme.Scheme.ObjectKinds(o)
+	if err != nil {
+		return err
+	}
+	for _, list := range a.aisched.Resources {
+		for _, r := range list.APIResources {
+			if r.Kind != gvks[0].Kind || list.GroupVersion != gvks[0].GroupVersion().String() {
+				continue
+			}
+			gv, err := schema.ParseGroupVersion(list.GroupVersion)
+			if err != nil {
+				return err
+			}
+			m, err := meta.Accessor(o)
+			if err != nil {
+				return err
+			}
+			return a.aisched.Tracker().Create(gv.WithResource(r.Name), o, m.GetNamespace())
+		}
+	}
+	return a.aisched.Tracker().Add(o)
 }
 
 // createPod creates a pod as the apiserver would (see fakeAPI), or binds

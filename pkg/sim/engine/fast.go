@@ -25,6 +25,7 @@ import (
 	"github.com/aisched/aisched/pkg/generated/clientset/versioned"
 	"github.com/aisched/aisched/pkg/jobqueue"
 	"github.com/aisched/aisched/pkg/local/nodesim"
+	"github.com/aisched/aisched/pkg/queuetree"
 	aischedscheduler "github.com/aisched/aisched/pkg/scheduler"
 	"github.com/aisched/aisched/pkg/sim/vclock"
 )
@@ -79,7 +80,7 @@ func StartSnapshot(ctx context.Context, now time.Time, objects, aischedObjects [
 			}
 		}
 		for _, o := range aischedObjects {
-			if err := addAisched(api.aisched.Tracker(), o); err != nil {
+			if err := api.addAisched(o); err != nil {
 				return fmt.Errorf("snapshot: %w", err)
 			}
 		}
@@ -101,6 +102,11 @@ type SnapshotCluster interface {
 	// QueuePlaced is the topology domain the job queue placed the pod
 	// group with key in; nil for none.
 	QueuePlaced(key string) *jobqueue.Placed
+	// QueueOf is the team queue of a pod's work (jobqueue.Queue.QueueOf),
+	// and Queues the team queues as the job queue's last pass counted
+	// them (nil without queues).
+	QueueOf(pod *corev1.Pod) (name, problem string)
+	Queues() *queuetree.Tree
 }
 
 // QueueDecision implements SnapshotCluster.
@@ -112,6 +118,11 @@ func (f *fastCluster) QueueDecision(key string) (jobqueue.Decision, bool) {
 func (f *fastCluster) QueuePlaced(key string) *jobqueue.Placed {
 	return f.svc.Queue.Placed(key)
 }
+// QueueOf implements SnapshotCluster.
+func (f *fastCluster) QueueOf(pod *corev1.Pod) (string, string) { return f.svc.Queue.QueueOf(pod) }
+
+// Queues implements SnapshotCluster.
+func (f *fastCluster) Queues() *queuetree.Tree { return f.svc.Queue.Queues() }
 
 func startFast(ctx context.Context, opts Options) (Cluster, error) {
 	c, err := startFastAt(ctx, epoch, opts, func(*fakeAPI) error { return nil })
@@ -130,10 +141,14 @@ func startFastAt(ctx context.Context, start time.Time, opts Options, seed func(*
 	if err := seed(api); err != nil {
 		return nil, err
 	}
-	api.core.PrependReactor("create", "resourcequotas", func(k8stesting.Action) (bool, runtime.Object, error) {
-		return true, nil, apierrors.NewForbidden(corev1.Resource("resourcequotas"), "",
-			errors.New("the fast engine has no ResourceQuota admission or quota controller; run with --engine apiserver"))
-	})
+	if opts.ResourceQuotas {
+		api.modelQuotas()
+	} else {
+		api.core.PrependReactor("create", "resourcequotas", func(k8stesting.Action) (bool, runtime.Object, error) {
+			return true, nil, apierrors.NewForbidden(corev1.Resource("resourcequotas"), "",
+				errors.New("this simulation has no ResourceQuota admission or quota controller"))
+		})
+	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	f := &fastCluster{api: api, clock: clk, cancel: cancel}
 	defer func() {
@@ -288,17 +303,4 @@ func (f *fastCluster) Stop() error {
 	f.errMu.Lock()
 	defer f.errMu.Unlock()
 	return f.err
-}
-
-// addAisched adds an aisched object to the fake's tracker, under its
-// resource where the tracker would guess the plural wrong (aisched's
-// Queues and Topologies are aischedqueues and aischedtopologies).
-func addAisched(tracker k8stesting.ObjectTracker, o runtime.Object) error {
-	switch o.(type) {
-	case *aischedv1alpha1.Topology:
-		return tracker.Create(aischedv1alpha1.SchemeGroupVersion.WithResource("aischedtopologies"), o, "")
-	case *aischedv1alpha1.Queue:
-		return tracker.Create(aischedv1alpha1.SchemeGroupVersion.WithResource("aischedqueues"), o, "")
-	}
-	return tracker.Add(o)
 }

@@ -17,6 +17,13 @@ import (
 
 func startTestCluster(t *testing.T) Cluster {
 	t.Helper()
+	return startTestClusterWith(t, Options{MetricsInterval: -1})
+}
+
+// startTestClusterWith starts the test cluster with opts, its node pools
+// and scheduler configuration set.
+func startTestClusterWith(t *testing.T, opts Options) Cluster {
+	t.Helper()
 	cfg, err := scheduler.LocalConfig()
 	if err != nil {
 		t.Fatal(err)
@@ -32,11 +39,8 @@ nodePools:
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := Start(ctx, Fast, Options{
-		NodePools:       cluster.NodePools,
-		SchedulerConfig: cfg,
-		MetricsInterval: -1,
-	})
+	opts.NodePools, opts.SchedulerConfig = cluster.NodePools, cfg
+	c, err := Start(ctx, Fast, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

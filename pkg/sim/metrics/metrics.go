@@ -4,7 +4,8 @@
 // allocation and the unallocated GPU percentage of the FGD evaluation
 // protocol (docs/scenarios.md, "Trace replay"), gangs that
 // were partially bound and how long gangs waited, GPU pods bound to cards
-// that are too small, and throughput.
+// that are too small, throughput, and how a cluster shared by teams
+// served each team (Teams).
 //
 // The package is pure arithmetic over plain Go values: the runner observes
 // the cluster and passes nodes, cards and group events in; nothing here
@@ -73,6 +74,27 @@ type Result struct {
 	TopologyPreferredShare *float64 `json:"topology_preferred_share,omitempty"`
 	TopologyDomainsSpanned *float64 `json:"topology_domains_spanned,omitempty"`
 	TopologySlicesWhole    *float64 `json:"topology_slices_whole,omitempty"`
+
+	// The metrics of a shared cluster's teams (Teams.Fill); nil for a
+	// scenario without queues.
+	//
+	// MeanGPUAllocationRate is the cards held over the time from the
+	// first arrival to the last, over all the cards in that time.
+	MeanGPUAllocationRate *float64 `json:"mean_gpu_allocation_rate,omitempty"`
+	// FairShareDeviationGPUs is how far teams' cards were from their fair
+	// shares, in cards.
+	FairShareDeviationGPUs *Deviation `json:"fair_share_deviation_gpus,omitempty"`
+	// GuaranteeWaitSeconds is how long jobs within their teams'
+	// guarantees waited to start.
+	GuaranteeWaitSeconds *Tail `json:"guarantee_wait_seconds,omitempty"`
+	// EvictedPerReclaimedGPU is the cards evicted to take capacity back,
+	// over the cards the jobs that took it back asked for.
+	EvictedPerReclaimedGPU *float64 `json:"evicted_per_reclaimed_gpu,omitempty"`
+	// IdleGPUHoursWhileFitWaits is the card-hours left idle while a job
+	// that they would hold waited.
+	IdleGPUHoursWhileFitWaits *float64 `json:"idle_gpu_hours_while_fit_waits,omitempty"`
+	// JobsNeverStarted counts the jobs that did not start by the end.
+	JobsNeverStarted *int `json:"jobs_never_started,omitempty"`
 }
 
 // CurvePoint is the unallocated GPU percentage read when the GPU request of

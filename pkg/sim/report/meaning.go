@@ -40,6 +40,15 @@ var Metrics = map[string]Metric{
 	"topology_preferred_share": {+1, "gangs with a preferred topology level whose members are all inside one domain of it, as a share"},
 	"topology_domains_spanned": {-1, "the mean number of domains of its preferred level (else its required one) a gang's members span; 1 is every gang inside one domain"},
 	"topology_slices_whole":    {+1, "gangs in slices whose every domain of the slice level holds whole slices, as a share"},
+	// A cluster shared by teams (scenarios with queues; metrics.Teams).
+	"mean_gpu_allocation_rate": {+1, "cards held by bound pods over all cards, averaged over the time from the first arrival to the last: how much of the cluster the teams' work used while it arrived"},
+	"fair_share_deviation_gpus": {-1, "per team (a leaf queue), |cards held - fair share| in cards, the fair share being the queues' division of the moment's use and waiting demand (guarantees first, the rest by weight; docs/queues.md); " +
+		"mean: the worst team's mean over the run, max: the largest over teams and states that lasted. Jobs are whole, so a deviation within one job's size is unavoidable"},
+	"guarantee_wait_seconds": {-1, "p50 and p99 of how long jobs within their team's guarantee (its use, its earlier waiting jobs and the job together within it) waited from submission to min-available members bound: " +
+		"the time to get a guarantee back; a job that never started counts until the end"},
+	"evicted_per_reclaimed_gpu":      {-1, "cards of the pods taken back from borrowing queues, over the cards asked by the jobs they were taken back for: 1 is no more than needed; - when nothing was taken back"},
+	"idle_gpu_hours_while_fit_waits": {-1, "card-hours left idle while a waiting job would fit them (its missing members, each on the free cards of one node): capacity that admission strands; 0 is none"},
+	"jobs_never_started":             {-1, "jobs (pod groups, pods in no group) that never had min-available members bound by the end of the run"},
 }
 
 // Better says which way a metric improves, in words: "lower", "higher",

@@ -245,7 +245,7 @@ func (r *Report) writeTable(w io.Writer) error {
 func (r *Report) WriteCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
 	cols := slices.DeleteFunc(slices.Clone(r.Metrics), func(k string) bool {
-		return k == curveKey || k == "group_wait_seconds"
+		return k == curveKey || k == "group_wait_seconds" || k == "guarantee_wait_seconds" || k == "fair_share_deviation_gpus"
 	})
 	if err := cw.Write(append([]string{"policy", "seed"}, cols...)); err != nil {
 		return err
@@ -279,8 +279,15 @@ func format(v any) string {
 		return strconv.FormatFloat(math.Round(v*1000)/1000, 'f', -1, 64)
 	case map[string]any:
 		if p50, ok := v["p50"].(float64); ok {
+			if p99, ok := v["p99"].(float64); ok {
+				return fmt.Sprintf("p50 %s, p99 %s", format(p50), format(p99))
+			}
 			p95, _ := v["p95"].(float64)
 			return fmt.Sprintf("p50 %s, p95 %s", format(p50), format(p95))
+		}
+		if mean, ok := v["mean"].(float64); ok {
+			most, _ := v["max"].(float64)
+			return fmt.Sprintf("mean %s, max %s", format(mean), format(most))
 		}
 	case []metrics.CurvePoint:
 		points := make([]string, len(v))

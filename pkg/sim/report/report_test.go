@@ -139,33 +139,41 @@ func TestGolden(t *testing.T) {
 // TestMetricKeys checks that the keys a scenario may ask for are exactly
 // the JSON keys of a result with every metric set.
 func TestMetricKeys(t *testing.T) {
-	full := metrics.Result{
+	full := withTeams(metrics.Result{
 		BalanceEfficiencyH: ptr.To(1.0), GPUAllocationRate: ptr.To(1.0), UnallocatedGPUPct: ptr.To(1.0),
 		UnallocatedGPUPctCurve: []metrics.CurvePoint{{ArrivedPct: 100}}, GroupWaitSeconds: &metrics.Percentiles{},
 		MakespanSeconds: ptr.To(1.0), GPUBusyPct: ptr.To(1.0), TopologyRequiredShare: ptr.To(1.0), TopologyPreferredShare: ptr.To(1.0), TopologyDomainsSpanned: ptr.To(1.0), TopologySlicesWhole: ptr.To(1.0),
-	}
-	got, err := values(full, scenario.MetricKeys)
+	})
+	known := slices.Concat(scenario.MetricKeys, scenario.QueueMetricKeys)
+	got, err := values(full, known)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != len(scenario.MetricKeys) {
-		t.Errorf("a full result has %d of the %d scenario metric keys: %v", len(got), len(scenario.MetricKeys), got)
+	if len(got) != len(known) {
+		t.Errorf("a full result has %d of the %d scenario metric keys: %v", len(got), len(known), got)
 	}
-	if keys := jsonKeys(t, full); len(keys) != len(scenario.MetricKeys) {
-		t.Errorf("a full result has %d JSON keys, the scenario knows %d", len(keys), len(scenario.MetricKeys))
+	if keys := jsonKeys(t, full); len(keys) != len(known) {
+		t.Errorf("a full result has %d JSON keys, the scenario knows %d", len(keys), len(known))
 	}
+}
+
+// withTeams sets the teams' metrics of r.
+func withTeams(r metrics.Result) metrics.Result {
+	r.MeanGPUAllocationRate, r.FairShareDeviationGPUs, r.GuaranteeWaitSeconds = ptr.To(1.0), &metrics.Deviation{}, &metrics.Tail{}
+	r.EvictedPerReclaimedGPU, r.IdleGPUHoursWhileFitWaits, r.JobsNeverStarted = ptr.To(1.0), ptr.To(0.0), ptr.To(0)
+	return r
 }
 
 // TestMetricMeanings checks that every metric a report can carry says
 // what it means, so that no table has a row nobody can read.
 func TestMetricMeanings(t *testing.T) {
-	full := metrics.Result{
+	full := withTeams(metrics.Result{
 		BalanceEfficiencyH: ptr.To(1.0), GPUAllocationRate: ptr.To(1.0), UnallocatedGPUPct: ptr.To(1.0), InexpressiblePods: ptr.To(0),
 		UnallocatedGPUPctCurve: []metrics.CurvePoint{{ArrivedPct: 100}}, GroupWaitSeconds: &metrics.Percentiles{},
 		MakespanSeconds: ptr.To(1.0), GPUBusyPct: ptr.To(1.0), TopologyRequiredShare: ptr.To(1.0), TopologyPreferredShare: ptr.To(1.0), TopologyDomainsSpanned: ptr.To(1.0), TopologySlicesWhole: ptr.To(1.0),
-	}
+	})
 	keys := jsonKeys(t, full)
-	all := slices.Concat(scenario.MetricKeys, scenario.TraceMetricKeys, slices.Collect(maps.Keys(keys)))
+	all := slices.Concat(scenario.MetricKeys, scenario.TraceMetricKeys, scenario.QueueMetricKeys, slices.Collect(maps.Keys(keys)))
 	for _, k := range all {
 		if m, ok := Metrics[k]; !ok || m.Meaning == "" {
 			t.Errorf("metric %s has no meaning in Metrics", k)

@@ -80,6 +80,9 @@ func (s *Scenario) setDefaults() {
 			// The topology metrics measure scenarios with topologies.
 			s.Metrics = slices.DeleteFunc(s.Metrics, func(k string) bool { return slices.Contains(TopologyMetricKeys, k) })
 		}
+		if len(s.Queues) > 0 {
+			s.Metrics = append(s.Metrics, QueueMetricKeys...)
+		}
 	}
 	if s.Trace != nil && s.Trace.Inflate == 0 {
 		s.Trace.Inflate = DefaultInflate
@@ -87,6 +90,9 @@ func (s *Scenario) setDefaults() {
 	for i := range s.Policies {
 		if p := &s.Policies[i]; p.Profile == "" {
 			p.Profile = p.Name
+		}
+		if p := &s.Policies[i]; p.Admission == "" && len(s.Queues) > 0 {
+			p.Admission = AdmissionQueues
 		}
 	}
 	for i := range s.Workload {
@@ -139,6 +145,9 @@ func (s *Scenario) Validate() field.ErrorList {
 	if s.Trace != nil {
 		keys = TraceMetricKeys
 	}
+	if len(s.Queues) > 0 {
+		keys = slices.Concat(keys, QueueMetricKeys)
+	}
 	for i, m := range s.Metrics {
 		if !slices.Contains(keys, m) {
 			errs = append(errs, field.NotSupported(field.NewPath("metrics").Index(i), m, keys))
@@ -170,6 +179,7 @@ func (s *Scenario) Validate() field.ErrorList {
 	}
 	errs = append(errs, s.validateTopologies()...)
 	errs = append(errs, s.validateWorkload(namespaces)...)
+	errs = append(errs, s.validateQueues()...)
 	return errs
 }
 
@@ -225,7 +235,7 @@ func (s *Scenario) validateTrace() field.ErrorList {
 	for _, f := range []struct {
 		name string
 		set  bool
-	}{{"cluster", len(s.Cluster.NodePools) > 0}, {"workload", len(s.Workload) > 0}, {"namespaces", len(s.Namespaces) > 0}} {
+	}{{"cluster", len(s.Cluster.NodePools) > 0}, {"workload", len(s.Workload) > 0}, {"namespaces", len(s.Namespaces) > 0}, {"queues", len(s.Queues) > 0}} {
 		if f.set {
 			errs = append(errs, field.Forbidden(field.NewPath(f.name), "a trace replay takes its nodes and pods from the trace"))
 		}

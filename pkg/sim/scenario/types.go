@@ -62,6 +62,10 @@ type Scenario struct {
 	// namespaces are created before the workload, with their quotas;
 	// "default" exists without being listed.
 	Namespaces []Namespace `yaml:"namespaces"`
+	// queues are team queues (aischedqueues), which the namespaces name;
+	// each policy's admission says whether they are created or stand as
+	// ResourceQuotas of their guarantees; +optional.
+	Queues []Queue `yaml:"queues"`
 	// topologies are created before the workload (aischedtopologies), for
 	// workload items that ask for topology domains; +optional.
 	Topologies []Topology `yaml:"topologies"`
@@ -123,6 +127,10 @@ type Policy struct {
 	// profile is the profile of schedulerConfig the pods use; +optional,
 	// default name.
 	Profile string `yaml:"profile"`
+	// admission, in a scenario with queues: queues (the default) creates
+	// them; resourceQuota gives each namespace of a queue a ResourceQuota
+	// of the queue's guarantees instead; +optional.
+	Admission string `yaml:"admission"`
 	// ignoreTopology runs the pods without what they ask of topologies
 	// (their topology.aisched.io/* annotations), as aisched placed them
 	// before topologies: the baseline of a topology scenario. The
@@ -145,6 +153,9 @@ type Namespace struct {
 	// quota is the spec.hard of a ResourceQuota, e.g.
 	// requests.nvidia.com/gpu: 8; +optional.
 	Quota map[string]clusterfile.Quantity `yaml:"quota"`
+	// queue is the leaf queue of the namespace's work: the namespace's
+	// label scheduling.aisched.io/queue; +optional.
+	Queue string `yaml:"queue"`
 }
 
 // Item is a set of identical pods that arrive one after the other.
