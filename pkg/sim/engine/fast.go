@@ -118,6 +118,7 @@ func (f *fastCluster) QueueDecision(key string) (jobqueue.Decision, bool) {
 func (f *fastCluster) QueuePlaced(key string) *jobqueue.Placed {
 	return f.svc.Queue.Placed(key)
 }
+
 // QueueOf implements SnapshotCluster.
 func (f *fastCluster) QueueOf(pod *corev1.Pod) (string, string) { return f.svc.Queue.QueueOf(pod) }
 
