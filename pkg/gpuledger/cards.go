@@ -59,6 +59,7 @@ func (s *State) dropCachedLocked(name string) {
 		s.byNode.Delete(n)
 	}
 	delete(s.ptrs, name)
+	s.changedLocked(name)
 	s.gen++
 	s.factsStale = true
 }

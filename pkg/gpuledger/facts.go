@@ -63,6 +63,7 @@ func (s *State) ForgetNode(obj interface{}) {
 		}
 	}
 	s.dropCachedLocked(node.Name)
+	s.goneLocked(node.Name)
 }
 
 func sameGFDLabels(a, b *corev1.Node) bool {

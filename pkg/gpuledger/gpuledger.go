@@ -15,7 +15,13 @@
 //
 // Everything is kept up to date by informer event handlers, so that the
 // plugins' Filter and Score read a node's cards and usage in a few map
-// lookups, with nothing converted or allocated per call.
+// lookups, with nothing converted or allocated per call. Each node's
+// record has a version (VersionOf) that every change of its cards or
+// holdings moves: with the NodeInfo's generation it tells a plugin that
+// remembers what it computed per node (NodeMemo) when to compute again,
+// so that scoring a node that did not change costs a comparison. The
+// priorities of the pods that hold cards (HolderBelow) tell whether
+// preemption could free any for a pod.
 package gpuledger
 
 import (
@@ -92,6 +98,13 @@ type State struct {
 	synced   []cache.InformerSynced
 	isSynced atomic.Bool
 
+	// versions count each node's changes (VersionOf).
+	versions map[string]*atomic.Uint64
+	// gone are the NodeMemos' hooks for deleted nodes.
+	gone []func(node string)
+	// prio counts the pods that hold cards by priority (HolderBelow).
+	prio priorities
+
 	// proposers are the card proposers by profile (framework handle).
 	proposers sync.Map // fwk.Handle -> namedProposer
 }
@@ -105,6 +118,7 @@ func New(opts Options) *State {
 		cards:    map[string]nodeCards{},
 		ptrs:     map[string][]*corev1.Node{},
 		nodes:    map[string]*corev1.Node{},
+		versions: map[string]*atomic.Uint64{},
 	}
 }
 

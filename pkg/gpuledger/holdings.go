@@ -58,8 +58,12 @@ func (s *State) ObservePod(obj interface{}) {
 		return
 	}
 	if cards, share, ok := HoldingOf(pod); ok {
-		s.Assign(pod.UID, pod.Spec.NodeName, cards, share)
+		s.AssignPod(pod, pod.Spec.NodeName, cards, share)
+		return
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.observeUnknownLocked(pod)
 }
 
 // HoldingOf reads what a running pod holds from its own record: the cards
@@ -114,6 +118,19 @@ func (s *State) ForgetPod(obj interface{}) {
 func (s *State) Assign(uid types.UID, node string, cards []int, share Share) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.assignLocked(uid, node, cards, share)
+}
+
+// AssignPod is Assign for a pod at hand, whose priority the ledger keeps
+// too (HolderBelow): GPUFit's Reserve and the pod informer's handler.
+func (s *State) AssignPod(pod *corev1.Pod, node string, cards []int, share Share) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.assignLocked(pod.UID, node, cards, share)
+	s.notePriorityLocked(pod)
+}
+
+func (s *State) assignLocked(uid types.UID, node string, cards []int, share Share) {
 	s.releaseLocked(uid, "")
 	s.pods[uid] = holding{node: node, cards: cards, share: share}
 	h := s.held[node]
@@ -126,6 +143,7 @@ func (s *State) Assign(uid types.UID, node string, cards []int, share Share) {
 		h.shared++
 	}
 	h.usage.Store(nil)
+	s.changedLocked(node)
 }
 
 // heldOn is what the State knows of one node's holdings.
@@ -156,10 +174,14 @@ func (s *State) Release(uid types.UID, node string) {
 
 func (s *State) releaseLocked(uid types.UID, node string) {
 	h, ok := s.pods[uid]
+	if node == "" || ok && h.node == node {
+		s.forgetPriorityLocked(uid)
+	}
 	if !ok || (node != "" && h.node != node) {
 		return
 	}
 	delete(s.pods, uid)
+	s.changedLocked(h.node)
 	on := s.held[h.node]
 	if on == nil {
 		return

@@ -10,7 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aisched/aisched/pkg/bench"
+	"github.com/aisched/aisched/pkg/bench/latency"
+	"github.com/aisched/aisched/pkg/bench/throughput"
 	"github.com/aisched/aisched/pkg/scheduler"
 )
 
@@ -19,7 +20,7 @@ import (
 // working.
 func TestBenchThroughput(t *testing.T) {
 	t.Parallel()
-	res, err := bench.Throughput(context.Background(), bench.ThroughputOptions{
+	res, err := throughput.Run(context.Background(), throughput.Options{
 		Nodes: 4, Pods: 20, GPU: true, Rounds: 1, Timeout: 2 * time.Minute,
 		Profiles: []string{"default-scheduler", scheduler.AischedProfile, scheduler.AischedProfile + "@4"},
 	})
@@ -39,7 +40,7 @@ func TestBenchThroughput(t *testing.T) {
 			t.Errorf("ratio of %s %v, want a positive number", p.Name, r)
 		}
 	}
-	if _, err := bench.Throughput(context.Background(), bench.ThroughputOptions{Nodes: 1, Pods: 10, Profiles: []string{"aisched@3"}}); err == nil {
+	if _, err := throughput.Run(context.Background(), throughput.Options{Nodes: 1, Pods: 10, Profiles: []string{"aisched@3"}}); err == nil {
 		t.Error("10 pods in groups of 3: no error, want one")
 	}
 }
@@ -52,7 +53,7 @@ func TestBenchNative(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], "bench", "throughput", "--nodes", "4", "--pods", "8", "--rounds", "1",
-		"--profiles", "default-scheduler,"+bench.NativeCase+"@4")
+		"--profiles", "default-scheduler,"+throughput.NativeCase+"@4")
 	cmd.Env = append(os.Environ(), mainEnv+"=1")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -60,7 +61,7 @@ func TestBenchNative(t *testing.T) {
 	if err != nil {
 		t.Fatalf("aisched bench: %v\n%s", err, stderr.String())
 	}
-	var res bench.ThroughputResult
+	var res throughput.Result
 	if err := json.Unmarshal(out, &res); err != nil {
 		t.Fatalf("bench output %q: %v", out, err)
 	}
@@ -89,7 +90,7 @@ func TestBenchGateway(t *testing.T) {
 	if start < 0 {
 		t.Fatalf("no JSON in the output:\n%s", out)
 	}
-	var res bench.GatewayResult
+	var res latency.GatewayResult
 	var raw struct {
 		Rates []map[string]json.RawMessage `json:"rates"`
 	}
@@ -103,7 +104,7 @@ func TestBenchGateway(t *testing.T) {
 		t.Fatalf("got %d rate results, want 1:\n%s", len(res.Rates), out)
 	}
 	r := res.Rates[0]
-	for name, run := range map[string]bench.LoadResult{"direct": r.Direct, "gateway": r.Gateway} {
+	for name, run := range map[string]latency.LoadResult{"direct": r.Direct, "gateway": r.Gateway} {
 		if run.AchievedRate <= 0 || run.OK == 0 || run.Errors != 0 || run.Non200 != 0 {
 			t.Errorf("%s: %d answers 200 at %.1f/s, %d errors, %d not 200; want some at a positive rate and no other (first error %q)",
 				name, run.OK, run.AchievedRate, run.Errors, run.Non200, run.FirstError)

@@ -18,6 +18,7 @@ import (
 	"github.com/aisched/aisched/pkg/gpu"
 	"github.com/aisched/aisched/pkg/local"
 	"github.com/aisched/aisched/pkg/local/localtest"
+	"github.com/aisched/aisched/pkg/local/nodesim"
 	"github.com/aisched/aisched/pkg/scheduler"
 	utiltesting "github.com/aisched/aisched/pkg/util/testing"
 )
@@ -489,4 +490,78 @@ func TestSharedGPUMemory(t *testing.T) {
 	if len(unschedulable) != 2 {
 		t.Errorf("after the restart %d pods unschedulable, want whole and m5", len(unschedulable))
 	}
+}
+
+// On a busy GPU cluster GPUFit's PreFilter leaves the full nodes out of a
+// GPU pod's cycle, and the scheduler then never tries preemption on them.
+// 97 nodes of a pool are full, 3 of another have a free card; the pods
+// ask for the full pool. A pod of the holders' priority is unschedulable
+// with the full nodes left out ("didn't satisfy plugin GPUFit"): nothing
+// could be preempted for it. A pod of a higher priority must still
+// preempt a holder: for it no node is left out.
+func TestGPUCandidatesKeepPreemption(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, `  - name: full
+    count: 97
+    cpu: "4"
+    memory: 8Gi
+    gpus: {count: 1, model: Tesla-T4, memoryMiB: 15360}
+  - name: free
+    count: 3
+    cpu: "4"
+    memory: 8Gi
+    gpus: {count: 1, model: Tesla-T4, memoryMiB: 15360}
+`)
+	ns := createNamespace(t, c.Client)
+	createPriorityClasses(t, c, map[string]int32{ns + "-high": 1000})
+	onFull := func(name string) *utiltesting.PodWrapper {
+		p := utiltesting.MakePod(name, ns).SchedulerName(scheduler.AischedProfile).GPU(1)
+		p.Spec.NodeSelector = map[string]string{nodesim.NodePoolLabel: "full"}
+		return p
+	}
+	for i := range 97 {
+		createPods(t, c, onFull(fmt.Sprintf("holder-%02d", i)).Obj())
+	}
+	if running, unschedulable := settle(t, c, ns, 97); len(running) != 97 {
+		t.Fatalf("%d holders running, %d unschedulable; want all 97 running", len(running), len(unschedulable))
+	}
+
+	createPods(t, c, onFull("same").Obj())
+	var msg string
+	localtest.Eventually(t, time.Minute, "pod same unschedulable", func(ctx context.Context) (bool, error) {
+		p, err := c.Client.CoreV1().Pods(ns).Get(ctx, "same", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		if cond := unschedulableCondition(p); cond != nil {
+			msg = cond.Message
+			return true, nil
+		}
+		return false, nil
+	})
+	if !strings.Contains(msg, "97 node(s) didn't satisfy plugin(s) [GPUFit]") {
+		t.Errorf("pod of the holders' priority: %q, want the 97 full nodes left out by GPUFit", msg)
+	}
+
+	high := onFull("high").Obj()
+	high.Spec.PriorityClassName = ns + "-high"
+	createPods(t, c, high)
+	waitRunning(t, c, ns, "high")
+	p, err := c.Client.CoreV1().Pods(ns).Get(context.Background(), "high", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pool := nodePool(t, c, p.Spec.NodeName); pool != "full" {
+		t.Errorf("pod high runs on %s of pool %q, want a node of pool full, freed by preemption", p.Spec.NodeName, pool)
+	}
+}
+
+// nodePool is the pool of a node.
+func nodePool(t *testing.T, c *local.Cluster, node string) string {
+	t.Helper()
+	n, err := c.Client.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n.Labels[nodesim.NodePoolLabel]
 }

@@ -4,12 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"os/signal"
-	"runtime/pprof"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -17,7 +18,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/aisched/aisched/pkg/bench"
+	"github.com/aisched/aisched/pkg/bench/latency"
+	"github.com/aisched/aisched/pkg/bench/throughput"
 	"github.com/aisched/aisched/pkg/scheduler"
 )
 
@@ -31,21 +33,39 @@ func newBenchCommand() *cobra.Command {
 }
 
 func newBenchThroughputCommand() *cobra.Command {
-	opts := bench.ThroughputOptions{Nodes: 5000, Pods: 10000}
-	var profiles string
-	var logFile, cpuProfile, child, configPath string
+	opts := throughput.Options{Nodes: 5000, Pods: 10000}
+	var profiles, rows, format string
+	var logFile, child, configPath string
+	var suite bool
 	cmd := &cobra.Command{
 		Use:   "throughput",
-		Short: "Pods scheduled per second by each profile, and their ratio, as JSON",
-		Long: `Schedules the same pods with each profile, each on a fresh simulated cluster,
-one after the other in this run, and prints pods/s per profile and the ratio
-last/first as JSON. Pods are queued before the scheduler starts and the
-simulated kubelets leave them alone, so the scheduler alone is measured.`,
+		Short: "Pods scheduled per second by each profile, and their ratio, as JSON or a table",
+		Long: `Schedules the same pods with each profile, each on a fresh simulated cluster
+in a process of its own, one after the other in alternating rounds, and
+prints pods/s per profile and the ratio to the first, with the scheduler's
+time per extension point, its memory and the machine's load, as JSON. Pods
+are queued before the scheduler starts and the simulated kubelets leave
+them alone, so the scheduler alone is measured.
+
+With --suite it measures the rows of the benchmark table instead (CPU,
+whole-card and shared pods, busy GPU clusters, gangs, 15,000 nodes with
+memory; --rows picks some) and, with --format table, prints it as markdown:
+
+  aisched bench throughput --suite --format table`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.Profiles = strings.Split(profiles, ",")
+			if format != "json" && format != "table" {
+				return fmt.Errorf("--format %q: want json or table", format)
+			}
+			picked, err := suiteRows(suite, rows)
+			if err != nil {
+				return err
+			}
+			if format == "table" && !suite {
+				return errors.New("--format table: give --suite (one run's JSON has no table)")
+			}
 			if configPath != "" {
-				var err error
 				if opts.SchedulerConfig, err = scheduler.ReadConfig(configPath); err != nil {
 					return err
 				}
@@ -58,32 +78,33 @@ simulated kubelets leave them alone, so the scheduler alone is measured.`,
 			}
 			defer done()
 			opts.Progress = progress
-			if cpuProfile != "" {
-				f, err := os.Create(cpuProfile)
-				if err != nil {
-					return err
-				}
-				defer f.Close()
-				if err := pprof.StartCPUProfile(f); err != nil {
-					return err
-				}
-				defer pprof.StopCPUProfile()
-			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			enc := json.NewEncoder(cmd.OutOrStdout())
 			enc.SetIndent("", "  ")
 			if child != "" {
-				r, err := bench.Measure(ctx, opts, child)
+				r, err := throughput.Measure(ctx, opts, child)
 				if err != nil {
 					return err
 				}
 				return enc.Encode(r)
 			}
-			if cpuProfile == "" {
-				opts.Measure = measureInChild(cmd.Flags())
+			self, err := os.Executable()
+			if err != nil {
+				return err
 			}
-			res, err := bench.Throughput(ctx, opts)
+			opts.Measure = throughput.InChild(append([]string{self, "bench", "throughput"}, childArgs(cmd.Flags())...)...)
+			if suite {
+				res, err := throughput.RunSuite(ctx, picked, opts)
+				if err != nil {
+					return err
+				}
+				if format == "table" {
+					return throughput.WriteTable(cmd.OutOrStdout(), res)
+				}
+				return enc.Encode(res)
+			}
+			res, err := throughput.Run(ctx, opts)
 			if err != nil {
 				return err
 			}
@@ -98,45 +119,57 @@ simulated kubelets leave them alone, so the scheduler alone is measured.`,
 	fs.Float64Var(&opts.Fill, "fill", 0, "share of every node's cards held before the pods come (0 to 0.9), by pods bound past the scheduler")
 	fs.IntVar(&opts.Rounds, "rounds", 3, "measurements per profile, in alternating order; the median counts")
 	fs.StringVar(&profiles, "profiles", "default-scheduler,"+scheduler.AischedProfile, "comma-separated cases: a profile, or profile@N to put every N pods in a pod group with min-available N, or native@N for upstream GangScheduling with native PodGroups of N (GenericWorkload gate); ratios are against the first")
+	fs.BoolVar(&suite, "suite", false, "measure the rows of the benchmark table (make bench) instead of --nodes, --pods, --gpu, --shared, --fill and --profiles")
+	fs.StringVar(&rows, "rows", "", "with --suite, the rows to measure, comma-separated numbers from 1 (default: every row)")
+	fs.StringVar(&format, "format", "json", "output: json, or table (markdown; with --suite)")
 	fs.DurationVar(&opts.Timeout, "timeout", 30*time.Minute, "longest time to schedule one profile's pods")
 	fs.StringVar(&logFile, "log-file", os.DevNull, "component log file (- for stderr)")
-	fs.StringVar(&cpuProfile, "cpu-profile", "", "write a CPU profile (go tool pprof) to this file; measures in this process")
+	fs.StringVar(&opts.ProfilePrefix, "profile", "", "write, for each measurement, a CPU profile of its scheduling (the scheduler's start to the last binding) and its heap at the end to PREFIX-<case>-r<round>.cpu.pprof and .heap.pprof (go tool pprof)")
 	fs.StringVar(&configPath, "scheduler-config", "", "KubeSchedulerConfiguration holding the profiles measured (default: the built-in one of aisched up); default-scheduler is always upstream's")
-	fs.StringVar(&child, "measure-profile", "", "measure this one profile in this process and print its result (what each child process does)")
+	fs.StringVar(&child, "measure-profile", "", "measure this one case in this process and print its result (what each child process does)")
+	fs.StringVar(&opts.ProfileTo, "measure-profile-to", "", "with --measure-profile, the prefix of its profiles")
 	_ = fs.MarkHidden("measure-profile")
+	_ = fs.MarkHidden("measure-profile-to")
 	return cmd
 }
 
-// measureInChild runs each measurement as "aisched bench throughput
-// --measure-profile P" with the same flags, in a fresh process.
-func measureInChild(flags *pflag.FlagSet) func(context.Context, bench.ThroughputOptions, string) (bench.ProfileResult, error) {
+// childArgs are the flags a measurement process gets: the ones given,
+// but those that pick the cases and rounds, which the parent runs, and
+// the cluster's, which InChild passes with each case (a suite's rows
+// differ).
+func childArgs(flags *pflag.FlagSet) []string {
 	var args []string
 	flags.Visit(func(f *pflag.Flag) {
-		if f.Name != "rounds" && f.Name != "profiles" {
-			args = append(args, "--"+f.Name+"="+f.Value.String())
+		switch f.Name {
+		case "rounds", "profiles", "suite", "rows", "format", "profile", "nodes", "pods", "gpu", "shared", "fill":
+			return
 		}
+		args = append(args, "--"+f.Name+"="+f.Value.String())
 	})
-	return func(ctx context.Context, opts bench.ThroughputOptions, profile string) (bench.ProfileResult, error) {
-		self, err := os.Executable()
-		if err != nil {
-			return bench.ProfileResult{}, err
-		}
-		cmd := exec.CommandContext(ctx, self, append([]string{"bench", "throughput", "--measure-profile=" + profile}, args...)...)
-		cmd.Stderr = opts.Progress
-		out, err := cmd.Output()
-		if err != nil {
-			return bench.ProfileResult{}, fmt.Errorf("measurement process: %w", err)
-		}
-		var r bench.ProfileResult
-		if err := json.Unmarshal(out, &r); err != nil {
-			return bench.ProfileResult{}, fmt.Errorf("measurement process printed %q: %w", out, err)
-		}
-		return r, nil
+	return args
+}
+
+// suiteRows returns the rows of throughput.Suite that --rows picks.
+func suiteRows(suite bool, rows string) ([]throughput.Row, error) {
+	switch {
+	case !suite && rows != "":
+		return nil, errors.New("--rows: give --suite too")
+	case rows == "":
+		return throughput.Suite, nil
 	}
+	var picked []throughput.Row
+	for _, f := range strings.Split(rows, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > len(throughput.Suite) {
+			return nil, fmt.Errorf("--rows %q: want numbers from 1 to %d", rows, len(throughput.Suite))
+		}
+		picked = append(picked, throughput.Suite[n-1])
+	}
+	return picked, nil
 }
 
 func newBenchGatewayCommand() *cobra.Command {
-	opts := bench.GatewayOptions{Duration: 20 * time.Second, Warmup: 2 * time.Second, Idle: 5 * time.Second, Connections: 64}
+	opts := latency.GatewayOptions{Duration: 20 * time.Second, Warmup: 2 * time.Second, Idle: 5 * time.Second, Connections: 64}
 	rates, format := "1000,2000,5000,10000", "json"
 	var backend string
 	cmd := &cobra.Command{
@@ -167,13 +200,13 @@ stderr.
 					_, _ = io.Copy(io.Discard, cmd.InOrStdin())
 					stop()
 				}()
-				if err := bench.ServeGateway(ctx, backend, cmd.OutOrStdout()); err != nil {
+				if err := latency.ServeGateway(ctx, backend, cmd.OutOrStdout()); err != nil {
 					return fmt.Errorf("--serve-gateway: %w", err)
 				}
 				return nil
 			}
 			var err error
-			if opts.Rates, err = bench.ParseRates(rates); err != nil {
+			if opts.Rates, err = latency.ParseRates(rates); err != nil {
 				return fmt.Errorf("--rates: %w", err)
 			}
 			switch {
@@ -215,7 +248,7 @@ stderr.
 
 // runGatewayBench starts the backend and the gateway as child processes
 // of this binary, measures, and kills them.
-func runGatewayBench(ctx context.Context, opts bench.GatewayOptions) (*bench.GatewayResult, error) {
+func runGatewayBench(ctx context.Context, opts latency.GatewayOptions) (*latency.GatewayResult, error) {
 	backend, line, err := startChild(ctx, opts.Progress, "demo-model", "--bind-address", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -236,7 +269,7 @@ func runGatewayBench(ctx context.Context, opts bench.GatewayOptions) (*bench.Gat
 		return nil, fmt.Errorf("the bench gateway printed %q: %w", line, err)
 	}
 	fmt.Fprintf(opts.Progress, "backend on %s, gateway on %s (admin %s)\n", opts.Backend, opts.Gateway.Traffic, opts.Gateway.Admin)
-	return bench.GatewayLatency(ctx, opts)
+	return latency.GatewayLatency(ctx, opts)
 }
 
 // childStartTimeout bounds the wait for a child's first line.

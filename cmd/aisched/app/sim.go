@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -173,7 +174,7 @@ func addEngineFlags(fs *pflag.FlagSet, name *string, parallel *int) {
 }
 
 func newSimTraceCommand() *cobra.Command {
-	var nodesPath, podsPath, seeds, format, out, logFile, configPath, engineName string
+	var nodesPath, podsPath, seeds, format, out, logFile, configPath, engineName, cpuProfile string
 	var policies []string
 	var inflate float64
 	var parallel int
@@ -239,6 +240,17 @@ cluster cannot express. With several seeds each metric is the median, and
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			if cpuProfile != "" {
+				f, err := os.Create(cpuProfile)
+				if err != nil {
+					return fmt.Errorf("--cpu-profile: %w", err)
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return fmt.Errorf("--cpu-profile: %w", err)
+				}
+				defer pprof.StopCPUProfile()
+			}
 			begin := time.Now()
 			rep, err := sim.Replay(ctx, opts)
 			if err != nil {
@@ -259,6 +271,7 @@ cluster cannot express. With several seeds each metric is the median, and
 	fs.StringVar(&format, "format", "table", "output: table (markdown) or json")
 	fs.StringVar(&out, "out", "", "directory for report.json, report.csv, report.md and report.svg")
 	fs.StringVar(&logFile, "log-file", os.DevNull, "component log file (- for stderr)")
+	fs.StringVar(&cpuProfile, "cpu-profile", "", "write a CPU profile of the replay (go tool pprof) to this file")
 	addEngineFlags(fs, &engineName, &parallel)
 	_ = cmd.MarkFlagRequired("nodes")
 	_ = cmd.MarkFlagRequired("pods")

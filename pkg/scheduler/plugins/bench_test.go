@@ -3,14 +3,24 @@
 // same snapshot, so that their costs compare:
 //
 //	go test -run '^$' -bench . -benchmem ./pkg/scheduler/plugins/
+//
+// Besides wall time (ns/node) each reports the CPU time it took
+// (cpu-ns/node: the benchmark thread's for scores, which run on one
+// goroutine here, the process's for filters, which run in parallel), which
+// a machine busy with other work inflates far less.
 package plugins_test
 
 import (
 	"context"
 	"fmt"
+	goruntime "runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+	"k8s.io/utils/clock"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -36,6 +46,7 @@ import (
 	"github.com/aisched/aisched/pkg/scheduler/plugins/fgdbaseline"
 	"github.com/aisched/aisched/pkg/scheduler/plugins/gpufit"
 	"github.com/aisched/aisched/pkg/scheduler/plugins/heteropriority"
+	"github.com/aisched/aisched/pkg/scheduler/plugins/loadaware"
 	"github.com/aisched/aisched/pkg/scheduler/plugins/pccbalance"
 )
 
@@ -44,9 +55,10 @@ const benchNodes = 5000
 // fixture is 5000 GPU nodes (64 CPU, 512Gi, 8 A100 in a GPUInventory),
 // each running two 1-GPU pods placed by aisched on cards 0 and 1.
 type fixture struct {
-	handle fwk.Handle
-	state  *gpuledger.State
-	nodes  []fwk.NodeInfo
+	handle   fwk.Handle
+	state    *gpuledger.State
+	nodes    []fwk.NodeInfo
+	snapshot *schedcache.Snapshot
 }
 
 func newFixture(b *testing.B) *fixture {
@@ -75,17 +87,42 @@ func newFixture(b *testing.B) *fixture {
 		}
 	}
 	snapshot := schedcache.NewSnapshot(pods, nodes)
-	h, err := frameworkruntime.NewFramework(context.Background(), nil, nil,
-		frameworkruntime.WithSnapshotSharedLister(snapshot),
-		frameworkruntime.WithInformerFactory(informers.NewSharedInformerFactory(fake.NewClientset(), 0)))
-	if err != nil {
-		b.Fatal(err)
-	}
 	list, err := snapshot.NodeInfos().List()
 	if err != nil {
 		b.Fatal(err)
 	}
-	return &fixture{handle: h, state: state, nodes: list}
+	f := &fixture{state: state, nodes: list, snapshot: snapshot}
+	f.handle = f.newHandle(b)
+	return f
+}
+
+// newHandle returns a framework handle on the fixture's snapshot: a
+// profile of its own (a profile has one card proposer).
+func (f *fixture) newHandle(b *testing.B) fwk.Handle {
+	h, err := frameworkruntime.NewFramework(context.Background(), nil, nil,
+		frameworkruntime.WithSnapshotSharedLister(f.snapshot),
+		frameworkruntime.WithInformerFactory(informers.NewSharedInformerFactory(fake.NewClientset(), 0)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return h
+}
+
+// cpuTime is the CPU time of this thread (who: unix.RUSAGE_THREAD) or
+// process (unix.RUSAGE_SELF) so far.
+func cpuTime(b *testing.B, who int) time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(who, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// reportPerNode reports the wall and CPU time per node of a benchmark
+// that visited nodes nodes per round, cpu being the CPU time its loop took.
+func reportPerNode(b *testing.B, nodes int, cpu time.Duration) {
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*nodes), "ns/node")
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*nodes), "cpu-ns/node")
 }
 
 var (
@@ -131,6 +168,7 @@ func BenchmarkFilter(b *testing.B) {
 			metrics.Register()
 			p := parallelize.NewParallelizer(parallelize.DefaultParallelism)
 			var failed atomic.Pointer[fwk.Status]
+			cpu := cpuTime(b, unix.RUSAGE_SELF)
 			for b.Loop() {
 				p.Until(ctx, len(f.nodes), func(i int) {
 					if s := filter.Filter(ctx, cs, gpuPod, f.nodes[i]); !s.IsSuccess() {
@@ -138,10 +176,11 @@ func BenchmarkFilter(b *testing.B) {
 					}
 				}, "")
 			}
+			cpu = cpuTime(b, unix.RUSAGE_SELF) - cpu
 			if s := failed.Load(); s != nil {
 				b.Fatal(s)
 			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(f.nodes)), "ns/node")
+			reportPerNode(b, len(f.nodes), cpu)
 		})
 	}
 }
@@ -171,15 +210,23 @@ func BenchmarkScore(b *testing.B) {
 			typical = append(typical, fmt.Sprintf(`{"milliCPU":%d,"weight":%d}`, 1000*(i+1), 35-i))
 		}
 	}
-	newFGD := func() fwk.Plugin {
-		pl, err := fgd.New(ctx, &runtime.Unknown{Raw: []byte(`{"typicalPods":[` + strings.Join(typical, ",") + `]}`)}, f.handle, f.state)
+	newFGDOn := func(h fwk.Handle) fwk.Plugin {
+		pl, err := fgd.New(ctx, &runtime.Unknown{Raw: []byte(`{"typicalPods":[` + strings.Join(typical, ",") + `]}`)}, h, f.state)
 		if err != nil {
 			b.Fatal(err)
 		}
 		return pl
 	}
-	fgdPlugin := newFGD()
+	// A fresh plugin each round, in a profile of its own.
+	newFGD := func() fwk.Plugin { return newFGDOn(f.newHandle(b)) }
+	fgdPlugin := newFGDOn(f.handle)
 	bestFit, err := fgdbaseline.NewBestFit(ctx, nil, f.handle, f.state)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// LoadAware without NodeMetrics: every node scored from its pods'
+	// requests, as on a cluster without aisched's agent.
+	loadAware, err := loadaware.New(ctx, nil, f.handle, nil, clock.RealClock{}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -212,9 +259,16 @@ func BenchmarkScore(b *testing.B) {
 		{name: "FGD/shared-pod", pl: fgdPlugin, pods: []*corev1.Pod{sharedPod}},
 		{name: "FGD/alternating", pl: fgdPlugin, pods: []*corev1.Pod{gpuPod, sharedPod}},
 		{name: "BestFit", pl: bestFit, pods: []*corev1.Pod{gpuPod}},
+		{name: "BestFit/cpu-pod", pl: bestFit, pods: []*corev1.Pod{cpuPod}},
+		{name: "LoadAware/cpu-pod", pl: loadAware, pods: []*corev1.Pod{cpuPod}},
+		{name: "PCCBalance/cpu-pod", pl: pcc, pods: []*corev1.Pod{cpuPod}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
+			// Scores run on this goroutine: its thread's CPU time is theirs.
+			goruntime.LockOSThread()
+			defer goruntime.UnlockOSThread()
 			round := 0
+			var cpu time.Duration
 			for b.Loop() {
 				pl, pod := tc.pl, tc.pods[round%len(tc.pods)]
 				round++
@@ -223,6 +277,7 @@ func BenchmarkScore(b *testing.B) {
 					pl = tc.fresh()
 					b.StartTimer()
 				}
+				start := cpuTime(b, unix.RUSAGE_THREAD)
 				cs := framework.NewCycleState()
 				if ps, ok := pl.(fwk.PreScorePlugin); ok {
 					if s := ps.PreScore(ctx, cs, pod, f.nodes); !s.IsSuccess() && !s.IsSkip() {
@@ -235,8 +290,9 @@ func BenchmarkScore(b *testing.B) {
 						b.Fatal(s)
 					}
 				}
+				cpu += cpuTime(b, unix.RUSAGE_THREAD) - start
 			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(f.nodes)), "ns/node")
+			reportPerNode(b, len(f.nodes), cpu)
 		})
 	}
 }

@@ -37,12 +37,15 @@ const Name = "Coscheduling"
 
 // Coscheduling implements gang scheduling.
 type Coscheduling struct {
-	handle  fwk.Handle
-	groups  *podgroup.Groups
-	queue   *jobqueue.Queue
-	gpus    *gpuledger.State
-	clock   clock.WithDelayedExecution
-	timeout time.Duration
+	handle fwk.Handle
+	groups *podgroup.Groups
+	queue  *jobqueue.Queue
+	gpus   *gpuledger.State
+	// nodeGPUs remembers each snapshot node's cards for PreFilter's
+	// whole-group check.
+	nodeGPUs *gpuledger.NodeMemo[struct{}, gpuledger.NodeGPUs]
+	clock    clock.WithDelayedExecution
+	timeout  time.Duration
 	// waits numbers each Permit wait by pod UID, so that the timer of an
 	// earlier wait never ends a later one.
 	waits sync.Map // types.UID -> uint64
@@ -70,12 +73,13 @@ func New(_ context.Context, obj runtime.Object, h fwk.Handle, groups *podgroup.G
 		return nil, err
 	}
 	return &Coscheduling{
-		handle:  h,
-		groups:  groups,
-		queue:   queue,
-		gpus:    gpus,
-		clock:   clk,
-		timeout: time.Duration(*args.PermitWaitingTimeSeconds) * time.Second,
+		handle:   h,
+		groups:   groups,
+		queue:    queue,
+		gpus:     gpus,
+		nodeGPUs: gpuledger.NewNodeMemo[struct{}, gpuledger.NodeGPUs](gpus),
+		clock:    clk,
+		timeout:  time.Duration(*args.PermitWaitingTimeSeconds) * time.Second,
 	}, nil
 }
 

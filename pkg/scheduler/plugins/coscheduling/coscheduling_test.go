@@ -23,7 +23,8 @@ import (
 var t0 = time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
 
 func newPlugin() *Coscheduling {
-	return &Coscheduling{groups: podgroup.New(), gpus: gpuledger.NewStandalone(gpuledger.Options{})}
+	gpus := gpuledger.NewStandalone(gpuledger.Options{})
+	return &Coscheduling{groups: podgroup.New(), gpus: gpus, nodeGPUs: gpuledger.NewNodeMemo[struct{}, gpuledger.NodeGPUs](gpus)}
 }
 
 func queued(t testing.TB, name string, prio int32, created, queuedAt time.Time, group string) *framework.QueuedPodInfo {

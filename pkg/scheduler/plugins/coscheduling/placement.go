@@ -4,12 +4,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/aisched/aisched/pkg/gpuledger"
 	"github.com/aisched/aisched/pkg/jobqueue"
 )
 
 // placeable returns how many of pods, up to want, fit together on the
 // free resources and cards of nodes (jobqueue.Fit: best fit, largest
-// first; cards and shares placed as GPUFit places them).
+// first; cards and shares placed as GPUFit places them). The nodes are
+// the snapshot's: each node's cards are remembered while it is unchanged,
+// so that a group's check reads again only the nodes that changed.
 func (pl *Coscheduling) placeable(pods []*corev1.Pod, nodes []fwk.NodeInfo, want int) int {
 	demands := make([]jobqueue.Demand, len(pods))
 	for i, p := range pods {
@@ -20,7 +23,7 @@ func (pl *Coscheduling) placeable(pods []*corev1.Pod, nodes []fwk.NodeInfo, want
 		if ni.Node() == nil {
 			continue
 		}
-		rooms = append(rooms, jobqueue.Room{Node: ni.Node(), Free: freeOf(ni), GPUs: pl.gpus.NodeGPUsOf(ni)})
+		rooms = append(rooms, jobqueue.Room{Node: ni.Node(), Free: freeOf(ni), GPUs: pl.nodeGPUs.Get(ni, struct{}{}, func() gpuledger.NodeGPUs { return pl.gpus.NodeGPUsOf(ni) })})
 	}
 	fit, _ := jobqueue.Fit(demands, rooms, want)
 	return fit

@@ -129,10 +129,11 @@ type preScoreState struct {
 func (s *preScoreState) Clone() fwk.StateData { return s }
 
 // PreScore reads the pod and the typical shapes once per cycle; it skips
-// the pods of kinds the plugin does not rank.
+// the pods of kinds the plugin does not rank, and every pod on a cluster
+// without GPUs, where no placement fragments anything.
 func (pl *FGD) PreScore(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) *fwk.Status {
 	cpu, r, err := podShape(pod)
-	if err != nil || !pl.kinds.Ranks(pod) {
+	if err != nil || !pl.kinds.Ranks(pod) || pl.state.Facts().GPUNodes == 0 {
 		return fwk.NewStatus(fwk.Skip)
 	}
 	cs.Write(preScoreStateKey, pl.newState(cpu, r))
@@ -155,13 +156,18 @@ func (pl *FGD) Score(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, ni f
 	if err != nil {
 		return 0, fwk.AsStatus(err)
 	}
+	m := pl.memos.get(ni, s.cycle, pl.state)
+	defer m.mu.Unlock()
+	if m.current(ni) && m.typical == first(s.typical) && m.scored && m.shape == s.shape {
+		return m.score, nil
+	}
+	ver := m.version.Load()
 	n := pl.view(pod, s.req, ni)
 	defer viewPool.Put(n)
-	m := pl.memos.get(ni.Node(), s.cycle)
-	defer m.mu.Unlock()
 	if !m.holds(n, s.typical) {
 		m.record(n, s.typical, n.fragment(s.typical))
 	}
+	m.stamp(ni, ver)
 	if !m.scored || m.shape != s.shape {
 		m.score, m.card = pl.scoreView(n, s, m.before)
 		m.scored, m.shape = true, s.shape
@@ -178,14 +184,16 @@ func (pl *FGD) ProposeCard(_ context.Context, _ fwk.CycleState, pod *corev1.Pod,
 	if err != nil || !r.Shared() || r.Count != 1 {
 		return 0, false
 	}
+	typical := pl.shapes.Typical()
+	m := pl.memos.get(ni, pl.memos.cycles.Load(), pl.state)
+	defer m.mu.Unlock()
+	ver := m.version.Load()
 	n := pl.view(pod, r, ni)
 	defer viewPool.Put(n)
-	typical := pl.shapes.Typical()
-	m := pl.memos.get(ni.Node(), pl.memos.cycles.Load())
-	defer m.mu.Unlock()
 	if !m.holds(n, typical) {
 		m.record(n, typical, n.fragment(typical))
 	}
+	m.stamp(ni, ver)
 	if !m.scored || m.shape != shapeOf(cpu, r) {
 		s := &preScoreState{milliCPU: cpu, req: r, shape: shapeOf(cpu, r), typical: typical}
 		m.score, m.card = pl.scoreView(n, s, m.before)

@@ -168,6 +168,26 @@ func TestWindow(t *testing.T) {
 	}
 }
 
+// While a window of one shape fills, the typical shapes are the same list,
+// the very slice, so that FGD's memos hold from pod to pod; a second shape
+// makes a new one.
+func TestWindowKeepsList(t *testing.T) {
+	w := newWindow(100, 95)
+	one := shapeOf(1000, gpu.Request{Count: 1})
+	w.observe("0", one)
+	first := w.Typical()
+	for i := 1; i < 10; i++ {
+		w.observe(types.UID(fmt.Sprint(i)), one)
+		if got := w.Typical(); &got[0] != &first[0] {
+			t.Fatalf("pod %d of the one shape made a new list", i)
+		}
+	}
+	w.observe("x", shapeOf(1000, gpu.Request{Count: 2}))
+	if got := w.Typical(); &got[0] == &first[0] {
+		t.Error("a second shape kept the list")
+	}
+}
+
 // Shapes given in args are the typical pods from the start, weighted, and
 // the pods seen change nothing.
 func TestFixedWindow(t *testing.T) {
@@ -199,6 +219,7 @@ func TestScoreChoosesCard(t *testing.T) {
 	state := gpuledger.NewStandalone(gpuledger.Options{})
 	node := st.MakeNode().Name("n").Capacity(map[corev1.ResourceName]string{corev1.ResourceCPU: "32", gpu.ResourceName: "2"}).Obj()
 	node.Labels = map[string]string{gpu.GFDCountLabel: "2", gpu.GFDMemoryLabel: "15360", gpu.GFDProductLabel: "Tesla-T4"}
+	state.ObserveNode(node)
 	held := st.MakePod().Name("h").UID("h").Node("n").Obj()
 	held.Annotations = map[string]string{gpu.MilliAnnotation: "700"}
 	state.Assign("h", "n", []int{1}, gpuledger.Share{Milli: 700})
@@ -317,12 +338,16 @@ func TestSignPod(t *testing.T) {
 // The memos change nothing: over a random walk of node states, pod shapes
 // and typical mixes, a plugin that keeps its memos scores (and chooses
 // cards) exactly as a fresh plugin computing everything, and a repeat of
-// the same pod on the same state is answered from the memo.
+// the same pod on the same state is answered from the memo. The NodeInfo
+// is one object updated in place, as the scheduler's snapshot keeps it,
+// and some steps leave it as it was while the ledger changes (a pod's
+// cards released before the scheduler's cache saw it go).
 func TestMemoScoresAsFresh(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
 	state := gpuledger.NewStandalone(gpuledger.Options{})
 	node := st.MakeNode().Name("n").Capacity(map[corev1.ResourceName]string{corev1.ResourceCPU: "64", gpu.ResourceName: "8"}).Obj()
 	node.Labels = map[string]string{gpu.GFDCountLabel: "8", gpu.GFDMemoryLabel: "16384", gpu.GFDProductLabel: "Tesla-T4"}
+	state.ObserveNode(node)
 	shapes := []gpu.Request{{Count: 1}, {Count: 2}, {Count: 1, Milli: 300}, {Count: 1, Milli: 500}, {Count: 1, GPUMemMiB: 4000}, {Count: 1, Milli: 200, GPUMemMiB: 8000},
 		{Count: 2, Milli: 300}, {}}
 	annotate := func(p *corev1.Pod, r gpu.Request) {
@@ -340,7 +365,9 @@ func TestMemoScoresAsFresh(t *testing.T) {
 	window := newWindow(20, 100)
 	memoized := &FGD{state: state, shapes: window}
 	var held []*corev1.Pod
-	hits := 0
+	ni := framework.NewNodeInfo()
+	ni.SetNode(node)
+	hits, quick := 0, 0
 	for step := range 300 {
 		switch op := rng.IntN(4); {
 		case op == 0 && len(held) > 0: // a pod leaves
@@ -362,8 +389,11 @@ func TestMemoScoresAsFresh(t *testing.T) {
 			r := shapes[rng.IntN(len(shapes))]
 			window.observe(types.UID(fmt.Sprint("w", step)), shapeOf(int64(1000*rng.IntN(3)), r))
 		}
-		ni := framework.NewNodeInfo(held...)
-		ni.SetNode(node)
+		if rng.IntN(4) > 0 {
+			// The snapshot catches up: the same object, a new generation.
+			*ni = *framework.NewNodeInfo(held...)
+			ni.SetNode(node)
+		}
 		r := shapes[rng.IntN(len(shapes))]
 		pod := st.MakePod().Name("p").UID(fmt.Sprint("p", step)).Req(map[corev1.ResourceName]string{corev1.ResourceCPU: "2"}).Obj()
 		if !r.Shared() && r.Count > 0 {
@@ -389,17 +419,20 @@ func TestMemoScoresAsFresh(t *testing.T) {
 		fresh := &FGD{state: state, shapes: window}
 		want, wantCard, wantChosen := score(fresh)
 		for range 2 {
+			if m, ok := memoized.memos.byNode.Load(ni); ok && m.(*memo).current(ni) {
+				quick++
+			}
 			got, card, chosen := score(memoized)
 			if got != want || chosen != wantChosen || chosen && card != wantCard {
 				t.Fatalf("step %d, pod %+v: memoized score %d card %d (%t), fresh %d card %d (%t)", step, r, got, card, chosen, want, wantCard, wantChosen)
 			}
 		}
-		if m, _ := memoized.memos.byNode.Load(node); m.(*memo).scored {
+		if m, _ := memoized.memos.byNode.Load(ni); m.(*memo).scored {
 			hits++
 		}
 	}
-	if hits == 0 {
-		t.Error("the memo never held a score")
+	if hits == 0 || quick == 0 {
+		t.Errorf("the memo held a score %d times and was current %d times, want both", hits, quick)
 	}
 }
 
@@ -411,6 +444,7 @@ func TestScoreMultiCardShare(t *testing.T) {
 	state := gpuledger.NewStandalone(gpuledger.Options{})
 	node := st.MakeNode().Name("n").Capacity(map[corev1.ResourceName]string{corev1.ResourceCPU: "32", gpu.ResourceName: "4"}).Obj()
 	node.Labels = map[string]string{gpu.GFDCountLabel: "4", gpu.GFDMemoryLabel: "15360", gpu.GFDProductLabel: "Tesla-T4"}
+	state.ObserveNode(node)
 	var held []*corev1.Pod
 	for card, milli := range map[int]int64{1: 700, 2: 500} {
 		name := fmt.Sprint("h", card)

@@ -5,9 +5,10 @@ import (
 	"sync"
 	"sync/atomic"
 
-	corev1 "k8s.io/api/core/v1"
+	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/aisched/aisched/pkg/gpu"
+	"github.com/aisched/aisched/pkg/gpuledger"
 )
 
 // memos remember, per node, the node's fragmentation and the score of the
@@ -20,11 +21,16 @@ import (
 // view (free, compute and memory of every card, free CPU, the card set) and
 // the typical shapes (the window's list, a new slice when it changes).
 //
-// Memos are kept by node object (*corev1.Node), as gpuledger keeps cards: the
-// scheduler hands the same object to every call until the node changes, a
-// pointer hashes fast, and a string key would be an allocation per call.
+// Memos are kept by NodeInfo: the scheduler's snapshot keeps one NodeInfo
+// per node for the node's life and updates it in place, a pointer hashes
+// fast, and a string key would be an allocation per call. Each memo is
+// stamped with the NodeInfo's generation and the GPU ledger's version of
+// the node (gpuledger.State.VersionOf) it was last found current at: while
+// neither moves, the node's view is the same, and a pod of the shape last
+// scored scores without the view being read again (a run of alike pods
+// costs a comparison per node).
 type memos struct {
-	byNode sync.Map // *corev1.Node -> *memo
+	byNode sync.Map // fwk.NodeInfo -> *memo
 	cycles atomic.Uint64
 }
 
@@ -36,6 +42,13 @@ const pruneEvery = 1024
 type memo struct {
 	mu   sync.Mutex
 	used atomic.Uint64 // the cycle it was last used in
+
+	// version is the node's counter in the GPU ledger; the view was last
+	// found current at NodeInfo generation gen and ledger version ver.
+	version *atomic.Uint64
+	stamped bool
+	gen     int64
+	ver     uint64
 
 	// The view and the typical shapes it was computed for, each list
 	// known by its first element (a list held here is not reused).
@@ -68,16 +81,30 @@ func (ms *memos) cycle() uint64 {
 	return c
 }
 
-// get returns node's memo, locked, marked used in cycle.
-func (ms *memos) get(node *corev1.Node, cycle uint64) *memo {
-	v, ok := ms.byNode.Load(node)
+// get returns the memo of ni's node, locked, marked used in cycle;
+// ledger gives a new memo its node's version counter.
+func (ms *memos) get(ni fwk.NodeInfo, cycle uint64, ledger *gpuledger.State) *memo {
+	v, ok := ms.byNode.Load(ni)
 	if !ok {
-		v, _ = ms.byNode.LoadOrStore(node, &memo{})
+		v, _ = ms.byNode.LoadOrStore(ni, &memo{version: ledger.VersionOf(ni.Node().Name)})
 	}
 	m := v.(*memo)
 	m.mu.Lock()
 	m.used.Store(cycle)
 	return m
+}
+
+// current reports whether the memo's view is ni's still: neither the
+// NodeInfo nor the ledger's record of the node changed since it was
+// stamped.
+func (m *memo) current(ni fwk.NodeInfo) bool {
+	return m.stamped && m.gen == ni.GetGeneration() && m.ver == m.version.Load()
+}
+
+// stamp records that the view is ni's at ledger version ver, read before
+// the view was.
+func (m *memo) stamp(ni fwk.NodeInfo, ver uint64) {
+	m.stamped, m.gen, m.ver = true, ni.GetGeneration(), ver
 }
 
 // holds reports whether the memo was computed for view n and the typical

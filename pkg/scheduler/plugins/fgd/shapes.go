@@ -113,8 +113,8 @@ func (w *window) observe(uid types.UID, s shape) {
 // (ties by shape, so that the list is the same for the same window). The
 // slice is shared: do not modify it. It is the same slice until the list
 // changes: a pod that leaves the typical shapes and their frequencies as
-// they were (as every pod of one shape does) keeps it, and the memos rely
-// on that.
+// they were (as every pod of one shape does, also while the window fills)
+// keeps it, and the memos rely on that.
 func (w *window) Typical() []Typical {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -157,8 +157,21 @@ func (w *window) Typical() []Typical {
 		}
 		out[i].constrained = c.s.models != "" || c.s.memoryMiB > 0 || c.s.cores > 0
 	}
+	if slices.EqualFunc(out, w.typical, sameTypical) {
+		// New counts, the same shapes and frequencies (one shape while the
+		// window fills): the memos keep holding.
+		w.kept = kept
+		return w.typical
+	}
 	w.typical, w.kept = out, kept
 	return out
+}
+
+// sameTypical reports whether a and b are the same shape at the same
+// frequency.
+func sameTypical(a, b Typical) bool {
+	return a.MilliCPU == b.MilliCPU && a.Milli == b.Milli && a.GPUMemMiB == b.GPUMemMiB && a.Count == b.Count &&
+		a.Freq == b.Freq && a.constrained == b.constrained && a.Req.Equal(b.Req)
 }
 
 // counted is a shape and how many pods of the window have it.

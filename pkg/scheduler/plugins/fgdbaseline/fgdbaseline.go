@@ -37,6 +37,8 @@ type vectors struct {
 	maxCPU, maxGPU float64
 	// kinds are the pod kinds the plugin ranks nodes for.
 	kinds podkind.Set
+	// gpuFree remembers each node's free GPU while the node is unchanged.
+	gpuFree *gpuledger.NodeMemo[struct{}, int64]
 }
 
 func newVectors(plugin string, obj runtime.Object, state *gpuledger.State) (vectors, error) {
@@ -44,7 +46,8 @@ func newVectors(plugin string, obj runtime.Object, state *gpuledger.State) (vect
 	if err := config.Decode(plugin, obj, args); err != nil {
 		return vectors{}, err
 	}
-	return vectors{state: state, maxCPU: float64(args.MaxMilliCPU), maxGPU: float64(args.MaxGPUs * gpu.WholeCardMilli), kinds: podkind.NewSet(args.PodKinds)}, nil
+	return vectors{state: state, maxCPU: float64(args.MaxMilliCPU), maxGPU: float64(args.MaxGPUs * gpu.WholeCardMilli), kinds: podkind.NewSet(args.PodKinds),
+		gpuFree: gpuledger.NewNodeMemo[struct{}, int64](state)}, nil
 }
 
 // request is the pod's CPU (non-zero) and GPU in thousandths.
@@ -60,17 +63,30 @@ func request(pod *corev1.Pod) (cpu, gpuMilli int64) {
 }
 
 // free is what the node has left: CPU in thousandths of a core, GPU in
-// thousandths of a card (whole free cards and what shared cards have left).
-func (v vectors) free(pod *corev1.Pod, ni fwk.NodeInfo) (cpu, gpuMilli int64) {
+// thousandths of a card (whole free cards and what shared cards have left),
+// the latter remembered while the node is unchanged, and not looked for
+// on a cluster without cards. The pod being scored is pending, so none of
+// the node's holdings is its own.
+func (v vectors) free(ni fwk.NodeInfo, cards bool) (cpu, gpuMilli int64) {
 	cpu = ni.GetAllocatable().GetMilliCPU() - ni.GetRequested().GetMilliCPU()
-	if set := v.state.Cards(ni.Node()); set != nil {
-		gpuMilli = v.state.Usage(ni, pod.UID, 0).FreeMilli(set.Cards)
+	if !cards {
+		return cpu, 0
 	}
+	gpuMilli = v.gpuFree.Get(ni, struct{}{}, func() int64 {
+		if set := v.state.Cards(ni.Node()); set != nil {
+			return v.state.Usage(ni, "", 0).FreeMilli(set.Cards)
+		}
+		return 0
+	})
 	return cpu, gpuMilli
 }
 
-// preScoreState is the pod's request, read once per cycle.
-type preScoreState struct{ cpu, gpu int64 }
+// preScoreState is the pod's request, and whether the cluster has GPU
+// nodes, read once per cycle.
+type preScoreState struct {
+	cpu, gpu int64
+	cards    bool
+}
 
 // Clone implements fwk.StateData; the state is read-only.
 func (s *preScoreState) Clone() fwk.StateData { return s }
@@ -82,19 +98,20 @@ func (v vectors) preScore(cs fwk.CycleState, key fwk.StateKey, pod *corev1.Pod) 
 		return fwk.NewStatus(fwk.Skip)
 	}
 	cpu, g := request(pod)
-	cs.Write(key, &preScoreState{cpu: cpu, gpu: g})
+	cs.Write(key, &preScoreState{cpu: cpu, gpu: g, cards: v.state.Facts().GPUNodes > 0})
 	return nil
 }
 
 // podRequest reads the PreScore state, or the pod when the scheduler
-// scored without PreScore.
-func podRequest(cs fwk.CycleState, key fwk.StateKey, pod *corev1.Pod) (cpu, gpuMilli int64) {
+// scored without PreScore (cards then says to look for them).
+func podRequest(cs fwk.CycleState, key fwk.StateKey, pod *corev1.Pod) (cpu, gpuMilli int64, cards bool) {
 	if s, err := cs.Read(key); err == nil {
 		if st, ok := s.(*preScoreState); ok {
-			return st.cpu, st.gpu
+			return st.cpu, st.gpu, st.cards
 		}
 	}
-	return request(pod)
+	cpu, gpuMilli = request(pod)
+	return cpu, gpuMilli, true
 }
 
 // signPod is the SignPlugin answer of both: the score depends on the pod
@@ -141,8 +158,8 @@ func (pl *BestFit) PreScore(_ context.Context, cs fwk.CycleState, pod *corev1.Po
 // [0, 100]. A node the pod does not fit (which the filters rule out)
 // scores 0.
 func (pl *BestFit) Score(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, ni fwk.NodeInfo) (int64, *fwk.Status) {
-	cpuReq, gpuReq := podRequest(cs, BestFitName, pod)
-	cpuFree, gpuFree := pl.free(pod, ni)
+	cpuReq, gpuReq, cards := podRequest(cs, BestFitName, pod)
+	cpuFree, gpuFree := pl.free(ni, cards)
 	return BestFitScore(cpuFree, gpuFree, cpuReq, gpuReq, pl.maxCPU, pl.maxGPU), nil
 }
 
@@ -213,8 +230,8 @@ func (pl *DotProd) PreScore(_ context.Context, cs fwk.CycleState, pod *corev1.Po
 
 // Score is DotProdScore of the node's free resources and the pod's request.
 func (pl *DotProd) Score(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, ni fwk.NodeInfo) (int64, *fwk.Status) {
-	cpuReq, gpuReq := podRequest(cs, DotProdName, pod)
-	cpuFree, gpuFree := pl.free(pod, ni)
+	cpuReq, gpuReq, cards := podRequest(cs, DotProdName, pod)
+	cpuFree, gpuFree := pl.free(ni, cards)
 	return DotProdScore(cpuFree, gpuFree, cpuReq, gpuReq, pl.maxCPU, pl.maxGPU), nil
 }
 

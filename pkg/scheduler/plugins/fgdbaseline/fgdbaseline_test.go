@@ -101,12 +101,19 @@ func TestScoreReadsNode(t *testing.T) {
 	pod := st.MakePod().Name("p").UID("p").Req(map[corev1.ResourceName]string{corev1.ResourceCPU: "8"}).Obj()
 	pod.Annotations = map[string]string{gpu.MilliAnnotation: "500"}
 
-	v := vectors{state: state, maxCPU: maxCPU, maxGPU: maxGPU}
-	cpu, g := v.free(pod, ni)
+	v := vectors{state: state, maxCPU: maxCPU, maxGPU: maxGPU, gpuFree: gpuledger.NewNodeMemo[struct{}, int64](state)}
+	cpu, g := v.free(ni, true)
 	// CPU 64000 - 24000; GPU 4000 - 1000 - 500.
 	if cpu != 40000 || g != 2500 {
 		t.Fatalf("free = %d CPU, %d GPU; want 40000, 2500", cpu, g)
 	}
+	// The share leaves; the ledger knows before the NodeInfo changes: the
+	// free GPU is read again, not remembered.
+	state.ForgetPod(shared)
+	if _, g := v.free(ni, true); g != 3000 {
+		t.Fatalf("after the share left, free GPU %d, want 3000", g)
+	}
+	state.Assign("s", "n", []int{1}, gpuledger.Share{Milli: 500})
 	bf := &BestFit{v}
 	got, status := bf.Score(context.Background(), framework.NewCycleState(), pod, ni)
 	// Left 32000 and 2000: 1 - (0.5*0.25 + 0.5*0.25) = 0.75.

@@ -39,10 +39,11 @@ type preFilterState struct {
 // Clone implements fwk.StateData; the state is read-only.
 func (s *preFilterState) Clone() fwk.StateData { return s }
 
-// PreFilter reads the pod's GPU request. CPU pods skip the plugin; an
-// invalid request makes the pod unschedulable until it is fixed, with a
-// message that names the annotation and its value.
-func (pl *GPUFit) PreFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+// PreFilter reads the pod's GPU request and lists the nodes that may have
+// room for it, or rejects it when none has (candidates.go). CPU pods skip
+// the plugin; an invalid request makes the pod unschedulable until it is
+// fixed, with a message that names the annotation and its value.
+func (pl *GPUFit) PreFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	req, err := gpu.ParseRequest(pod)
 	if err != nil {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
@@ -54,7 +55,7 @@ func (pl *GPUFit) PreFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.
 		return nil, fwk.NewStatus(fwk.Unschedulable, "the scheduler has not yet seen which cards the bound pods hold")
 	}
 	cs.Write(preFilterStateKey, &preFilterState{req: req})
-	return nil, nil
+	return pl.candidates(pod, req, nodes)
 }
 
 // PreFilterExtensions implements fwk.PreFilterPlugin. Filter reads the

@@ -35,6 +35,8 @@ const (
 type GPUFit struct {
 	handle fwk.Handle
 	state  *gpuledger.State
+	// scan is the nodes' cards as PreFilter last listed them.
+	scan nodeScan
 }
 
 var (

@@ -66,7 +66,7 @@ func (pl *GPUFit) Reserve(ctx context.Context, cs fwk.CycleState, pod *corev1.Po
 	if s.req.GPUMemPercent > 0 {
 		r.memMiB = share.MemMiB
 	}
-	pl.state.Assign(pod.UID, nodeName, picked, share)
+	pl.state.AssignPod(pod, nodeName, picked, share)
 	cs.Write(reserveStateKey, r)
 	klog.FromContext(ctx).V(4).Info("Reserved GPUs", "pod", klog.KObj(pod), "node", nodeName, "cards", picked)
 	return nil

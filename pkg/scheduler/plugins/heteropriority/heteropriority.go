@@ -32,6 +32,9 @@ type HeteroPriority struct {
 	// tier ranks CPU pods by node type alone (cpuPodScore: Tier).
 	tier  bool
 	kinds podkind.Set
+	// scores remembers each node's score of the last GPU pod shape scored
+	// while the node is unchanged.
+	scores *gpuledger.NodeMemo[scoreKey, int64]
 }
 
 var (
@@ -47,7 +50,8 @@ func New(_ context.Context, obj runtime.Object, h fwk.Handle, state *gpuledger.S
 		return nil, err
 	}
 	return &HeteroPriority{handle: h, state: state, weights: *args.CardWeights,
-		tier: args.CPUPodScore == config.CPUPodScoreTier, kinds: podkind.NewSet(args.PodKinds)}, nil
+		tier: args.CPUPodScore == config.CPUPodScoreTier, kinds: podkind.NewSet(args.PodKinds),
+		scores: gpuledger.NewNodeMemo[scoreKey, int64](state)}, nil
 }
 
 // Name implements fwk.Plugin.
@@ -86,6 +90,8 @@ func (pl *HeteroPriority) skipped(pod *corev1.Pod) bool { return !pl.kinds.Ranks
 
 type preScoreState struct {
 	req podRequest
+	// key is everything a GPU pod's score depends on besides the node.
+	key scoreKey
 	// gpuShare is a: GPU nodes / all nodes.
 	gpuShare float64
 	// best card values in the cluster, the denominators of S_card.
@@ -95,7 +101,9 @@ type preScoreState struct {
 // Clone implements fwk.StateData; the state is read-only after PreScore.
 func (s *preScoreState) Clone() fwk.StateData { return s }
 
-// PreScore reads the cluster-wide terms of the score once per cycle.
+// PreScore reads the cluster-wide terms of the score once per cycle. It
+// skips the pods of kinds the plugin does not rank, and CPU pods ranked by
+// tier where every node is of one tier (all score alike).
 func (pl *HeteroPriority) PreScore(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) *fwk.Status {
 	if pl.skipped(pod) {
 		return fwk.NewStatus(fwk.Skip)
@@ -103,6 +111,9 @@ func (pl *HeteroPriority) PreScore(_ context.Context, cs fwk.CycleState, pod *co
 	s, err := pl.preScore(pod)
 	if err != nil {
 		return fwk.AsStatus(err)
+	}
+	if s.req.GPU.Count == 0 && pl.tier && (s.gpuShare == 0 || s.gpuShare == 1) {
+		return fwk.NewStatus(fwk.Skip)
 	}
 	cs.Write(preScoreStateKey, s)
 	return nil
@@ -118,6 +129,9 @@ func (pl *HeteroPriority) preScore(pod *corev1.Pod) (*preScoreState, error) {
 	s := &preScoreState{req: req, maxCC: f.BestComputeCapability, maxBandwidth: f.BestBandwidthGBps, maxClock: f.BestClockMHz}
 	if f.Nodes > 0 {
 		s.gpuShare = float64(f.GPUNodes) / float64(f.Nodes)
+	}
+	if req.GPU.Count > 0 {
+		s.key = keyOf(s)
 	}
 	return s, nil
 }
@@ -145,7 +159,7 @@ func (pl *HeteroPriority) Score(_ context.Context, cs fwk.CycleState, pod *corev
 		}
 		return cpuPodScore(s.gpuShare, isGPUNode(nodeInfo), leastRequested(s.req, nodeInfo)), nil
 	}
-	return pl.gpuPodScore(s, pod, nodeInfo), nil
+	return pl.scores.Get(nodeInfo, s.key, func() int64 { return pl.gpuPodScore(s, pod, nodeInfo) }), nil
 }
 
 // ScoreExtensions implements fwk.ScorePlugin: scores are already in [0, 100].

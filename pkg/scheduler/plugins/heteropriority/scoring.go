@@ -2,6 +2,7 @@ package heteropriority
 
 import (
 	"math"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -160,4 +161,24 @@ func similarity(req podRequest, ni fwk.NodeInfo, set *gpu.Set, chosen summary, f
 		return 0
 	}
 	return math.Max(0, 1-waste/float64(n))
+}
+
+// scoreKey is what a GPU pod's score depends on besides the node: its
+// request and the cluster's best card values, as a comparable value.
+type scoreKey struct {
+	count, milli, gpuMemMiB, memoryMiB, cores  int64
+	models, excludeModels, uuids, excludeUUIDs string
+	milliCPU, memory                           int64
+	maxCC, maxBandwidth, maxClock              float64
+}
+
+func keyOf(s *preScoreState) scoreKey {
+	r := s.req.GPU
+	return scoreKey{
+		count: r.Count, milli: r.Milli, gpuMemMiB: r.GPUMemMiB, memoryMiB: r.MemoryMiB, cores: r.Cores,
+		models: strings.Join(r.Models, ","), excludeModels: strings.Join(r.ExcludeModels, ","),
+		uuids: strings.Join(r.UUIDs, ","), excludeUUIDs: strings.Join(r.ExcludeUUIDs, ","),
+		milliCPU: s.req.MilliCPU, memory: s.req.Memory,
+		maxCC: s.maxCC, maxBandwidth: s.maxBandwidth, maxClock: s.maxClock,
+	}
 }

@@ -176,84 +176,100 @@ func performance(ni fwk.NodeInfo, s *aischedv1alpha1.NodeMetricsStatus) (p [numP
 	return p, freq > 0
 }
 
-// preScoreState holds, for each candidate node, S, its normalised
-// performance, and its fresh sample (nil: none), read once per cycle.
+// preScoreState holds what S is relative to, read once per cycle.
 type preScoreState struct {
-	nodes map[string]nodeState
+	scale perfScale
 	// yield: the pod is a CPU pod and GPU work arrives, so every GPU node
 	// scores the same (cpuPodsOnGPUNodes: WithoutGPUWork).
 	yield bool
 }
 
-type nodeState struct {
-	performance float64
-	sample      *aischedv1alpha1.NodeMetricsStatus
-}
-
 // Clone implements fwk.StateData; the state is read-only after PreScore.
 func (s *preScoreState) Clone() fwk.StateData { return s }
 
-// relativePerformance computes S(i) for the candidates: the mean of their
-// performance terms, each divided by the largest among them. A term
-// unknown on any candidate (a node without a sample knows neither network
-// nor disk speed) is left out for all, so that the nodes stay comparable;
-// so is the CPU frequency, unless every candidate reports it.
-func relativePerformance(nodes []fwk.NodeInfo, samples []*aischedv1alpha1.NodeMetricsStatus) map[string]nodeState {
-	terms := make([][numPerf]float64, len(nodes))
-	use := [numPerf]bool{true, true, true, true}
-	allFreq := true
-	var best [numPerf]float64
-	cores := make([]float64, len(nodes))
-	for i, ni := range nodes {
-		var freqKnown bool
-		terms[i], freqKnown = performance(ni, samples[i])
-		allFreq = allFreq && freqKnown
-		alloc := ni.GetAllocatable()
-		cores[i] = float64(alloc.GetMilliCPU()) / 1000
-		if s := samples[i]; s != nil && s.Performance.Cores > 0 {
-			cores[i] = float64(s.Performance.Cores)
-		}
+// perfScale is what a node's performance terms are divided by to give
+// S(i): the largest of each among the candidates, which terms are used
+// (a term unknown on any candidate, such as network and disk speed for a
+// node without a sample, is left out for all, so that the nodes stay
+// comparable), and whether every candidate reports its CPU frequency
+// (else CPU counts cores alone).
+type perfScale struct {
+	best    [numPerf]float64
+	use     [numPerf]bool
+	allFreq bool
+}
+
+// unitScale is the scale of a cycle without PreScore: every node's S is 1.
+var unitScale = perfScale{}
+
+// scaleOf computes the scale of the candidates, each with its fresh sample
+// (nil: none), without keeping anything per node.
+func scaleOf(nodes []fwk.NodeInfo, sample func(fwk.NodeInfo) *aischedv1alpha1.NodeMetricsStatus) perfScale {
+	sc := perfScale{use: [numPerf]bool{true, true, true, true}, allFreq: true}
+	terms := make([][numPerf]float64, 0, len(nodes))
+	cores := make([]float64, 0, len(nodes))
+	for _, ni := range nodes {
+		s := sample(ni)
+		t, freqKnown := performance(ni, s)
+		sc.allFreq = sc.allFreq && freqKnown
+		terms = append(terms, t)
+		cores = append(cores, coresOf(ni, s))
 	}
 	for i := range terms {
-		if !allFreq {
+		if !sc.allFreq {
 			terms[i][perfCPU] = cores[i]
 		}
 		for j := range numPerf {
-			use[j] = use[j] && terms[i][j] > 0
-			best[j] = max(best[j], terms[i][j])
+			sc.use[j] = sc.use[j] && terms[i][j] > 0
+			sc.best[j] = max(sc.best[j], terms[i][j])
 		}
 	}
-	out := make(map[string]nodeState, len(nodes))
-	for i, ni := range nodes {
-		var sum, n float64
-		for j := range numPerf {
-			if use[j] {
-				sum += terms[i][j] / best[j]
-				n++
-			}
-		}
-		s := 1.0
-		if n > 0 {
-			s = sum / n
-		}
-		out[ni.Node().Name] = nodeState{performance: s, sample: samples[i]}
-	}
-	return out
+	return sc
 }
 
-// PreScore reads the candidates' samples and computes their relative
-// performance once per cycle; it skips the pods of kinds the plugin does
-// not rank.
+// relative is S(i) of a node with sample s (nil: none): the mean of its
+// used terms, each over the best among the candidates, at most 1 (a sample
+// newer than PreScore's may exceed the best); 1 when no term is used.
+func (sc perfScale) relative(ni fwk.NodeInfo, s *aischedv1alpha1.NodeMetricsStatus) float64 {
+	t, _ := performance(ni, s)
+	if !sc.allFreq {
+		t[perfCPU] = coresOf(ni, s)
+	}
+	var sum, n float64
+	for j := range numPerf {
+		if sc.use[j] && sc.best[j] > 0 {
+			sum += min(t[j]/sc.best[j], 1)
+			n++
+		}
+	}
+	if n == 0 {
+		return 1
+	}
+	return sum / n
+}
+
+// coresOf is the node's cores: the sample's where it says, the
+// allocatable's otherwise.
+func coresOf(ni fwk.NodeInfo, s *aischedv1alpha1.NodeMetricsStatus) float64 {
+	if s != nil && s.Performance.Cores > 0 {
+		return float64(s.Performance.Cores)
+	}
+	return float64(ni.GetAllocatable().GetMilliCPU()) / 1000
+}
+
+// PreScore computes the scale of the candidates' performance once per
+// cycle; it skips the pods of kinds the plugin does not rank.
 func (pl *LoadAware) PreScore(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
 	if !pl.kinds.Ranks(pod) {
 		return fwk.NewStatus(fwk.Skip)
 	}
 	now := pl.clock.Now()
-	samples := make([]*aischedv1alpha1.NodeMetricsStatus, len(nodes))
-	for i, ni := range nodes {
-		samples[i] = pl.sample(ctx, ni.Node().Name, now)
+	st := &preScoreState{yield: pl.yields(pod), scale: unitScale}
+	if pl.metrics != nil {
+		st.scale = scaleOf(nodes, func(ni fwk.NodeInfo) *aischedv1alpha1.NodeMetricsStatus { return pl.sample(ctx, ni.Node().Name, now) })
+	} else {
+		st.scale = scaleOf(nodes, func(fwk.NodeInfo) *aischedv1alpha1.NodeMetricsStatus { return nil })
 	}
-	st := &preScoreState{nodes: relativePerformance(nodes, samples), yield: pl.yields(pod)}
 	cs.Write(preScoreStateKey, st)
 	pl.lastPreScore.Store(st)
 	return nil
@@ -261,33 +277,30 @@ func (pl *LoadAware) PreScore(ctx context.Context, cs fwk.CycleState, pod *corev
 
 // Score implements fwk.ScorePlugin: 100 * S * (1 - L).
 func (pl *LoadAware) Score(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, ni fwk.NodeInfo) (int64, *fwk.Status) {
-	name := ni.Node().Name
-	var ns nodeState
-	var ok bool
-	yield := false
-	if data, err := cs.Read(preScoreStateKey); err == nil {
-		st := data.(*preScoreState)
-		ns, ok = st.nodes[name]
+	st, ok := pl.stateOf(cs)
+	yield := pl.yields(pod)
+	if ok {
 		yield = st.yield
-	} else {
-		yield = pl.yields(pod)
 	}
 	if yield && ni.GetAllocatable().GetScalarResources()[gpu.ResourceName] > 0 {
 		return 0, nil
 	}
-	if !ok {
-		// Batching re-scores the node it placed the last pod on in a cycle
-		// without PreScore: the performance of the last PreScore holds,
-		// the sample is read now.
-		ns = nodeState{performance: 1, sample: pl.sample(ctx, name, pl.clock.Now())}
-		if last := pl.lastPreScore.Load(); last != nil {
-			if p, found := last.nodes[name]; found {
-				ns.performance = p.performance
-			}
-		}
+	sample := pl.sample(ctx, ni.Node().Name, pl.clock.Now())
+	l := nodeLoad(ni, sample).weighted(pl.weights)
+	return int64(math.Round(100 * st.scale.relative(ni, sample) * (1 - l))), nil
+}
+
+// stateOf returns the cycle's PreScore state; in a cycle without PreScore
+// (batching re-scores the node it placed the last pod on), the last
+// PreScore's scale holds, and ok is false.
+func (pl *LoadAware) stateOf(cs fwk.CycleState) (st *preScoreState, ok bool) {
+	if data, err := cs.Read(preScoreStateKey); err == nil {
+		return data.(*preScoreState), true
 	}
-	l := nodeLoad(ni, ns.sample).weighted(pl.weights)
-	return int64(math.Round(100 * ns.performance * (1 - l))), nil
+	if last := pl.lastPreScore.Load(); last != nil {
+		return last, false
+	}
+	return &preScoreState{scale: unitScale}, false
 }
 
 // ScoreExtensions implements fwk.ScorePlugin: scores are already in [0, 100].

@@ -122,8 +122,13 @@ func (pl *PCCBalance) Score(_ context.Context, cs fwk.CycleState, pod *corev1.Po
 		return 0, nil
 	}
 	alloc, used := nodeInfo.GetAllocatable(), nodeInfo.GetRequested()
-	p := make([]float64, len(pl.resources))
-	n := make([]float64, len(pl.resources))
+	// On the stack for the usual few resources: Score runs for every node.
+	var pBuf, nBuf [8]float64
+	p, n := pBuf[:0], nBuf[:0]
+	if len(pl.resources) > len(pBuf) {
+		p, n = make([]float64, 0, len(pl.resources)), make([]float64, 0, len(pl.resources))
+	}
+	p, n = p[:len(pl.resources)], n[:len(pl.resources)]
 	for i, name := range pl.resources {
 		a := amount(alloc, name)
 		if a <= 0 {
