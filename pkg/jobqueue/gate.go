@@ -119,3 +119,13 @@ func (q *Queue) ClaimPlan(pod *corev1.Pod) (gpuledger.ClaimPlan, bool) {
 	}
 	return gpuledger.ClaimPlan{}, false
 }
+
+// Placed returns the topology domain the current plan placed the admitted
+// group with key in (Plan.Placements), nil when it asks for none; it must
+// not be changed.
+func (q *Queue) Placed(key string) *Placed {
+	if p := q.plan.Load(); p != nil {
+		return p.Placements[key]
+	}
+	return nil
+}

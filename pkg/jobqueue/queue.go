@@ -3,6 +3,7 @@ package jobqueue
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,6 +24,7 @@ import (
 	"github.com/aisched/aisched/pkg/gpuledger"
 	"github.com/aisched/aisched/pkg/podgroup"
 	"github.com/aisched/aisched/pkg/queuetree"
+	"github.com/aisched/aisched/pkg/topology"
 )
 
 // Options configure a Queue.
@@ -71,6 +73,8 @@ type Queue struct {
 	// restart); historyAt is when it was brought up to date.
 	history   map[string]map[string]int64
 	historyAt time.Time
+	// topologies reads the topologies groups ask for domains of.
+	topologies *topology.Source
 	// tree is the team queues as the last pass counted them; read-only.
 	tree atomic.Pointer[queuetree.Tree]
 	// reclaiming are the groups that took capacity back in the last pass,
@@ -234,6 +238,22 @@ func (q *Queue) Start(ctx context.Context, conn Connection) error {
 		return fmt.Errorf("team queues: %w", err)
 	}
 	q.synced = append(q.synced, q.source.synced...)
+	q.topologies = &topology.Source{}
+	if err := q.topologies.Start(ctx, conn.Aisched, conn.Dynamic, q.nodes, q.Kick); err != nil {
+		return fmt.Errorf("topologies: %w", err)
+	}
+	q.synced = append(q.synced, q.topologies.Synced()...)
+	if _, err := factory.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(interface{}) { q.topologies.NodesChanged() },
+		UpdateFunc: func(old, obj interface{}) {
+			if o, ok := old.(*corev1.Node); ok && !maps.Equal(o.Labels, obj.(*corev1.Node).Labels) {
+				q.topologies.NodesChanged()
+			}
+		},
+		DeleteFunc: func(interface{}) { q.topologies.NodesChanged() },
+	}); err != nil {
+		return err
+	}
 	if conn.Aisched != nil && q.source.aisched != nil {
 		q.queueStatus = newQueueStatusWriter(conn.Aisched)
 		go q.queueStatus.run(ctx)

@@ -2,13 +2,16 @@ package sim
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	aischedv1alpha1 "github.com/aisched/aisched/apis/aisched/v1alpha1"
 	"github.com/aisched/aisched/pkg/gpu"
+	"github.com/aisched/aisched/pkg/local/nodesim"
 	"github.com/aisched/aisched/pkg/sim/engine"
 	"github.com/aisched/aisched/pkg/sim/metrics"
 	"github.com/aisched/aisched/pkg/sim/scenario"
@@ -92,6 +95,14 @@ func measure(ctx context.Context, c engine.Cluster, s *scenario.Scenario, w *wat
 	if !lastBind.IsZero() {
 		res.PodsPerSecond = metrics.PodsPerSecond(scheduled, lastBind.Sub(firstArrival))
 	}
+	makespan := max(w.last.Sub(firstArrival), 0)
+	if slices.Contains(s.Metrics, "makespan_seconds") {
+		res.MakespanSeconds = ptr.To(makespan.Seconds())
+	}
+	if slices.Contains(s.Metrics, "gpu_busy_pct") {
+		res.GPUBusyPct = gpuBusyPct(podList.Items, simNodes, makespan, c.Now())
+	}
+	measureTopology(s, podList.Items, nodes.Items, &res)
 	if w.teams != nil {
 		w.teams.Finish(c.Now())
 		w.teams.Fill(&res)
@@ -181,4 +192,33 @@ func loadAndPerformance(nodes []metrics.Node, samples map[string]*aischedv1alpha
 			nodes[i].Performance = perf / m
 		}
 	}
+}
+
+// gpuBusyPct is 100 x the GPU-seconds the bound pods ran (their cards
+// times their run: a pod's duration once it ended, else since it started)
+// over the cluster's cards times the makespan; nil without cards or time.
+func gpuBusyPct(pods []corev1.Pod, nodes []metrics.Node, makespan time.Duration, now time.Time) *float64 {
+	cards := 0
+	for _, n := range nodes {
+		cards += n.GPUs
+	}
+	if cards == 0 || makespan <= 0 {
+		return nil
+	}
+	var busy float64
+	for i := range pods {
+		p := &pods[i]
+		r, err := gpu.ParseRequest(p)
+		if err != nil || r.Count == 0 || p.Spec.NodeName == "" || p.Status.StartTime == nil {
+			continue
+		}
+		ran := now.Sub(p.Status.StartTime.Time)
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			if d, err := time.ParseDuration(p.Annotations[nodesim.RunDurationAnnotation]); err == nil {
+				ran = d
+			}
+		}
+		busy += float64(r.TotalMilli()) / 1000 * max(ran, 0).Seconds()
+	}
+	return ptr.To(100 * busy / (float64(cards) * makespan.Seconds()))
 }

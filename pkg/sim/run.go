@@ -92,6 +92,9 @@ func Run(ctx context.Context, s *scenario.Scenario, opts Options) (*report.Repor
 		}
 		for _, seed := range s.Seeds {
 			arrivals := pods(s, p.Profile, seed)
+			if p.IgnoreTopology {
+				withoutTopology(arrivals)
+			}
 			jobs = append(jobs, job{
 				label: fmt.Sprintf("%s, seed %d", p.Name, seed), size: len(arrivals),
 				run: func(ctx context.Context, step func(int)) (metrics.Result, error) {
@@ -186,7 +189,7 @@ func pods(s *scenario.Scenario, profile string, seed int64) []arrival {
 	var out []arrival
 	for _, it := range s.Workload {
 		for k := range it.Count {
-			out = append(out, arrival{at: it.Arrival.Duration + time.Duration(k)*it.Interval.Duration, pod: buildPod(it, k, profile)})
+			out = append(out, arrival{at: it.ArrivalOf(k), pod: buildPod(it, k, profile)})
 		}
 	}
 	rng := rand.New(rand.NewPCG(uint64(seed), 0))
@@ -232,9 +235,9 @@ func buildPod(it scenario.Item, k int, profile string) *corev1.Pod {
 	if it.Priority != 0 {
 		pod.Spec.PriorityClassName = priorityClassName(it.Priority)
 	}
-	if g := it.Group; g != nil {
-		pod.Labels[podgroup.NameLabel] = g.Name
-		pod.Labels[podgroup.MinAvailableLabel] = strconv.Itoa(g.MinAvailable)
+	if name, minAvailable, ok := it.GangOf(k); ok {
+		pod.Labels[podgroup.NameLabel] = name
+		pod.Labels[podgroup.MinAvailableLabel] = strconv.Itoa(minAvailable)
 	}
 	return pod
 }
@@ -442,6 +445,9 @@ func prepare(ctx context.Context, c engine.Cluster, s *scenario.Scenario, admiss
 		if _, err := client.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{}); err != nil {
 			return err
 		}
+	}
+	if err := createTopologies(ctx, c, s); err != nil {
+		return err
 	}
 	namespaces := []string{metav1.NamespaceDefault}
 	for _, ns := range s.Namespaces {

@@ -119,6 +119,9 @@ func BuildNode(pool *clusterfile.NodePool, i, global int) *corev1.Node {
 	for k, v := range pool.Labels {
 		labels[k] = v
 	}
+	for k, v := range pool.TopologyLabels(i) {
+		labels[k] = v
+	}
 	var taints []corev1.Taint
 	for _, t := range pool.Taints {
 		taints = append(taints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: corev1.TaintEffect(t.Effect)})
