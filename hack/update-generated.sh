@@ -9,7 +9,7 @@ tool() { go tool -modfile=hack/tools/go.mod "$@"; }
 module=github.com/aisched/aisched
 header=hack/boilerplate.go.txt
 # Kinds whose plural is the kind itself (the CRD plural is nodemetrics).
-plurals=Endpoints:Endpoints,NodeMetrics:NodeMetrics,Queue:AischedQueues
+plurals=Endpoints:Endpoints,NodeMetrics:NodeMetrics,Queue:AischedQueues,Topology:AischedTopologies
 
 tool controller-gen object:headerFile="$header" paths=./apis/...
 rm -f charts/aisched/crds/*_*.yaml

@@ -31,6 +31,16 @@ func (a *HeteroPriorityArgs) Default() {
 // Default implements Args.
 func (a *GPUFitArgs) Default() {}
 
+// Default implements Args: upstream's DynamicResources defaults.
+func (a *GPUClaimsArgs) Default() {
+	if a.FilterTimeoutSeconds == nil {
+		a.FilterTimeoutSeconds = ptr.To[int64](10)
+	}
+	if a.BindingTimeoutSeconds == nil {
+		a.BindingTimeoutSeconds = ptr.To[int64](600)
+	}
+}
+
 // Default implements Args.
 func (a *CoschedulingArgs) Default() {
 	if a.PermitWaitingTimeSeconds == nil {

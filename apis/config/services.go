@@ -5,6 +5,7 @@ import (
 	"os"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 
@@ -15,6 +16,9 @@ import (
 const (
 	ServicesAPIVersion = "config.aisched.io/v1alpha1"
 	ServicesKind       = "SchedulerServices"
+
+	// DefaultDRADriver is gpus.draDriver's default: NVIDIA's DRA driver.
+	DefaultDRADriver = "gpu.nvidia.com"
 )
 
 // SchedulerServices configures the state that aisched's plugins share
@@ -37,6 +41,11 @@ type GPUViewConfig struct {
 	// useFeatureDiscoveryLabels lets nodes without a GPUInventory be read
 	// from NVIDIA GPU Feature Discovery labels; default true.
 	UseFeatureDiscoveryLabels *bool `json:"useFeatureDiscoveryLabels,omitempty"`
+	// draDriver is the DRA driver whose devices are GPUs: the GPU view
+	// counts the devices of its ResourceSlices as cards and its allocated
+	// ResourceClaims as holdings, and the GPUClaims plugin chooses its
+	// devices (docs/dra.md). Default gpu.nvidia.com (NVIDIA's).
+	DRADriver string `json:"draDriver,omitempty"`
 }
 
 // JobQueueConfig configures the job queue.
@@ -76,6 +85,9 @@ func (s *SchedulerServices) Default() {
 	if s.GPUs.UseFeatureDiscoveryLabels == nil {
 		s.GPUs.UseFeatureDiscoveryLabels = ptr.To(true)
 	}
+	if s.GPUs.DRADriver == "" {
+		s.GPUs.DRADriver = DefaultDRADriver
+	}
 	q := &s.JobQueue
 	if q.BackoffSeconds == nil {
 		q.BackoffSeconds = ptr.To[int64](2)
@@ -99,6 +111,9 @@ func (s *SchedulerServices) Validate() field.ErrorList {
 	}
 	if s.Kind != ServicesKind {
 		errs = append(errs, field.NotSupported(field.NewPath("kind"), s.Kind, []string{ServicesKind}))
+	}
+	if msgs := validation.IsDNS1123Subdomain(s.GPUs.DRADriver); len(msgs) > 0 || len(s.GPUs.DRADriver) > 63 {
+		errs = append(errs, field.Invalid(field.NewPath("gpus", "draDriver"), s.GPUs.DRADriver, "must be a DNS subdomain of at most 63 characters, a DRA driver's name"))
 	}
 	q, p := s.JobQueue, field.NewPath("jobQueue")
 	if v := *q.BackoffSeconds; v < 1 || v > 3600 {

@@ -113,6 +113,23 @@ type GPUFitArgs struct {
 	metav1.TypeMeta `json:",inline"`
 }
 
+// GPUClaimsArgs are the arguments of the GPUClaims plugin: those of
+// upstream's DynamicResources, which it runs (docs/dra.md). Which driver's
+// devices are GPUs is the GPU ledger's, configured in the services
+// configuration (SchedulerServices.GPUs.DRADriver).
+type GPUClaimsArgs struct {
+	// apiVersion and kind may be given; they are not checked.
+	metav1.TypeMeta `json:",inline"`
+	// filterTimeoutSeconds bounds the allocator's work for one node in
+	// Filter (DynamicResources' filterTimeout); 0 for no bound. Default
+	// 10, 0 to 600.
+	FilterTimeoutSeconds *int64 `json:"filterTimeoutSeconds,omitempty"`
+	// bindingTimeoutSeconds is how long PreBind waits for devices with
+	// binding conditions (DynamicResources' bindingTimeout). Default 600,
+	// 1 to 86400.
+	BindingTimeoutSeconds *int64 `json:"bindingTimeoutSeconds,omitempty"`
+}
+
 // CoschedulingArgs are the arguments of the Coscheduling plugin.
 type CoschedulingArgs struct {
 	// apiVersion and kind may be given; they are not checked.

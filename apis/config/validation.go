@@ -81,6 +81,18 @@ func validatePodKinds(path *field.Path, kinds []PodKind) field.ErrorList {
 func (a *GPUFitArgs) Validate(*field.Path) field.ErrorList { return nil }
 
 // Validate implements Args.
+func (a *GPUClaimsArgs) Validate(path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if v := *a.FilterTimeoutSeconds; v < 0 || v > 600 {
+		errs = append(errs, field.Invalid(path.Child("filterTimeoutSeconds"), v, "must be between 0 and 600"))
+	}
+	if v := *a.BindingTimeoutSeconds; v < 1 || v > 86400 {
+		errs = append(errs, field.Invalid(path.Child("bindingTimeoutSeconds"), v, "must be between 1 and 86400"))
+	}
+	return errs
+}
+
+// Validate implements Args.
 func (a *CoschedulingArgs) Validate(path *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if v := *a.PermitWaitingTimeSeconds; v < 1 || v > 3600 {

@@ -100,6 +100,10 @@ func TestParseErrors(t *testing.T) {
 		{"gpus as list", header + pool + "    gpus: [1, 2]\n", "c.yaml:8: nodePools[0].gpus: want a mapping, found a YAML seq"},
 		{"two documents", header + pool + "---\n" + header, "c.yaml:8: want one YAML document"},
 		{"too many nodes", header + "nodePools:\n  - name: p\n    count: 9000\n    cpu: 4\n    memory: 8Gi\n", "nodePools[0].count: Invalid value: 9000"},
+		{"topology level without nodes", header + pool + "    topology:\n      - {label: example.com/rack}\n", "nodePools[0].topology[0].nodes: Invalid value: 0: must be between 1 and 8192"},
+		{"topology level not a label key", header + pool + "    topology:\n      - {label: rack/, nodes: 2}\n", `nodePools[0].topology[0].label: Invalid value: "rack/"`},
+		{"topology level also a label", header + pool + "    labels: {example.com/rack: r1}\n    topology:\n      - {label: example.com/rack, nodes: 2}\n", "nodePools[0].topology[0].label: Duplicate value"},
+		{"topology values not label values", header + pool + "    topology:\n      - {label: example.com/rack, nodes: 2, prefix: \"rack/\"}\n", `nodePools[0].topology[0].prefix: Invalid value: "rack/": the values it makes, such as "rack/0"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -169,4 +173,31 @@ func FuzzParse(f *testing.F) {
 			t.Errorf("Parse accepted a cluster that does not validate: %v", errs)
 		}
 	})
+}
+
+// A pool's topology labels each node with its domain at every level.
+func TestTopologyLabels(t *testing.T) {
+	c, err := Parse("c.yaml", []byte(header+`nodePools:
+  - name: gb200
+    count: 40
+    cpu: 72
+    memory: 480Gi
+    topology:
+      - {label: example.com/block, nodes: 36}
+      - {label: example.com/rack, nodes: 18}
+      - {label: nvidia.com/gpu.clique, nodes: 18, prefix: "cluster-a.clique-"}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := &c.NodePools[0]
+	for i, want := range map[int]map[string]string{
+		0:  {"example.com/block": "gb200-block-0", "example.com/rack": "gb200-rack-0", "nvidia.com/gpu.clique": "cluster-a.clique-0"},
+		20: {"example.com/block": "gb200-block-0", "example.com/rack": "gb200-rack-1", "nvidia.com/gpu.clique": "cluster-a.clique-1"},
+		39: {"example.com/block": "gb200-block-1", "example.com/rack": "gb200-rack-2", "nvidia.com/gpu.clique": "cluster-a.clique-2"},
+	} {
+		if diff := cmp.Diff(want, pool.TopologyLabels(i)); diff != "" {
+			t.Errorf("node %d (-want,+got):\n%s", i, diff)
+		}
+	}
 }

@@ -10,9 +10,12 @@ package clusterfile
 
 import (
 	"fmt"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/aisched/aisched/pkg/gpu/nvidiadra"
 )
 
 const (
@@ -64,6 +67,10 @@ type NodePool struct {
 	MaxPods int `yaml:"maxPods"`
 	// labels are added to every node of the pool.
 	Labels map[string]string `yaml:"labels"`
+	// topology places the pool's nodes in topology domains, coarsest level
+	// first: each level's label, on node i, names its domain (racks of 18
+	// nodes, blocks of 4 racks); +optional.
+	Topology []TopologyLevel `yaml:"topology"`
 	// taints are set on every node of the pool.
 	Taints []Taint `yaml:"taints"`
 	// gpus describes the cards of each node; +optional, absent for CPU-only nodes.
@@ -146,6 +153,24 @@ type GPUs struct {
 	MemoryBandwidthGBps int64 `yaml:"memoryBandwidthGBps"`
 	// maxClockMHz is the maximum SM clock of one card in MHz; +optional.
 	MaxClockMHz int64 `yaml:"maxClockMHz"`
+	// dra publishes the cards through NVIDIA's DRA driver (gpu.nvidia.com
+	// ResourceSlices, claimed with ResourceClaims) instead of NVIDIA's
+	// device plugin (nvidia.com/gpu) and a GPUInventory; +optional.
+	DRA *DRA `yaml:"dra"`
+}
+
+// DRA is the settings of NVIDIA's DRA driver on the nodes of a pool.
+type DRA struct {
+	// consumableShares is the driver's --consumable-shares: "" (off),
+	// "memory", "unlimited", or a whole number of shares per card (1..1000);
+	// +optional.
+	ConsumableShares string `yaml:"consumableShares"`
+	// mig lists the MIG devices of each card, by profile (1g.10gb), with MIG
+	// turned on statically; +optional.
+	MIG []string `yaml:"mig"`
+	// dynamicMIG publishes each card whole and every placement of every MIG
+	// profile, as partitionable devices; +optional.
+	DynamicMIG bool `yaml:"dynamicMIG"`
 }
 
 // NodeCount returns the number of nodes of all pools.
@@ -155,6 +180,41 @@ func (c *Cluster) NodeCount() int {
 		n += p.Count
 	}
 	return n
+}
+
+// MaxTopologyLevels bounds a pool's topology levels, as a Topology's.
+const MaxTopologyLevels = 8
+
+// TopologyLevel is one level of a pool's topology.
+type TopologyLevel struct {
+	// label is the node label of the level, such as example.com/rack.
+	Label string `yaml:"label"`
+	// nodes is how many consecutive nodes of the pool share a domain of
+	// the level: node i is in domain i / nodes.
+	Nodes int `yaml:"nodes"`
+	// prefix starts the label's values, then the domain's number; +optional,
+	// default "<pool>-<the label's last part>-": node 20 of pool gb200 with
+	// nodes 18 and label example.com/rack is in gb200-rack-1.
+	Prefix string `yaml:"prefix"`
+}
+
+// TopologyLabels returns the labels of node i's topology domains.
+func (p *NodePool) TopologyLabels(i int) map[string]string {
+	if len(p.Topology) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(p.Topology))
+	for _, l := range p.Topology {
+		out[l.Label] = fmt.Sprintf("%s%d", l.valuePrefix(p.Name), i/max(l.Nodes, 1))
+	}
+	return out
+}
+
+func (l TopologyLevel) valuePrefix(pool string) string {
+	if l.Prefix != "" {
+		return l.Prefix
+	}
+	return pool + "-" + l.Label[strings.LastIndexByte(l.Label, '/')+1:] + "-"
 }
 
 // NodeName returns the name of node i of the pool.
@@ -187,4 +247,9 @@ func (q *Quantity) UnmarshalYAML(n *yaml.Node) error {
 	}
 	q.Quantity, q.set = v, true
 	return nil
+}
+
+// Options are the driver settings of the DRA section.
+func (d *DRA) Options() nvidiadra.Options {
+	return nvidiadra.Options{ConsumableShares: d.ConsumableShares, MIG: d.MIG, DynamicMIG: d.DynamicMIG}
 }

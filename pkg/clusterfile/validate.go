@@ -83,6 +83,7 @@ func (p *NodePool) validate(fp *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(fp.Child("labels").Key(k), v, msg))
 		}
 	}
+	errs = append(errs, p.validateTopology(fp.Child("topology"))...)
 	for i, t := range p.Taints {
 		tp := fp.Child("taints").Index(i)
 		for _, msg := range validation.IsQualifiedName(t.Key) {
@@ -141,6 +142,11 @@ func (g *GPUs) validate(fp *field.Path) field.ErrorList {
 	if g.ComputeCapability != "" && !computeCapability.MatchString(g.ComputeCapability) {
 		errs = append(errs, field.Invalid(fp.Child("computeCapability"), g.ComputeCapability, `must be major.minor, e.g. "8.0"`))
 	}
+	if g.DRA != nil {
+		if err := g.DRA.Options().Validate(); err != nil {
+			errs = append(errs, field.Invalid(fp.Child("dra"), g.DRA, err.Error()))
+		}
+	}
 	return errs
 }
 
@@ -185,4 +191,37 @@ func maxOf(name corev1.ResourceName) string {
 		return strconv.Itoa(MaxGPUsPerNode)
 	}
 	return "1T"
+}
+
+// validateTopology checks a pool's topology levels: label keys, not also
+// among the labels, domains of 1 to count nodes, values that are label
+// values.
+func (p *NodePool) validateTopology(fp *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if len(p.Topology) > MaxTopologyLevels {
+		errs = append(errs, field.TooMany(fp, len(p.Topology), MaxTopologyLevels))
+	}
+	seen := sets.New[string]()
+	for i, l := range p.Topology {
+		lp := fp.Index(i)
+		for _, msg := range validation.IsQualifiedName(l.Label) {
+			errs = append(errs, field.Invalid(lp.Child("label"), l.Label, msg))
+		}
+		if _, ok := p.Labels[l.Label]; ok {
+			errs = append(errs, field.Duplicate(lp.Child("label"), l.Label))
+		}
+		if seen.Has(l.Label) {
+			errs = append(errs, field.Duplicate(lp.Child("label"), l.Label))
+		}
+		seen.Insert(l.Label)
+		if l.Nodes < 1 || l.Nodes > MaxNodes {
+			errs = append(errs, field.Invalid(lp.Child("nodes"), l.Nodes, fmt.Sprintf("must be between 1 and %d", MaxNodes)))
+			continue
+		}
+		last := l.valuePrefix(p.Name) + strconv.Itoa(max(p.Count-1, 0)/l.Nodes)
+		for _, msg := range validation.IsValidLabelValue(last) {
+			errs = append(errs, field.Invalid(lp.Child("prefix"), l.Prefix, fmt.Sprintf("the values it makes, such as %q, %s", last, msg)))
+		}
+	}
+	return errs
 }

@@ -15,6 +15,9 @@ var gfdLabels = [...]string{gpu.GFDCountLabel, gpu.GFDMemoryLabel, gpu.GFDProduc
 type nodeCards struct {
 	// inventory is the node's GPUInventory, converted; nil when it has none.
 	inventory *gpu.Set
+	// dra is the cards of the node's DRA devices (dra.go); nil when the
+	// GPU driver publishes none.
+	dra *gpu.Set
 	// fromLabels is the set built from the label values in labels.
 	fromLabels *gpu.Set
 	labels     [len(gfdLabels)]string
@@ -65,8 +68,8 @@ func (s *State) dropCachedLocked(name string) {
 }
 
 // Cards returns the cards of a node: its GPUInventory when there is one,
-// else its GPU Feature Discovery labels unless those are turned off, else
-// nil. The Set is shared; callers must not modify it.
+// else the GPUs its DRA driver publishes, else its GPU Feature Discovery
+// labels unless those are turned off, else nil. The Set is shared; callers must not modify it.
 func (s *State) Cards(node *corev1.Node) *gpu.Set {
 	if cached, ok := s.byNode.Load(node); ok {
 		return cached.(*gpu.Set)
@@ -94,6 +97,9 @@ func (s *State) cardsByName(node *corev1.Node, gen uint64) *gpu.Set {
 	if e.inventory != nil {
 		return e.inventory
 	}
+	if e.dra != nil {
+		return e.dra
+	}
 	if noLabels {
 		return nil
 	}
@@ -118,6 +124,9 @@ func (s *State) cardsByName(node *corev1.Node, gen uint64) *gpu.Set {
 	if updated.inventory != nil {
 		// An inventory arrived meanwhile; it wins.
 		return updated.inventory
+	}
+	if updated.dra != nil {
+		return updated.dra
 	}
 	return set
 }

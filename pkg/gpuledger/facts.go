@@ -10,7 +10,8 @@ import (
 // inventories change; computing them per scheduling cycle would cost a
 // pass over every node.
 type ClusterFacts struct {
-	// Nodes and GPUNodes count all nodes and those that offer nvidia.com/gpu.
+	// Nodes and GPUNodes count all nodes and those that offer nvidia.com/gpu
+	// or GPUs of a DRA driver.
 	Nodes, GPUNodes int
 	// BestComputeCapability, BestBandwidthGBps and BestClockMHz are the
 	// best card values among GPU nodes; 0 when no card reports them.
@@ -56,10 +57,10 @@ func (s *State) ForgetNode(obj interface{}) {
 	defer s.mu.Unlock()
 	delete(s.nodes, node.Name)
 	if e, ok := s.cards[node.Name]; ok {
-		if e.inventory == nil {
+		if e.inventory == nil && e.dra == nil {
 			delete(s.cards, node.Name)
 		} else {
-			s.cards[node.Name] = nodeCards{inventory: e.inventory}
+			s.cards[node.Name] = nodeCards{inventory: e.inventory, dra: e.dra}
 		}
 	}
 	s.dropCachedLocked(node.Name)
@@ -93,7 +94,9 @@ func (s *State) Facts() ClusterFacts {
 	s.mu.Lock()
 	var gpuNodes []*corev1.Node
 	for _, n := range s.nodes {
-		if isGPUNode(n) {
+		// A node whose GPUs come from a DRA driver offers no
+		// nvidia.com/gpu, but has cards all the same.
+		if isGPUNode(n) || s.cards[n.Name].dra != nil {
 			gpuNodes = append(gpuNodes, n)
 		}
 	}

@@ -1,7 +1,10 @@
 // Package gpuledger is aisched's one GPU ledger: the cards of every node
-// (GPUInventory, or GPU Feature Discovery labels when a node has none),
-// which pod holds which card or which share of one, the choice of cards
-// for a pod, and cluster-wide facts such as the share of GPU nodes.
+// (GPUInventory, else the devices a DRA driver publishes in ResourceSlices,
+// else GPU Feature Discovery labels), which pod holds which card or which
+// share of one (pods' records, and allocated ResourceClaims), the choice
+// of cards for a pod, and cluster-wide facts such as the share of GPU
+// nodes. DRA is one more source of cards and holdings (dra.go,
+// docs/dra.md), so every count below counts DRA GPUs too.
 //
 // One State serves a whole scheduler: it is one of the scheduler-wide
 // services (package scheduler), built once from its own configuration
@@ -56,6 +59,9 @@ type Options struct {
 	// NoFeatureDiscoveryLabels turns off the GPU Feature Discovery
 	// fallback: a node without a GPUInventory has no cards.
 	NoFeatureDiscoveryLabels bool
+	// DRADriver is the DRA driver whose devices are GPUs (dra.go); empty
+	// is DefaultDRADriver.
+	DRADriver string
 }
 
 // State is the shared GPU view. Create it with New or NewStandalone.
@@ -107,6 +113,10 @@ type State struct {
 
 	// proposers are the card proposers by profile (framework handle).
 	proposers sync.Map // fwk.Handle -> namedProposer
+
+	// dra holds the GPU driver's devices and the claims allocated from
+	// them (dra.go).
+	dra draLedger
 }
 
 // New returns an empty State, to be connected to a scheduler with Start.
@@ -119,6 +129,7 @@ func New(opts Options) *State {
 		ptrs:     map[string][]*corev1.Node{},
 		nodes:    map[string]*corev1.Node{},
 		versions: map[string]*atomic.Uint64{},
+		dra:      newDRALedger(opts.DRADriver),
 	}
 }
 
@@ -175,6 +186,11 @@ func (s *State) start(ctx context.Context, client versioned.Interface, factory i
 		return err
 	}
 	s.synced = append(s.synced, pods.HasSynced, nodes.HasSynced)
+	dra, err := s.startDRA(ctx, factory)
+	if err != nil {
+		return err
+	}
+	s.synced = append(s.synced, dra...)
 	return nil
 }
 

@@ -223,19 +223,21 @@ func (s *State) Usage(nodeInfo fwk.NodeInfo, skip types.UID, skipGPUs int64) Usa
 	defer s.mu.RUnlock()
 	h := s.held[node.Name]
 	shared := h != nil && h.shared > 0
+	dra := s.draUsageLocked(node.Name)
 	if requested == 0 && !shared {
 		// No pod of the node holds GPUs (the common case of idle nodes).
-		return Usage{}
+		return dra
 	}
 	// The memo holds the node's usage with no pod left out: it serves
-	// unless the pod to leave out is one of the node's.
-	memo := h != nil && !listed(nodeInfo, skip)
+	// unless the pod to leave out is one of the node's. Claims do not
+	// change the NodeInfo: a node whose claims hold cards is not memoized.
+	memo := h != nil && dra.used == 0 && !listed(nodeInfo, skip)
 	if memo {
 		if e := h.usage.Load(); e != nil && e.gen == nodeInfo.GetGeneration() && e.node == node {
 			return e.u
 		}
 	}
-	u := s.usageLocked(node.Name, podsOf(nodeInfo), requested, shared, skip, skipGPUs)
+	u := s.usageLocked(node.Name, podsOf(nodeInfo), requested, shared, skip, skipGPUs).merged(dra)
 	if memo {
 		// Stored under the read lock: a change of the node's holdings,
 		// which drops it, waits for the write lock.
@@ -269,10 +271,11 @@ func (s *State) UsageOf(node string, pods []*corev1.Pod) Usage {
 	defer s.mu.RUnlock()
 	h := s.held[node]
 	shared := h != nil && h.shared > 0
+	dra := s.draUsageLocked(node)
 	if requested == 0 && !shared {
-		return Usage{}
+		return dra
 	}
-	return s.usageLocked(node, slices.Values(pods), requested, shared, "", 0)
+	return s.usageLocked(node, slices.Values(pods), requested, shared, "", 0).merged(dra)
 }
 
 // podsOf lists the pods of a NodeInfo.

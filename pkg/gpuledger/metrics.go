@@ -1,6 +1,8 @@
 package gpuledger
 
 import (
+	"maps"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/component-base/metrics"
 
@@ -67,7 +69,7 @@ func (s *State) allocation() []nodeAllocation {
 	for _, n := range s.nodes {
 		nodes = append(nodes, n)
 	}
-	usage := map[string]Usage{}
+	usage := maps.Clone(s.dra.usage)
 	for _, h := range s.pods {
 		usage[h.node] = usage[h.node].with(h.cards, h.share)
 	}

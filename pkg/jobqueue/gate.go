@@ -5,6 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/aisched/aisched/pkg/gpuledger"
 	"github.com/aisched/aisched/pkg/queuetree"
 )
 
@@ -104,6 +105,27 @@ func (q *Queue) Decision(key string) (d Decision, ok bool) {
 func (q *Queue) Binding(key string, priority int32) *Reservation {
 	if p := q.plan.Load(); p != nil {
 		return p.Binding(key, priority)
+	}
+	return nil
+}
+
+// ClaimPlan returns the node and devices the last plan's solution of its
+// group's DRA claims gives the pod (claims.go); ok is false when it has
+// none.
+func (q *Queue) ClaimPlan(pod *corev1.Pod) (gpuledger.ClaimPlan, bool) {
+	if p := q.plan.Load(); p != nil {
+		plan, ok := p.Claims[pod.UID]
+		return plan, ok
+	}
+	return gpuledger.ClaimPlan{}, false
+}
+
+// Placed returns the topology domain the current plan placed the admitted
+// group with key in (Plan.Placements), nil when it asks for none; it must
+// not be changed.
+func (q *Queue) Placed(key string) *Placed {
+	if p := q.plan.Load(); p != nil {
+		return p.Placements[key]
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package jobqueue
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/aisched/aisched/pkg/podgroup"
 	"github.com/aisched/aisched/pkg/queuetree"
+	"github.com/aisched/aisched/pkg/topology"
 )
 
 // input gathers the state a plan depends on from the informers.
@@ -31,6 +33,7 @@ func (q *Queue) input(now time.Time) (Input, map[string]*Group, []Preemption) {
 	used := map[string]Resources{}
 	bound := map[string][]*corev1.Pod{}
 	groups := map[string]*Group{}
+	refs := map[string]podgroup.Ref{}
 	q.mu.Lock()
 	preempted := q.preempted
 	q.preempted = map[string]bool{}
@@ -68,6 +71,7 @@ func (q *Queue) input(now time.Time) (Input, map[string]*Group, []Preemption) {
 			g = &Group{Key: key, Namespace: pod.Namespace, MinAvailable: ref.MinAvailable, MinResources: ref.MinResources,
 				Created: ref.Created, Priority: corev1helpers.PodPriority(pod), Queued: q.queued(last, ref)}
 			groups[key] = g
+			refs[key] = ref
 		}
 		g.Priority = max(g.Priority, corev1helpers.PodPriority(pod))
 		if ref := pod.CreationTimestamp.Time; g.Created.IsZero() || ref.Before(g.Created) {
@@ -80,7 +84,13 @@ func (q *Queue) input(now time.Time) (Input, map[string]*Group, []Preemption) {
 		}
 	}
 
-	in := Input{Now: now, Backfill: q.opts.Backfill, Quotas: map[string][]Quota{}, DemandOf: q.demands.of}
+	in := Input{Now: now, Backfill: q.opts.Backfill, Quotas: map[string][]Quota{}, DemandOf: q.demands.of, Claims: q.claimSolver(groups)}
+	if q.topologies != nil {
+		in.Topologies = q.topologies.Topologies()
+	}
+	for key, g := range groups {
+		g.Constraint, g.ConstraintProblem = constraintOf(g, refs[key])
+	}
 	if last != nil {
 		in.LastReservation = last.Reservation
 	}
@@ -97,6 +107,9 @@ func (q *Queue) input(now time.Time) (Input, map[string]*Group, []Preemption) {
 	for key, g := range groups {
 		g.Succeeded = int(q.ended.counts(key).succeeded)
 		g.Admitted = q.admitted[key]
+		if last != nil {
+			g.Placed = last.Placements[key]
+		}
 		g.BackoffUntil = q.backoff[key]
 		in.Groups = append(in.Groups, *g)
 		if _, ok := in.Quotas[g.Namespace]; !ok {
@@ -246,4 +259,33 @@ func (q *Queue) quotasIn(namespace string) []Quota {
 func allocatable(n *corev1.Node) Resources {
 	a := n.Status.Allocatable
 	return Resources{MilliCPU: a.Cpu().MilliValue(), Memory: a.Memory().Value(), Pods: a.Pods().Value()}
+}
+
+// constraintOf reads what a group asks of a topology: its PodGroup's
+// (annotations, or a Volcano PodGroup's networkTopology), else its
+// members', which must agree. The problem names the key, and the pod.
+func constraintOf(g *Group, ref podgroup.Ref) (topology.Constraint, string) {
+	if c, ok, err := topology.OfPodGroup(ref.Annotations, ref.Volcano); err != nil {
+		return topology.Constraint{}, fmt.Sprintf("PodGroup %s: %s", ref.Key(), err)
+	} else if ok {
+		return c, ""
+	}
+	var c topology.Constraint
+	var from *corev1.Pod
+	for _, pods := range [][]*corev1.Pod{g.Pending, g.Bound} {
+		for _, p := range pods {
+			pc, _, err := topology.OfPod(p)
+			if err != nil {
+				return topology.Constraint{}, fmt.Sprintf("pod %s: %s", p.Name, err)
+			}
+			if from == nil {
+				c, from = pc, p
+				continue
+			}
+			if pc != c {
+				return topology.Constraint{}, fmt.Sprintf("pods %s and %s ask for different topology domains; give every member the same annotations", from.Name, p.Name)
+			}
+		}
+	}
+	return c, ""
 }

@@ -161,6 +161,12 @@ func newPlacement(n int) placement {
 // NoSchedule and NoExecute taints, and unschedulable nodes; not inter-pod
 // affinity or ports, which the Filter plugins check for each pod.
 func Fit(demands []Demand, rooms []Room, want int) (int, placement) {
+	return fitIn(demands, rooms, nil, want)
+}
+
+// fitIn is Fit on the rooms of scope (indexes into rooms), or on every
+// room when scope is nil: a group placed inside one topology domain.
+func fitIn(demands []Demand, rooms []Room, scope []int, want int) (int, placement) {
 	order := make([]int, len(demands))
 	for i := range order {
 		order[i] = i
@@ -174,7 +180,15 @@ func Fit(demands []Demand, rooms []Room, want int) (int, placement) {
 		}
 		d := &demands[i]
 		best := -1
-		for r := range rooms {
+		n := len(rooms)
+		if scope != nil {
+			n = len(scope)
+		}
+		for k := range n {
+			r := k
+			if scope != nil {
+				r = scope[k]
+			}
 			if !rooms[r].fits(d) {
 				continue
 			}

@@ -8,8 +8,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/aisched/aisched/pkg/gpuledger"
 	"github.com/aisched/aisched/pkg/queuetree"
+	"github.com/aisched/aisched/pkg/topology"
 )
 
 // Group is one pod group as the queue sees it.
@@ -49,6 +52,15 @@ type Group struct {
 	// Single: the group is one pod in no pod group, queued because its
 	// team queue accounts it; it has no PodGroup.
 	Single bool
+	// Constraint is what the group asks of a topology (read from its
+	// PodGroup or its pods, in aisched's or a peer's form); empty for
+	// nothing. ConstraintProblem says why what it asks cannot be read
+	// (naming the key); the group waits with it.
+	Constraint        topology.Constraint
+	ConstraintProblem string
+	// Placed is where the last plan placed the group while it is
+	// admitted (Plan.Placements): its members go on into that domain.
+	Placed *Placed
 }
 
 // Quota is one ResourceQuota: spec.hard and status.used.
@@ -81,6 +93,11 @@ type Input struct {
 	// DemandOf reads a pod's demand (nil: the package's DemandOf); the
 	// queue remembers them across passes.
 	DemandOf func(*corev1.Pod) Demand
+	// Claims places the DRA claims of each group's members together (nil:
+	// no pod of a group has claims, or no DRA).
+	Claims *ClaimSolver
+	// Topologies are the topologies groups may ask for domains of.
+	Topologies []*topology.Topology
 }
 
 // Reason says why a group is where it is, in one word (a condition reason).
@@ -118,6 +135,10 @@ const (
 	// borrowed; the queue deletes their work (whole groups) and holds the
 	// room for it.
 	ReasonReclaiming Reason = "Reclaiming"
+	// ReasonTopologyInvalid: what the group asks of a topology cannot be
+	// honoured (a level no topology has, a bad value); the message names
+	// the key.
+	ReasonTopologyInvalid Reason = "TopologyInvalid"
 )
 
 // admitted is the decision for an admitted group; counts live in the
@@ -147,6 +168,14 @@ type Plan struct {
 	// waits with a Reservation: capacity freed since is the next pass's
 	// to give (Queue.Fence).
 	Seen map[string]Capacity
+	// Claims are, by pod UID, the node and devices that the solution of
+	// their group's DRA claims gives the members of admitted groups
+	// (claims.go); GPUClaims holds each member to its own.
+	Claims map[types.UID]gpuledger.ClaimPlan
+	// Placements are the domains of the admitted groups that ask for one,
+	// by group key, and of the group that holds the Reservation: Filter
+	// keeps admitted members inside theirs.
+	Placements map[string]*Placed
 }
 
 // Capacity is what a node has free: resources and thousandths of cards.
@@ -238,6 +267,8 @@ type computation struct {
 	emptyRoom, emptyFits map[string]int
 	// cursor is where the last first-fit try found room.
 	cursor int
+	// topo is the topology side of the computation.
+	topo *topologies
 	// placing is, by room, the lowest priority of the admitted members
 	// the plan places there (not bound yet).
 	placing map[int]int32
@@ -268,7 +299,7 @@ func (c *computation) explain(demands []Demand, shape string, alike bool, need, 
 func newComputation(in Input) *computation {
 	c := &computation{in: in, rooms: slices.Clone(in.Rooms), tree: in.Queues, estimate: map[*Group]queuetree.Vec{},
 		room: map[string]int{}, explained: map[explainKey]string{}, demands: map[*Group][]Demand{},
-		emptyRoom: map[string]int{}, emptyFits: map[string]int{}, placing: map[int]int32{}}
+		emptyRoom: map[string]int{}, emptyFits: map[string]int{}, topo: newTopologies(in.Topologies), placing: map[int]int32{}}
 	if c.tree == nil {
 		c.tree, _ = queuetree.Build(nil, nil)
 	}
@@ -279,7 +310,7 @@ func newComputation(in Input) *computation {
 		c.groups[i] = &g
 	}
 	slices.SortStableFunc(c.groups, func(a, b *Group) int { return queueOrder(*a, *b) })
-	c.plan = Plan{Decisions: make(map[string]Decision, len(c.groups))}
+	c.plan = Plan{Decisions: make(map[string]Decision, len(c.groups)), Claims: map[types.UID]gpuledger.ClaimPlan{}, Placements: map[string]*Placed{}}
 	if !c.tree.Empty() {
 		// What running work uses counts against its queues.
 		for r := range c.rooms {
@@ -334,11 +365,27 @@ func (c *computation) admittedFirst() {
 			continue
 		}
 		demands := c.demandsOf(g)
-		_, at := fitFirst(demands, c.rooms, len(g.Pending), &c.cursor)
+		var at placement
+		decision := admitted
+		if r, _ := c.constraint(g); r != nil {
+			var placed *Placed
+			if at, placed = c.admittedIn(g, r, demands); placed != nil {
+				c.plan.Placements[g.Key] = placed
+				decision = admittedDecision(placed)
+			}
+		} else {
+			_, at = fitFirst(demands, c.rooms, len(g.Pending), &c.cursor)
+			c.touch(at)
+		}
+		if c.in.Claims != nil {
+			// Its members being placed keep the devices of a solution:
+			// those holding theirs already pinned, the others solved anew.
+			c.in.Claims.Solve(demands, c.rooms, at, c.plan.Claims)
+		}
 		if leaf := c.leaf(g); leaf != nil {
 			c.tree.Charge(leaf, demandUsage(c.tree, demands, at, c.rooms, c.largestMiB))
 		}
-		c.plan.Decisions[g.Key] = admitted
+		c.plan.Decisions[g.Key] = decision
 		c.protect(g, demands, at)
 	}
 }
@@ -354,6 +401,13 @@ func (c *computation) decide(g *Group, leaf *queuetree.Node) {
 	in, rooms := c.in, c.rooms
 	if g.QueueProblem != "" {
 		c.queue(g, nil, ReasonQueueInvalid, g.QueueProblem)
+		return
+	}
+	r, problem := c.constraint(g)
+	if problem != "" {
+		// It waits for its pods or the topologies to change, in no place
+		// in the line, holding nothing.
+		c.plan.Decisions[g.Key] = Decision{Reason: ReasonTopologyInvalid, Message: queueWords(leaf) + problem}
 		return
 	}
 	if msg, ok := checkQuota(*g, in.Quotas[g.Namespace]); !ok {
@@ -393,7 +447,13 @@ func (c *computation) decide(g *Group, leaf *queuetree.Node) {
 	shape, alike := shapeOf(demands)
 	var fit int
 	var at placement
-	if most, known := c.room[shape]; alike && known && most < need {
+	var placed *Placed
+	var short []shortfall
+	if r != nil {
+		// Inside one domain: the fullest of the preferred level that
+		// holds it, else of each coarser level up to the required one.
+		fit, at, placed, short = c.fitTopology(g, r, demands, need)
+	} else if most, known := c.room[shape]; alike && known && most < need {
 		// Pods alike found room for only most of them earlier in this
 		// pass, and rooms only fill during a pass: no need to look.
 		fit = most
@@ -409,7 +469,15 @@ func (c *computation) decide(g *Group, leaf *queuetree.Node) {
 			c.room[shape] = fit
 		}
 	}
+	if fit >= need && c.in.Claims != nil {
+		if ok, why := c.in.Claims.Solve(demands, rooms, at, c.plan.Claims); !ok {
+			unfit(demands, rooms, at)
+			c.queue(g, leaf, ReasonWaitingForCapacity, why)
+			return
+		}
+	}
 	if fit >= need {
+		c.touch(at)
 		if most, known := c.room[shape]; alike && known {
 			c.room[shape] = max(most-need, 0)
 		}
@@ -424,17 +492,33 @@ func (c *computation) decide(g *Group, leaf *queuetree.Node) {
 			c.pick.charged(leaf)
 		}
 		c.plan.Decisions[g.Key] = admitted
+		if placed != nil {
+			if placed.Why == "" {
+				placed.Why = placedWords(placed, r, short, need)
+			}
+			c.plan.Placements[g.Key] = placed
+			c.plan.Decisions[g.Key] = admittedDecision(placed)
+		}
 		c.protect(g, demands, at)
 		c.changes++
 		return
 	}
 	unfit(demands, rooms, at)
-	msg := c.explain(demands, shape, alike, need, fit)
-	if placed, ok := c.everFits(demands, shape, alike, need); !ok {
-		// It never fits, whatever ends: it takes no place in the line and
-		// holds nothing, and says so (the phase Unplaceable).
-		c.plan.Decisions[g.Key] = Decision{Reason: ReasonUnplaceable, Message: queueWords(leaf) + explainNever(demands, need, placed, c.in.Rooms)}
-		return
+	var msg string
+	if r != nil {
+		msg = explainTopology(demands, r, short, need)
+		if placed, words, ok := c.everFitsTopology(r, demands, shape, alike, need); !ok {
+			c.plan.Decisions[g.Key] = Decision{Reason: ReasonUnplaceable, Message: queueWords(leaf) + explainNeverTopology(demands, r, need, placed, words, c.in.Rooms)}
+			return
+		}
+	} else {
+		msg = c.explain(demands, shape, alike, need, fit)
+		if placed, ok := c.everFits(demands, shape, alike, need); !ok {
+			// It never fits, whatever ends: it takes no place in the line
+			// and holds nothing, and says so (the phase Unplaceable).
+			c.plan.Decisions[g.Key] = Decision{Reason: ReasonUnplaceable, Message: queueWords(leaf) + explainNever(demands, need, placed, c.in.Rooms)}
+			return
+		}
 	}
 	if c.plan.Reservation != nil {
 		c.queue(g, leaf, ReasonWaitingForCapacity, fmt.Sprintf("%s; capacity is reserved for %s", msg, c.plan.Reservation.Holder))
@@ -450,7 +534,7 @@ func (c *computation) decide(g *Group, leaf *queuetree.Node) {
 		c.queue(g, leaf, ReasonWaitingForCapacity, msg+"; the nodes reserved in this pass leave no room for it")
 		return
 	}
-	c.queue(g, leaf, ReasonWaitingForCapacity, fmt.Sprintf("%s; %d nodes are reserved for it until the pods on them finish", msg, len(res.Nodes)))
+	c.queue(g, leaf, ReasonWaitingForCapacity, fmt.Sprintf("%s; %d nodes%s are reserved for it until the pods on them finish", msg, len(res.Nodes), domainWords(res, " of ")))
 }
 
 // everFits reports whether need of the demands fit the nodes as they are,
@@ -507,15 +591,29 @@ func (c *computation) reserve(g *Group, demands []Demand, need int) (*Reservatio
 			avoid[r] = true
 		}
 	}
-	taken, placed := reserve(demands, need, rooms, kept, avoid)
-	if placed < need {
-		return nil, false
+	var taken map[int]Held
+	var domain string
+	if r, _ := c.constraint(g); r != nil {
+		var placed *Placed
+		var ok bool
+		if taken, placed, ok = c.reserveTopology(r, demands, need, kept, avoid); !ok {
+			return nil, false
+		}
+		if placed != nil {
+			domain = placed.Words
+		}
+	} else {
+		var placed int
+		if taken, placed = reserve(demands, need, rooms, kept, avoid); placed < need {
+			return nil, false
+		}
 	}
-	res := &Reservation{Holder: g.Key, Priority: g.Priority, Nodes: make(map[string]Held, len(taken))}
+	res := &Reservation{Holder: g.Key, Priority: g.Priority, Domain: domain, Nodes: make(map[string]Held, len(taken))}
 	for r, held := range taken {
 		res.Nodes[rooms[r].Node.Name] = held
 		rooms[r].Free = rooms[r].Free.Sub(held.Resources).floor()
 		rooms[r].GPUs = withheld(rooms[r].GPUs, held.GPUs)
+		c.touchRoom(r)
 	}
 	c.plan.Reservation = res
 	c.changes++
@@ -533,8 +631,8 @@ func (c *computation) preempt(g *Group, leaf *queuetree.Node, demands []Demand, 
 		rc := &reclaimer{tree: c.tree, taker: leaf, demand: c.estimate[g], claims: c.tree.Claims(leaf, c.estimate[g]),
 			leafOf: func(key string) *queuetree.Node { return c.tree.Queue(c.in.QueueOf[key]) }, rooms: c.rooms, largestMiB: c.largestMiB,
 			demandOf: c.demandOf}
-		if victims, at, ok := preemption(demands, need, c.rooms, rc.units(units), rc.allow); ok {
-			c.plan.Reservation = reservationAt(*g, demands, at, c.rooms)
+		if victims, at, domain, ok := c.preemption(g, demands, need, rc.units(units), rc.allow); ok {
+			c.plan.Reservation = c.reservationAt(*g, demands, at, domain)
 			c.changes++
 			from := victimQueues(victims, c.tree, c.in.QueueOf)
 			if len(victims) > 0 {
@@ -548,15 +646,15 @@ func (c *computation) preempt(g *Group, leaf *queuetree.Node, demands []Demand, 
 		}
 	}
 	same := func(key string) bool { return c.tree.Queue(c.in.QueueOf[key]) == leaf }
-	victims, at, ok := preemption(demands, need, c.rooms, unitsBelow(*g, units, same, c.demandOf), nil)
+	victims, at, domain, ok := c.preemption(g, demands, need, unitsBelow(*g, units, same, c.demandOf), nil)
 	if !ok {
 		return false
 	}
-	c.plan.Reservation = reservationAt(*g, demands, at, c.rooms)
+	c.plan.Reservation = c.reservationAt(*g, demands, at, domain)
 	c.changes++
 	if len(victims) > 0 {
 		c.plan.Preemptions = append(c.plan.Preemptions, Preemption{Group: g.Key, Priority: g.Priority, Victims: victims})
-		c.queue(g, leaf, ReasonPreempting, fmt.Sprintf("%s; preempting pods of lower priority: %s", msg, describeVictims(victims)))
+		c.queue(g, leaf, ReasonPreempting, fmt.Sprintf("%s; preempting pods of lower priority%s: %s", msg, domainWords(c.plan.Reservation, " in "), describeVictims(victims)))
 	} else {
 		c.queue(g, leaf, ReasonPreempting, msg+"; waiting for the pods being deleted to end")
 	}

@@ -3,6 +3,7 @@ package jobqueue
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +15,8 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/dynamic-resource-allocation/structured"
+	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/utils/clock"
 
 	"github.com/aisched/aisched/pkg/generated/clientset/versioned"
@@ -21,6 +24,7 @@ import (
 	"github.com/aisched/aisched/pkg/gpuledger"
 	"github.com/aisched/aisched/pkg/podgroup"
 	"github.com/aisched/aisched/pkg/queuetree"
+	"github.com/aisched/aisched/pkg/topology"
 )
 
 // Options configure a Queue.
@@ -69,12 +73,18 @@ type Queue struct {
 	// restart); historyAt is when it was brought up to date.
 	history   map[string]map[string]int64
 	historyAt time.Time
+	// topologies reads the topologies groups ask for domains of.
+	topologies *topology.Source
 	// tree is the team queues as the last pass counted them; read-only.
 	tree atomic.Pointer[queuetree.Tree]
 	// reclaiming are the groups that took capacity back in the last pass,
 	// and demands the pods' demands; both the loop's own.
 	reclaiming map[string]bool
 	demands    demandCache
+	// dra and draFeatures solve groups' DRA claims (claims.go); dra is nil
+	// without DRA.
+	dra         fwk.SharedDRAManager
+	draFeatures structured.Features
 	// synced report whether the queue's handlers have seen what the
 	// informers first listed.
 	synced []cache.InformerSynced
@@ -165,6 +175,11 @@ type Connection struct {
 	Recorder events.EventRecorder
 	// Activate moves pods of newly admitted groups to the active queue.
 	Activate func(map[string]*corev1.Pod)
+	// DRA is the scheduler's DRA manager and DRAFeatures its allocator's
+	// features, to solve groups' DRA claims whole (claims.go); nil: DRA
+	// claims are not placed on paper.
+	DRA         fwk.SharedDRAManager
+	DRAFeatures structured.Features
 }
 
 // Start follows pods, nodes, ResourceQuotas, PodGroups, team queues and
@@ -173,6 +188,7 @@ type Connection struct {
 func (q *Queue) Start(ctx context.Context, conn Connection) error {
 	factory, client, recorder, activate := conn.Factory, conn.Client, conn.Recorder, conn.Activate
 	q.activate = activate
+	q.dra, q.draFeatures = conn.DRA, conn.DRAFeatures
 	podInformer := factory.Core().V1().Pods().Informer()
 	q.pods = podInformer.GetIndexer()
 	q.held = newPodWriter(client, recorder, q.pods, q.opts.Clock)
@@ -222,6 +238,22 @@ func (q *Queue) Start(ctx context.Context, conn Connection) error {
 		return fmt.Errorf("team queues: %w", err)
 	}
 	q.synced = append(q.synced, q.source.synced...)
+	q.topologies = &topology.Source{}
+	if err := q.topologies.Start(ctx, conn.Aisched, conn.Dynamic, q.nodes, q.Kick); err != nil {
+		return fmt.Errorf("topologies: %w", err)
+	}
+	q.synced = append(q.synced, q.topologies.Synced()...)
+	if _, err := factory.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(interface{}) { q.topologies.NodesChanged() },
+		UpdateFunc: func(old, obj interface{}) {
+			if o, ok := old.(*corev1.Node); ok && !maps.Equal(o.Labels, obj.(*corev1.Node).Labels) {
+				q.topologies.NodesChanged()
+			}
+		},
+		DeleteFunc: func(interface{}) { q.topologies.NodesChanged() },
+	}); err != nil {
+		return err
+	}
 	if conn.Aisched != nil && q.source.aisched != nil {
 		q.queueStatus = newQueueStatusWriter(conn.Aisched)
 		go q.queueStatus.run(ctx)

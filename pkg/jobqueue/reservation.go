@@ -17,7 +17,10 @@ import (
 type Reservation struct {
 	Holder   string
 	Priority int32
-	Nodes    map[string]Held
+	// Domain names the topology domain the nodes are in ("rack r3"), for a
+	// holder that asks for one.
+	Domain string
+	Nodes  map[string]Held
 }
 
 // Held is what a reservation holds on one node: CPU, memory and pod
@@ -70,20 +73,61 @@ func held(g Group, demands []Demand, at placement, rooms []Room) (*Reservation, 
 // those where admitted members are being placed, whom a reservation
 // there would hold off the free cards they were given.
 func reserve(demands []Demand, need int, rooms []Room, kept map[string]bool, avoid map[int]bool) (map[int]Held, int) {
+	rv := newReserver(rooms, kept, avoid)
+	placed := rv.place(demands, need, nil)
+	return rv.taken, placed
+}
+
+// reserver is reserve in steps: each place call goes on from what the
+// earlier ones took (the slices of a group, each in its own domain).
+type reserver struct {
+	rooms []Room
+	kept  map[string]bool
+	avoid map[int]bool
+	taken map[int]Held
+	// empty[r] is room r with every pod gone and the reserved so far taken.
+	empty map[int]*gpuledger.NodeGPUs
+}
+
+func newReserver(rooms []Room, kept map[string]bool, avoid map[int]bool) *reserver {
+	return &reserver{rooms: rooms, kept: kept, avoid: avoid, taken: map[int]Held{}, empty: map[int]*gpuledger.NodeGPUs{}}
+}
+
+// clone returns a copy of rv that places apart from it, to try a slice.
+func (rv *reserver) clone() *reserver {
+	out := &reserver{rooms: rv.rooms, kept: rv.kept, avoid: rv.avoid, taken: make(map[int]Held, len(rv.taken)), empty: make(map[int]*gpuledger.NodeGPUs, len(rv.empty))}
+	for r, h := range rv.taken {
+		h.GPUs = slices.Clone(h.GPUs)
+		out.taken[r] = h
+	}
+	for r, e := range rv.empty {
+		cp := *e
+		out.empty[r] = &cp
+	}
+	return out
+}
+
+func (rv *reserver) emptyOf(r int) *gpuledger.NodeGPUs {
+	if e, ok := rv.empty[r]; ok {
+		return e
+	}
+	e := rv.rooms[r].GPUs.Empty()
+	rv.empty[r] = &e
+	return &e
+}
+
+// place reserves up to need of demands, largest first, on the rooms of
+// scope (indexes into the rooms; nil: every room), and returns how many it
+// placed.
+func (rv *reserver) place(demands []Demand, need int, scope []int) int {
+	rooms := rv.rooms
 	order := slices.Clone(demands)
 	slices.SortStableFunc(order, largestFirst)
-	taken := map[int]Held{}
-	// empty[r] is room r with every pod gone and the reserved so far taken.
-	empty := map[int]*gpuledger.NodeGPUs{}
-	emptyOf := func(r int) *gpuledger.NodeGPUs {
-		if e, ok := empty[r]; ok {
-			return e
-		}
-		e := rooms[r].GPUs.Empty()
-		empty[r] = &e
-		return &e
-	}
 	placed := 0
+	n := len(rooms)
+	if scope != nil {
+		n = len(scope)
+	}
 	for i := range order {
 		d := &order[i]
 		if placed == need {
@@ -93,14 +137,18 @@ func reserve(demands []Demand, need int, rooms []Room, kept map[string]bool, avo
 		var bestFree Resources
 		var bestGPU int64
 		bestKept := false
-		for r := range rooms {
-			t := taken[r]
-			if avoid[r] || !rooms[r].Allocatable.Sub(t.Resources).Covers(d.Request) || !emptyOf(r).Fits(d.GPU) {
+		for k := range n {
+			r := k
+			if scope != nil {
+				r = scope[k]
+			}
+			t := rv.taken[r]
+			if rv.avoid[r] || !rooms[r].Allocatable.Sub(t.Resources).Covers(d.Request) || !rv.emptyOf(r).Fits(d.GPU) {
 				continue
 			}
 			free := rooms[r].Free.Sub(t.Resources)
 			freeGPU := rooms[r].GPUs.FreeMilli() - heldMilli(t.GPUs)
-			keep := kept[rooms[r].Node.Name]
+			keep := rv.kept[rooms[r].Node.Name]
 			if best >= 0 && (freeGPU < bestGPU || freeGPU == bestGPU && (free.MilliCPU < bestFree.MilliCPU ||
 				free.MilliCPU == bestFree.MilliCPU && (bestKept || !keep))) {
 				continue
@@ -112,16 +160,16 @@ func reserve(demands []Demand, need int, rooms []Room, kept map[string]bool, avo
 		if best < 0 {
 			continue
 		}
-		emptyOf(best).Take(d.GPU)
-		t := taken[best]
+		rv.emptyOf(best).Take(d.GPU)
+		t := rv.taken[best]
 		t.Resources = t.Add(d.Request)
 		if d.GPU.Count > 0 {
 			t.GPUs = append(t.GPUs, d.GPU)
 		}
-		taken[best] = t
+		rv.taken[best] = t
 		placed++
 	}
-	return taken, placed
+	return placed
 }
 
 // heldMilli is what requests hold in thousandths of a card.

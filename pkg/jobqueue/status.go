@@ -77,6 +77,9 @@ func (w *statusWriter) publish(plan Plan, groups map[string]*Group, ended func(k
 		}
 		t := ended(key)
 		next := desired{namespace: g.Namespace, name: key[len(g.Namespace)+1:], minMember: int32(g.MinAvailable), status: statusOf(d, g, t)}
+		if p := plan.Placements[key]; p != nil {
+			next.status.Domain = p.Selector
+		}
 		first := g.Pending
 		if len(first) == 0 {
 			first = g.Bound
@@ -97,7 +100,7 @@ func (w *statusWriter) publish(plan Plan, groups map[string]*Group, ended func(k
 		t := ended(key)
 		next := prev
 		next.gone = true
-		next.status.Running, next.status.Scheduled, next.status.QueuePosition = 0, 0, 0
+		next.status.Running, next.status.Scheduled, next.status.QueuePosition, next.status.Domain = 0, 0, 0, ""
 		next.status.Succeeded, next.status.Failed = t.succeeded, t.failed
 		switch {
 		case t.succeeded >= prev.minMember:
@@ -238,6 +241,7 @@ func (w *statusWriter) write(ctx context.Context, key string) error {
 	next.Status.Phase = want.status.Phase
 	next.Status.Running, next.Status.Succeeded, next.Status.Failed = want.status.Running, want.status.Succeeded, want.status.Failed
 	next.Status.Scheduled, next.Status.QueuePosition = want.status.Scheduled, want.status.QueuePosition
+	next.Status.Domain = want.status.Domain
 	if waiting := []schedulingv1alpha1.PodGroupPhase{schedulingv1alpha1.PodGroupPending, schedulingv1alpha1.PodGroupQueued, schedulingv1alpha1.PodGroupUnplaceable}; next.Status.ScheduleStartTime.IsZero() && !slices.Contains(waiting, want.status.Phase) {
 		next.Status.ScheduleStartTime = metav1.Now()
 	}

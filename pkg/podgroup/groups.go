@@ -165,6 +165,7 @@ func (g *Groups) Of(pod *corev1.Pod) (ref Ref, ok bool, err error) {
 	ref.MinAvailable = int(pg.Spec.MinMember)
 	ref.Created = pg.CreationTimestamp.Time
 	ref.MinResources = pg.Spec.MinResources
+	ref.Annotations = pg.Annotations
 	if t := pg.Spec.ScheduleTimeoutSeconds; t != nil && *t > 0 {
 		ref.Timeout = time.Duration(*t) * time.Second
 	}

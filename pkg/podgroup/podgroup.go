@@ -124,6 +124,14 @@ type Ref struct {
 	Timeout time.Duration
 	// MinResources is the PodGroup's minResources; nil for label groups.
 	MinResources corev1.ResourceList
+	// Annotations are the PodGroup object's (scheduler-plugins' or
+	// Volcano's); nil for groups the pods declare. They must not be
+	// changed.
+	Annotations map[string]string
+	// Volcano is a Volcano PodGroup's spec (its networkTopology and
+	// subGroupPolicy ask for a topology domain); nil otherwise. It must
+	// not be changed.
+	Volcano map[string]interface{}
 }
 
 // Key is namespace/name, unique in the cluster.

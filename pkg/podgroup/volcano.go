@@ -71,5 +71,9 @@ func (g *Groups) volcanoRef(ref Ref, key string) (Ref, error) {
 	}
 	ref.MinAvailable = int(minMember)
 	ref.Created = u.GetCreationTimestamp().UTC()
+	ref.Annotations = u.GetAnnotations()
+	if spec, ok, _ := unstructured.NestedFieldNoCopy(u.Object, "spec"); ok {
+		ref.Volcano, _ = spec.(map[string]interface{})
+	}
 	return ref, nil
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/aisched/aisched/pkg/scheduler/plugins/coscheduling"
 	"github.com/aisched/aisched/pkg/scheduler/plugins/fgd"
 	"github.com/aisched/aisched/pkg/scheduler/plugins/fgdbaseline"
+	"github.com/aisched/aisched/pkg/scheduler/plugins/gpuclaims"
 	"github.com/aisched/aisched/pkg/scheduler/plugins/gpufit"
 	"github.com/aisched/aisched/pkg/scheduler/plugins/heteropriority"
 	"github.com/aisched/aisched/pkg/scheduler/plugins/loadaware"
@@ -58,6 +59,9 @@ func Registry(svc *Services) frameworkruntime.Registry {
 	return frameworkruntime.Registry{
 		gpufit.Name: with(func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 			return gpufit.New(ctx, obj, h, svc.GPUs)
+		}),
+		gpuclaims.Name: with(func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+			return gpuclaims.New(ctx, obj, h, svc.GPUs, svc.Queue)
 		}),
 		heteropriority.Name: with(func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 			return heteropriority.New(ctx, obj, h, svc.GPUs)

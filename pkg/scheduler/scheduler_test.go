@@ -16,6 +16,7 @@ import (
 	"github.com/aisched/aisched/pkg/scheduler/plugins/coscheduling"
 	"github.com/aisched/aisched/pkg/scheduler/plugins/fgd"
 	"github.com/aisched/aisched/pkg/scheduler/plugins/fgdbaseline"
+	"github.com/aisched/aisched/pkg/scheduler/plugins/gpuclaims"
 	"github.com/aisched/aisched/pkg/scheduler/plugins/gpufit"
 	"github.com/aisched/aisched/pkg/scheduler/plugins/heteropriority"
 	"github.com/aisched/aisched/pkg/scheduler/plugins/loadaware"
@@ -174,6 +175,8 @@ func checkPlugins(t *testing.T, cfg *config.KubeSchedulerConfiguration) {
 				args = &aischedconfig.HeteroPriorityArgs{}
 			case gpufit.Name:
 				args = &aischedconfig.GPUFitArgs{}
+			case gpuclaims.Name:
+				args = &aischedconfig.GPUClaimsArgs{}
 			case fgdbaseline.BestFitName, fgdbaseline.DotProdName:
 				args = &aischedconfig.FGDBaselineArgs{}
 			case fgd.Name:
@@ -197,6 +200,7 @@ func checkPlugins(t *testing.T, cfg *config.KubeSchedulerConfiguration) {
 func TestPluginsSignPods(t *testing.T) {
 	plugins := map[string]fwk.Plugin{
 		gpufit.Name:             &gpufit.GPUFit{},
+		gpuclaims.Name:          &gpuclaims.GPUClaims{},
 		heteropriority.Name:     &heteropriority.HeteroPriority{},
 		fgdbaseline.BestFitName: &fgdbaseline.BestFit{},
 		fgdbaseline.DotProdName: &fgdbaseline.DotProd{},

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -16,6 +17,8 @@ import (
 	"k8s.io/component-base/metrics"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/dynamicresources"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 	schedprofile "k8s.io/kubernetes/pkg/scheduler/profile"
 	"k8s.io/utils/clock"
 
@@ -74,7 +77,7 @@ func NewServices(cfg *config.SchedulerServices) *Services {
 // for the simulator, which runs the scheduler on a virtual clock and a
 // fake clientset.
 func NewServicesWith(cfg *config.SchedulerServices, clk clock.WithTickerAndDelayedExecution, client versioned.Interface) *Services {
-	gpus := gpuledger.New(gpuledger.Options{NoFeatureDiscoveryLabels: !*cfg.GPUs.UseFeatureDiscoveryLabels})
+	gpus := gpuledger.New(gpuledger.Options{NoFeatureDiscoveryLabels: !*cfg.GPUs.UseFeatureDiscoveryLabels, DRADriver: cfg.GPUs.DRADriver})
 	groups := podgroup.New()
 	q := cfg.JobQueue
 	queue := jobqueue.New(groups, gpus, jobqueue.Options{
@@ -133,8 +136,9 @@ func (s *Services) startOnce(ctx context.Context, h fwk.Handle) error {
 	if err != nil {
 		return err
 	}
+	fts := feature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate)
 	if err := s.Queue.Start(ctx, jobqueue.Connection{Factory: factory, Client: h.ClientSet(), Aisched: client, Dynamic: dyn,
-		Recorder: recorder, Activate: activate}); err != nil {
+		Recorder: recorder, Activate: activate, DRA: h.SharedDRAManager(), DRAFeatures: dynamicresources.AllocatorFeatures(fts)}); err != nil {
 		return fmt.Errorf("job queue: %w", err)
 	}
 	if err := s.Workload.Start(factory); err != nil {

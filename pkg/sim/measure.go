@@ -9,9 +9,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	aischedv1alpha1 "github.com/aisched/aisched/apis/aisched/v1alpha1"
 	"github.com/aisched/aisched/pkg/gpu"
+	"github.com/aisched/aisched/pkg/local/nodesim"
 	"github.com/aisched/aisched/pkg/podgroup"
 	"github.com/aisched/aisched/pkg/sim/metrics"
 	"github.com/aisched/aisched/pkg/sim/scenario"
@@ -169,6 +171,14 @@ func (r *record) measure(ctx context.Context, c simcluster.Cluster, firstArrival
 	if !lastBind.IsZero() {
 		res.PodsPerSecond = metrics.PodsPerSecond(scheduled, lastBind.Sub(firstArrival))
 	}
+	makespan := max(r.pods.LastChange().Sub(firstArrival), 0)
+	if slices.Contains(s.Metrics, "makespan_seconds") {
+		res.MakespanSeconds = ptr.To(makespan.Seconds())
+	}
+	if slices.Contains(s.Metrics, "gpu_busy_pct") {
+		res.GPUBusyPct = gpuBusyPct(podList.Items, simNodes, makespan, c.Now())
+	}
+	measureTopology(s, podList.Items, nodes.Items, &res)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.teams != nil {
@@ -328,4 +338,33 @@ func quantity(l corev1.ResourceList, r corev1.ResourceName, milli bool) int64 {
 		return q.MilliValue()
 	}
 	return q.Value()
+}
+
+// gpuBusyPct is 100 x the GPU-seconds the bound pods ran (their cards
+// times their run: a pod's duration once it ended, else since it started)
+// over the cluster's cards times the makespan; nil without cards or time.
+func gpuBusyPct(pods []corev1.Pod, nodes []metrics.Node, makespan time.Duration, now time.Time) *float64 {
+	cards := 0
+	for _, n := range nodes {
+		cards += n.GPUs
+	}
+	if cards == 0 || makespan <= 0 {
+		return nil
+	}
+	var busy float64
+	for i := range pods {
+		p := &pods[i]
+		r, err := gpu.ParseRequest(p)
+		if err != nil || r.Count == 0 || p.Spec.NodeName == "" || p.Status.StartTime == nil {
+			continue
+		}
+		ran := now.Sub(p.Status.StartTime.Time)
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			if d, err := time.ParseDuration(p.Annotations[nodesim.RunDurationAnnotation]); err == nil {
+				ran = d
+			}
+		}
+		busy += float64(r.TotalMilli()) / 1000 * max(ran, 0).Seconds()
+	}
+	return ptr.To(100 * busy / (float64(cards) * makespan.Seconds()))
 }

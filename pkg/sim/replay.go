@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	resourcev1client "k8s.io/client-go/kubernetes/typed/resource/v1"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 
 	"github.com/aisched/aisched/pkg/clusterfile"
@@ -51,6 +52,10 @@ type ReplayOptions struct {
 	// as its typicalPods argument, as the FGD paper's simulator does,
 	// instead of letting it learn them online.
 	TypicalPodsFromTrace bool
+	// DRA requests GPUs through ResourceClaims of NVIDIA's DRA driver
+	// (dra.go): the nodes publish their cards with DRAShares consumable
+	// shares each, and every GPU pod claims its cards or its share.
+	DRA bool
 	// Percents are the arrived percentages of the curve; default
 	// ReplayPercents. 100 is always read: it is the headline number.
 	Percents []int
@@ -145,7 +150,15 @@ func Replay(ctx context.Context, opts ReplayOptions) (*report.Report, error) {
 			p.SchedulerConfig = cfg
 		}
 	}
+	if opts.DRA && opts.Engine.Name == simcluster.Fast.Name {
+		// On client-go's fake the scheduler's cache of claims does not
+		// take in the allocations it writes: a trial gave a device twice.
+		return nil, errors.New("DRA replays need the apiserver engine: on the fast engine's in-memory API the scheduler's cache of claims misses their allocations")
+	}
 	pools := trace.NodePools(opts.Nodes)
+	if opts.DRA {
+		draPools(pools)
+	}
 	if errs := clusterfile.ValidateNodePools(pools, nil); len(errs) > 0 {
 		return nil, fmt.Errorf("nodes: %w", errs.ToAggregate())
 	}
@@ -224,6 +237,10 @@ func replayOne(ctx context.Context, opts ReplayOptions, pools []clusterfile.Node
 		return metrics.Result{}, fmt.Errorf("the scheduler has no profile %s", p.Profile)
 	}
 	shares := scheduler.RunsPlugin(plugins, scheduler.Filter, gpufit.Name)
+	claims := c.Client().ResourceV1().ResourceClaims(metav1.NamespaceDefault)
+	if !opts.DRA {
+		claims = nil
+	}
 	// After pod i: the GPU milli requested by seq[:i+1] and allocated.
 	requested, allocated := make([]int64, len(seq)), make([]int64, len(seq))
 	var sumRequested, sumAllocated int64
@@ -234,7 +251,7 @@ func replayOne(ctx context.Context, opts ReplayOptions, pools []clusterfile.Node
 		sumRequested += tp.TotalGPUMilli()
 		requested[i] = sumRequested
 		step(i)
-		placed, err := replayPod(ctx, pods, observer, tp, p.Profile, shares)
+		placed, err := replayPod(ctx, pods, claims, observer, tp, p.Profile, shares)
 		switch {
 		case err != nil:
 			return metrics.Result{}, fmt.Errorf("pod %s: %w", tp.Name, err)
@@ -249,7 +266,7 @@ func replayOne(ctx context.Context, opts ReplayOptions, pools []clusterfile.Node
 		allocated[i] = sumAllocated
 	}
 	step(len(seq))
-	if err := checkPlacement(ctx, pods, cardsOf(pools), sumAllocated); err != nil {
+	if err := checkPlacement(ctx, pods, claims, cardsOf(pools), sumAllocated); err != nil {
 		return metrics.Result{}, err
 	}
 	res.PodsPerSecond = metrics.PodsPerSecond(len(seq)-res.PendingPods-*res.InexpressiblePods, elapsed)
@@ -276,11 +293,18 @@ const (
 	inexpressible
 )
 
-// replayPod creates the pod of tp, waits for the scheduler, and deletes it
-// at once if it does not fit, so that it is never retried.
-func replayPod(ctx context.Context, pods corev1client.PodInterface, observer *simcluster.PodObserver, tp trace.Pod, profile string, shares bool) (int, error) {
-	pod, err := tracePod(tp, profile, shares)
-	if err != nil {
+// replayPod creates the pod of tp, with its claim when claims are given
+// (DRA), waits for the scheduler, and deletes it at once if it does not
+// fit, so that it is never retried.
+func replayPod(ctx context.Context, pods corev1client.PodInterface, claims resourcev1client.ResourceClaimInterface, observer *simcluster.PodObserver, tp trace.Pod, profile string, shares bool) (int, error) {
+	var pod *corev1.Pod
+	var err error
+	if claims != nil {
+		pod, err = draPod(ctx, claims, tp, profile)
+		if err != nil {
+			return 0, err
+		}
+	} else if pod, err = tracePod(tp, profile, shares); err != nil {
 		return inexpressible, nil
 	}
 	if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
@@ -303,6 +327,11 @@ func replayPod(ctx context.Context, pods corev1client.PodInterface, observer *si
 	if err := pods.Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil && !apierrors.IsNotFound(err) {
 		return 0, err
 	}
+	if claims != nil && len(pod.Spec.ResourceClaims) > 0 {
+		if err := claims.Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return 0, err
+		}
+	}
 	return failed, nil
 }
 
@@ -311,12 +340,17 @@ func replayPod(ctx context.Context, pods corev1client.PodInterface, observer *si
 // audit must find no card overcommitted. A mismatch means the protocol was
 // broken (a failed pod retried and bound) or the scheduler overcommitted a
 // card; either makes the numbers worthless.
-func checkPlacement(ctx context.Context, pods corev1client.PodInterface, cards func(string) *gpu.Set, allocated int64) error {
+func checkPlacement(ctx context.Context, pods corev1client.PodInterface, claims resourcev1client.ResourceClaimInterface, cards func(string) *gpu.Set, allocated int64) error {
 	list, err := pods.List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return err
 	}
 	var sum int64
+	if claims != nil {
+		if sum, err = claimedMilli(ctx, claims, list.Items); err != nil {
+			return err
+		}
+	}
 	for i := range list.Items {
 		pod := &list.Items[i]
 		if pod.Spec.NodeName == "" {

@@ -47,6 +47,11 @@ type Options struct {
 	Tick func(done, total int)
 	// TraceDir holds the files of trace scenarios (Scenario.Trace).
 	TraceDir string
+	// ClaimsEngine runs the trace scenarios that request GPUs through DRA
+	// claims (Trace.DRA), which need the real apiserver (Replay):
+	// apiserver.Engine. Unset, they run on Engine, which refuses them if
+	// it is the fast engine.
+	ClaimsEngine simcluster.Engine
 	// SchedulerConfig replaces `aisched up`'s configuration for the
 	// policies that name no file of their own (a variant profile to try on
 	// every scenario at once); nil: the built-in one.
@@ -87,6 +92,9 @@ func Run(ctx context.Context, s *scenario.Scenario, opts Options) (*report.Repor
 		}
 		for _, seed := range s.Seeds {
 			arrivals := pods(s, p.Profile, seed)
+			if p.IgnoreTopology {
+				withoutTopology(arrivals)
+			}
 			jobs = append(jobs, job{
 				label: fmt.Sprintf("%s, seed %d", p.Name, seed), size: len(arrivals),
 				run: func(ctx context.Context, step func(int)) (metrics.Result, error) {
@@ -127,9 +135,14 @@ func runTrace(ctx context.Context, s *scenario.Scenario, opts Options) (*report.
 		}
 		policies = append(policies, ReplayPolicy{Name: p.Name, Profile: p.Profile, SchedulerConfig: cfg})
 	}
+	kind := opts.Engine
+	if s.Trace.DRA && opts.ClaimsEngine.Start != nil {
+		// Claims need the real apiserver (Replay).
+		kind = opts.ClaimsEngine
+	}
 	rep, err := Replay(ctx, ReplayOptions{
-		Engine: opts.Engine, Parallel: opts.Parallel, Name: s.Name, Nodes: nodes, Pods: pods, Policies: policies,
-		Seeds: s.Seeds, Inflate: s.Trace.Inflate, TypicalPodsFromTrace: s.Trace.TypicalPodsFromTrace,
+		Engine: kind, Parallel: opts.Parallel, Name: s.Name, Nodes: nodes, Pods: pods, Policies: policies,
+		Seeds: s.Seeds, Inflate: s.Trace.Inflate, TypicalPodsFromTrace: s.Trace.TypicalPodsFromTrace, DRA: s.Trace.DRA,
 		Timeout: opts.Timeout, Progress: opts.Progress, Tick: opts.Tick,
 	})
 	if err != nil {
@@ -168,7 +181,7 @@ func pods(s *scenario.Scenario, profile string, seed int64) []arrival {
 	var out []arrival
 	for _, it := range s.Workload {
 		for k := range it.Count {
-			out = append(out, arrival{at: it.Arrival.Duration + time.Duration(k)*it.Interval.Duration, pod: buildPod(it, k, profile)})
+			out = append(out, arrival{at: it.ArrivalOf(k), pod: buildPod(it, k, profile)})
 		}
 	}
 	rng := rand.New(rand.NewPCG(uint64(seed), 0))
@@ -214,9 +227,9 @@ func buildPod(it scenario.Item, k int, profile string) *corev1.Pod {
 	if it.Priority != 0 {
 		pod.Spec.PriorityClassName = priorityClassName(it.Priority)
 	}
-	if g := it.Group; g != nil {
-		pod.Labels[podgroup.NameLabel] = g.Name
-		pod.Labels[podgroup.MinAvailableLabel] = strconv.Itoa(g.MinAvailable)
+	if name, minAvailable, ok := it.GangOf(k); ok {
+		pod.Labels[podgroup.NameLabel] = name
+		pod.Labels[podgroup.MinAvailableLabel] = strconv.Itoa(minAvailable)
 	}
 	return pod
 }
@@ -320,6 +333,9 @@ func prepare(ctx context.Context, c simcluster.Cluster, s *scenario.Scenario, ad
 		if _, err := client.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{}); err != nil {
 			return err
 		}
+	}
+	if err := createTopologies(ctx, c, s); err != nil {
+		return err
 	}
 	namespaces := []string{metav1.NamespaceDefault}
 	for _, ns := range s.Namespaces {

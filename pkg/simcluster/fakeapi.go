@@ -129,6 +129,7 @@ func newFakeAPI(clk clock.PassiveClock) *fakeAPI {
 	a.aisched.Resources = []*metav1.APIResourceList{
 		{GroupVersion: aischedv1alpha1.SchemeGroupVersion.String(), APIResources: []metav1.APIResource{
 			{Name: "gpuinventories", Kind: "GPUInventory"}, {Name: "nodemetrics", Kind: "NodeMetrics"}, {Name: "aischedqueues", Kind: "Queue"},
+			{Name: "aischedtopologies", Kind: "Topology"},
 		}},
 		{GroupVersion: schedulingxv1alpha1.SchemeGroupVersion.String(), APIResources: []metav1.APIResource{
 			{Name: "podgroups", Namespaced: true, Kind: "PodGroup"},

@@ -50,6 +50,9 @@ type SnapshotCluster interface {
 	// QueueDecision is the job queue's last decision for the pod group
 	// with key (namespace/name); ok is false when it has none.
 	QueueDecision(key string) (jobqueue.Decision, bool)
+	// QueuePlaced is the topology domain the job queue placed the pod
+	// group with key in; nil for none.
+	QueuePlaced(key string) *jobqueue.Placed
 	// QueueOf is the team queue of a pod's work (jobqueue.Queue.QueueOf),
 	// and Queues the team queues as the job queue's last pass counted
 	// them (nil without queues).
@@ -60,6 +63,11 @@ type SnapshotCluster interface {
 // QueueDecision implements SnapshotCluster.
 func (f *fastCluster) QueueDecision(key string) (jobqueue.Decision, bool) {
 	return f.svc.Queue.Decision(key)
+}
+
+// QueuePlaced implements SnapshotCluster.
+func (f *fastCluster) QueuePlaced(key string) *jobqueue.Placed {
+	return f.svc.Queue.Placed(key)
 }
 
 // QueueOf implements SnapshotCluster.

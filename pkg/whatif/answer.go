@@ -61,6 +61,13 @@ func (a *Answer) WriteText(w io.Writer, now time.Time) error {
 			fmt.Fprintf(&b, "  - %s\n", r)
 		}
 	}
+	for _, d := range a.Domains {
+		fmt.Fprintf(&b, "Pod group %s: %s", d.Group, d.Words)
+		if d.Domain != "" {
+			fmt.Fprintf(&b, " (%s)", d.Domain)
+		}
+		b.WriteString(".\n")
+	}
 	if placed := a.placed(); len(placed) > 0 {
 		b.WriteString("Placement:\n")
 		for _, p := range placed {

@@ -19,10 +19,11 @@ import (
 // Snapshot is what whatif reads of a live cluster, with list and get
 // calls only: nodes, the pods that have not ended, namespaces,
 // ResourceQuotas (with the usage their controller counted), priority
-// classes, and aisched's GPUInventories, NodeMetrics, PodGroups and team
-// queues (aischedqueues, with the usage history their status keeps) where
-// their CRDs are served: with the namespaces' labels, they decide each
-// pod's queue. Each list is consistent in itself; the lists are
+// classes, and aisched's GPUInventories, NodeMetrics, PodGroups, team
+// queues (aischedqueues, with the usage history their status keeps) and
+// topologies (aischedtopologies) where their CRDs are served: with the
+// namespaces' labels, the queues decide each pod's queue. Each list is
+// consistent in itself; the lists are
 // taken one after the other, so a pod that binds between two of them may
 // be seen on the node list's state of a moment before.
 type Snapshot struct {
@@ -95,6 +96,7 @@ func (s *Snapshot) takeAisched(ctx context.Context, aisched versioned.Interface)
 		{"podgroups", func() (runtime.Object, error) {
 			return aisched.SchedulingV1alpha1().PodGroups(metav1.NamespaceAll).List(ctx, all)
 		}},
+		{"aischedtopologies", func() (runtime.Object, error) { return aisched.AischedV1alpha1().AischedTopologies().List(ctx, all) }},
 		{"aischedqueues", func() (runtime.Object, error) { return aisched.AischedV1alpha1().AischedQueues().List(ctx, all) }},
 	} {
 		list, err := l.list()

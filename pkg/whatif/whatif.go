@@ -86,6 +86,9 @@ type Answer struct {
 	// Waiting says why pods wait now (their PodScheduled condition, or the
 	// job queue's decision for their group), one line each.
 	Waiting []string `json:"waiting,omitempty"`
+	// Domains are the topology domains the job's pod groups are placed
+	// in, for groups that ask for one (docs/topology.md).
+	Domains []Domain `json:"domains,omitempty"`
 	// Never says why the job does not fit an empty cluster (NeverFits),
 	// and PlacedOnEmpty how many of its pods were placed there.
 	Never         []string `json:"never,omitempty"`
@@ -96,6 +99,16 @@ type Answer struct {
 	// Queue is what the team queues say of the job; nil when it is in no
 	// queue.
 	Queue *QueueAnswer `json:"queue,omitempty"`
+}
+
+// Domain is where the job queue placed one of the job's pod groups.
+type Domain struct {
+	Group string `json:"group"`
+	// Domain is the level's node label and the value
+	// ("example.com/rack=r3"), Words what the queue says of it ("inside
+	// rack r3", with the preferred level's best try when it fell back).
+	Domain string `json:"domain,omitempty"`
+	Words  string `json:"words"`
 }
 
 // Placement is where one pod of the job goes.
@@ -376,7 +389,30 @@ func observe(ctx context.Context, c *simulation, job *Job, ans *Answer) (bool, e
 		all = all && p.Spec.NodeName != ""
 		ans.Pods = append(ans.Pods, pl)
 	}
+	ans.Domains = domains(c, job)
 	return all, nil
+}
+
+// domains are the topology domains the job queue placed the job's groups
+// in.
+func domains(c simcluster.Cluster, job *Job) []Domain {
+	sc, ok := c.(simcluster.SnapshotCluster)
+	if !ok {
+		return nil
+	}
+	var out []Domain
+	seen := map[string]bool{}
+	for _, p := range job.Pods {
+		key, ok := podgroup.KeyOf(p)
+		if !ok || seen[key] {
+			continue
+		}
+		seen[key] = true
+		if placed := sc.QueuePlaced(key); placed != nil {
+			out = append(out, Domain{Group: key, Domain: placed.Selector, Words: placed.Why})
+		}
+	}
+	return out
 }
 
 // waiting says why the job's unplaced pods wait: the job queue's decision

@@ -2,6 +2,8 @@ package whatif
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
+	aischedv1alpha1 "github.com/aisched/aisched/apis/aisched/v1alpha1"
 	"github.com/aisched/aisched/pkg/clusterfile"
 	"github.com/aisched/aisched/pkg/gpu"
 	"github.com/aisched/aisched/pkg/local/nodesim"
@@ -199,5 +202,73 @@ spec: {schedulerName: aisched, containers: [{name: c, image: x, resources: {limi
 				t.Errorf("pods (-want,+got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// A job that asks for one rack is answered with the rack: two racks of two
+// nodes of two cards, r1 with a card held, so the gang of two 2-card pods
+// fits r2 only; asked for one node's worth more than a rack has, it never
+// fits and says which rack holds the most.
+func TestRunTopology(t *testing.T) {
+	cfg, err := scheduler.LocalConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	c, err := clusterfile.Parse("test", []byte(`apiVersion: aisched.io/v1alpha1
+kind: Cluster
+nodePools:
+  - {name: r1, count: 2, cpu: "16", memory: 64Gi, labels: {example.com/rack: r1}, gpus: {count: 2, model: Tesla-T4, memoryMiB: 15360}}
+  - {name: r2, count: 2, cpu: "16", memory: 64Gi, labels: {example.com/rack: r2}, gpus: {count: 2, model: Tesla-T4, memoryMiB: 15360}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := &Snapshot{Taken: now}
+	for _, n := range nodesim.Nodes(c) {
+		node := n.Object.DeepCopy()
+		node.Status.Allocatable = node.Status.Capacity
+		node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+		snap.Core = append(snap.Core, node)
+		snap.Aisched = append(snap.Aisched, n.Inventory)
+	}
+	snap.Aisched = append(snap.Aisched, &aischedv1alpha1.Topology{ObjectMeta: metav1.ObjectMeta{Name: "racks"},
+		Spec: aischedv1alpha1.TopologySpec{Levels: []aischedv1alpha1.TopologyLevel{{NodeLabel: "example.com/rack"}}}})
+	held := gpuPod("held", "0", now.Add(-time.Hour), "")
+	held.Spec.NodeName = "r1-0"
+	snap.Core, snap.Pods = append(snap.Core, held), append(snap.Pods, held)
+	gang := func(n int) *Job {
+		job := &Job{}
+		for i := range n {
+			p := gpuPod(fmt.Sprintf("train-%d", i), "", now, "")
+			p.Spec.Containers[0].Resources.Requests[gpu.ResourceName] = resource.MustParse("2")
+			p.Spec.Containers[0].Resources.Limits[gpu.ResourceName] = resource.MustParse("2")
+			p.Labels = map[string]string{"pod-group.scheduling.sigs.k8s.io/name": "train", "pod-group.scheduling.sigs.k8s.io/min-available": fmt.Sprint(n)}
+			p.Annotations[aischedv1alpha1.TopologyRequiredKey] = "example.com/rack"
+			job.Pods = append(job.Pods, p)
+		}
+		return job
+	}
+	ans, err := Run(context.Background(), snap, gang(2), Options{SchedulerConfig: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Domain{{Group: "default/train", Domain: "example.com/rack=r2", Words: "inside rack r2"}}
+	if ans.Verdict != FitsNow || !cmp.Equal(want, ans.Domains) {
+		t.Fatalf("%s, domains %+v, waiting %q, never %q; want FitsNow in %+v", ans.Verdict, ans.Domains, ans.Waiting, ans.Never, want)
+	}
+	var text strings.Builder
+	if err := ans.WriteText(&text, now); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text.String(), "Pod group default/train: inside rack r2 (example.com/rack=r2).") {
+		t.Errorf("text does not name the rack:\n%s", text.String())
+	}
+	ans, err = Run(context.Background(), snap, gang(3), Options{SchedulerConfig: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ans.Verdict != NeverFits || len(ans.Never) == 0 || !strings.Contains(ans.Never[0], "no rack holds the 3 members it needs at once; the best, rack r1, holds 2") {
+		t.Errorf("%s, never %q; want NeverFits naming the best rack", ans.Verdict, ans.Never)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -96,6 +97,40 @@ func TestSimTrace(t *testing.T) {
 			t.Errorf("%s: no pod bound", p.Name)
 		}
 		t.Logf("%s: unallocated GPU at 100%% %.2f%%, %d pods did not fit, %d inexpressible", p.Name, *res.UnallocatedGPUPct, res.PendingPods, *res.InexpressiblePods)
+	}
+}
+
+// TestSimTraceDRA replays the sample trace with GPUs requested through
+// claims of NVIDIA's DRA driver: upstream's first fit (default-scheduler)
+// can then express the shared pods too, and Replay checks that the bound
+// pods' claims add up to what it counted, no device beyond its shares.
+func TestSimTraceDRA(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join("..", "..", "pkg", "sim", "trace", "testdata")
+	nodes := readCSV(t, filepath.Join(dir, "nodes.csv"), trace.ReadNodes)
+	pods := readCSV(t, filepath.Join(dir, "pods.csv"), trace.ReadPods)
+	opts := sim.ReplayOptions{
+		Engine: apiserver.Engine, Name: "sample", Nodes: nodes, Pods: pods, Policies: sim.ProfilePolicies("default-scheduler", "aisched"),
+		Seeds: []int64{7}, Inflate: 1.3, DRA: true,
+	}
+	rep, err := sim.Replay(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq := trace.Workload(pods, 7, 1.3, trace.CapacityMilli(nodes))
+	for _, p := range rep.Policies {
+		res := p.Runs[0].Result
+		if res.InexpressiblePods == nil || *res.InexpressiblePods != 0 {
+			t.Errorf("%s: inexpressible pods %v, want none through DRA", p.Name, res.InexpressiblePods)
+		}
+		if res.UnallocatedGPUPct == nil || len(seq)-res.PendingPods <= 0 {
+			t.Fatalf("%s: unallocated GPU %v, %d of %d pods pending: want pods bound through their claims", p.Name, res.UnallocatedGPUPct, res.PendingPods, len(seq))
+		}
+		t.Logf("%s: unallocated GPU at 100%% %.2f%%, %d pods did not fit", p.Name, *res.UnallocatedGPUPct, res.PendingPods)
+	}
+	opts.Engine = simcluster.Fast
+	if _, err := sim.Replay(context.Background(), opts); err == nil || !strings.Contains(err.Error(), "DRA replays need the apiserver engine") {
+		t.Errorf("a DRA replay on the fast engine: err %v, want a refusal", err)
 	}
 }
 

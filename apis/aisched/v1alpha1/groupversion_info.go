@@ -28,6 +28,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&GPUInventory{}, &GPUInventoryList{},
 		&NodeMetrics{}, &NodeMetricsList{},
 		&Queue{}, &QueueList{},
+		&Topology{}, &TopologyList{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil

@@ -43,6 +43,7 @@ const (
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Running",type=integer,JSONPath=`.status.running`
 // +kubebuilder:printcolumn:name="Position",type=integer,JSONPath=`.status.queuePosition`
+// +kubebuilder:printcolumn:name="Domain",type=string,JSONPath=`.status.domain`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Admitted")].message`,priority=0
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
@@ -99,6 +100,14 @@ type PodGroupStatus struct {
 	// while it is Queued.
 	// +optional
 	QueuePosition int32 `json:"queuePosition,omitempty"`
+	// domain is the topology domain the job queue placed the group in, as
+	// <level's node label>=<value> (example.com/rack=r3), for a group that
+	// asks for one (topology.aisched.io/*, or a peer's form) and is
+	// admitted; the Admitted condition says why it is there, or why no
+	// domain holds it.
+	// +kubebuilder:validation:MaxLength=400
+	// +optional
+	Domain string `json:"domain,omitempty"`
 	// conditions: Admitted says whether the job queue lets the members be
 	// scheduled and, in plain words, why not.
 	// +optional

@@ -83,7 +83,7 @@ each scenario's own table. Trace scenarios need the trace's directory
 			defer done()
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			opts := sim.Options{Engine: engine, Settle: settle, Parallel: parallel, Progress: progress, TraceDir: traceDir}
+			opts := sim.Options{Engine: engine, ClaimsEngine: apiserver.Engine, Settle: settle, Parallel: parallel, Progress: progress, TraceDir: traceDir}
 			if configPath != "" {
 				if opts.SchedulerConfig, err = scheduler.ReadConfig(configPath); err != nil {
 					return fmt.Errorf("--scheduler-config: %w", err)
@@ -189,7 +189,7 @@ func newSimTraceCommand() *cobra.Command {
 	var policies []string
 	var inflate float64
 	var parallel int
-	var typicalFromTrace bool
+	var typicalFromTrace, dra bool
 	cmd := &cobra.Command{
 		Use:   "trace --nodes NODES.csv --pods PODS.csv --policy PROFILE...",
 		Short: "Replay an Alibaba GPU trace (openb CSV) with the FGD paper's protocol",
@@ -230,7 +230,7 @@ cluster cannot express. With several seeds each metric is the median, and
 			}
 			opts := sim.ReplayOptions{
 				Engine: engine, Parallel: parallel, Name: filepath.Base(podsPath), Nodes: nodes, Pods: pods,
-				Policies: sim.ProfilePolicies(policies...), Seeds: seedList, Inflate: inflate, TypicalPodsFromTrace: typicalFromTrace,
+				Policies: sim.ProfilePolicies(policies...), Seeds: seedList, Inflate: inflate, TypicalPodsFromTrace: typicalFromTrace, DRA: dra,
 			}
 			if configPath != "" {
 				var err error
@@ -279,6 +279,7 @@ cluster cannot express. With several seeds each metric is the median, and
 	fs.Float64Var(&inflate, "inflate", 1.3, "GPU request of the sequence in multiples of the cluster's GPU capacity")
 	fs.StringVar(&configPath, "scheduler-config", "", "KubeSchedulerConfiguration holding the profiles (default: the built-in one of aisched up)")
 	fs.BoolVar(&typicalFromTrace, "typical-pods-from-trace", false, "give FGD the pod list's shapes as its typicalPods argument, as the FGD paper's simulator does, instead of learning them online")
+	fs.BoolVar(&dra, "dra", false, "request GPUs through ResourceClaims of NVIDIA's DRA driver: the nodes publish each card with 1000 consumable shares, each GPU pod claims its cards or its share; every profile can then express shared pods (default-scheduler places them with upstream's first-fit allocator)")
 	fs.StringVar(&format, "format", "table", "output: table (markdown) or json")
 	fs.StringVar(&out, "out", "", "directory for report.json, report.csv, report.md and report.svg")
 	fs.StringVar(&logFile, "log-file", os.DevNull, "component log file (- for stderr)")

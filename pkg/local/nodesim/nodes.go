@@ -10,12 +10,14 @@ import (
 
 	"github.com/google/uuid"
 	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	aischedv1alpha1 "github.com/aisched/aisched/apis/aisched/v1alpha1"
 	"github.com/aisched/aisched/pkg/clusterfile"
 	"github.com/aisched/aisched/pkg/gpu"
+	"github.com/aisched/aisched/pkg/gpu/nvidiadra"
 )
 
 // Labels and annotations of simulated nodes and pods. Keys under
@@ -46,10 +48,13 @@ var (
 )
 
 // Node is a simulated node: the object to register, its GPU inventory
-// (nil for CPU-only nodes) and the pool it comes from.
+// (nil for CPU-only nodes and for nodes whose cards a DRA driver
+// publishes), the ResourceSlices of its DRA driver (nil for none) and the
+// pool it comes from.
 type Node struct {
 	Object    *corev1.Node
 	Inventory *aischedv1alpha1.GPUInventory
+	Slices    []*resourceapi.ResourceSlice
 	Pool      *clusterfile.NodePool
 }
 
@@ -66,7 +71,14 @@ func nodesFrom(c *clusterfile.Cluster, first int) []Node {
 		pool := &c.NodePools[p]
 		for i := range pool.Count {
 			node := BuildNode(pool, i, first+len(nodes))
-			nodes = append(nodes, Node{Object: node, Inventory: BuildInventory(pool, node.Name), Pool: pool})
+			n := Node{Object: node, Inventory: BuildInventory(pool, node.Name), Pool: pool}
+			if pool.GPUs != nil && pool.GPUs.DRA != nil {
+				// NVIDIA's DRA driver publishes the cards; the node has no
+				// device plugin and no GPUInventory (the agent withdraws it).
+				n.Slices = nvidiadra.Slices(node.Name, gpu.FromInventory(n.Inventory), pool.GPUs.DRA.Options())
+				n.Inventory = nil
+			}
+			nodes = append(nodes, n)
 		}
 	}
 	return nodes
@@ -90,8 +102,11 @@ func BuildNode(pool *clusterfile.NodePool, i, global int) *corev1.Node {
 		corev1.ResourcePods:             *resource.NewQuantity(int64(pool.MaxPods), resource.DecimalSI),
 	}
 	if g := pool.GPUs; g != nil {
-		// The labels GPU Feature Discovery would set on a real node.
-		capacity[gpu.ResourceName] = *resource.NewQuantity(int64(g.Count), resource.DecimalSI)
+		// The labels GPU Feature Discovery would set on a real node; the
+		// device plugin's resource unless a DRA driver publishes the cards.
+		if g.DRA == nil {
+			capacity[gpu.ResourceName] = *resource.NewQuantity(int64(g.Count), resource.DecimalSI)
+		}
 		labels[gpu.GFDPresentLabel] = "true"
 		labels[gpu.GFDProductLabel] = labelValue(g.Model)
 		labels[gpu.GFDCountLabel] = strconv.Itoa(g.Count)
@@ -102,6 +117,9 @@ func BuildNode(pool *clusterfile.NodePool, i, global int) *corev1.Node {
 		}
 	}
 	for k, v := range pool.Labels {
+		labels[k] = v
+	}
+	for k, v := range pool.TopologyLabels(i) {
 		labels[k] = v
 	}
 	var taints []corev1.Taint

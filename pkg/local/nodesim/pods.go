@@ -67,6 +67,9 @@ func (s *Simulator) restorePods(ctx context.Context) {
 		if n, ok := s.node(pod.Spec.NodeName); ok && n.Inventory != nil {
 			s.devices.restore(n, key, pod)
 		}
+		if err := s.prepareClaims(ctx, key, pod, true); err != nil {
+			klog.FromContext(ctx).Info("Could not restore the pod's claims", "pod", key, "err", err)
+		}
 	}
 }
 
@@ -78,6 +81,10 @@ func (s *Simulator) startPod(ctx context.Context, key string, pod *corev1.Pod) (
 	ip, rej := s.alloc.admit(key, c, false)
 	if rej != nil {
 		return 0, s.failPod(ctx, pod, rej.Reason, rej.Reason, "Pod was rejected: "+rej.Message)
+	}
+	if err := s.prepareClaims(ctx, key, pod, false); err != nil {
+		s.release(key)
+		return 0, s.failPod(ctx, pod, "FailedPrepareDynamicResources", "UnexpectedAdmissionError", "Pod was rejected: "+err.Error())
 	}
 	for _, start := range []struct {
 		reason string
@@ -240,6 +247,7 @@ func (s *Simulator) node(name string) (Node, bool) {
 // containers when the Runtime runs them.
 func (s *Simulator) release(key string) {
 	s.alloc.release(key)
+	s.prepared.unprepare(key)
 	if s.devices != nil {
 		s.devices.stop(key)
 	}

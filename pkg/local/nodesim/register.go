@@ -65,7 +65,7 @@ func (s *Simulator) register(ctx context.Context, nodes []Node) error {
 	g.SetLimit(registerParallelism)
 	for _, n := range nodes {
 		g.Go(func() error {
-			node, err := s.registerNode(gctx, n.Object)
+			node, existed, err := s.registerNode(gctx, n.Object)
 			if err != nil {
 				return fmt.Errorf("register node %s: %w", n.Object.Name, err)
 			}
@@ -75,23 +75,34 @@ func (s *Simulator) register(ctx context.Context, nodes []Node) error {
 			if err := s.publishInventory(gctx, node, n.Inventory); err != nil {
 				return fmt.Errorf("GPU inventory of node %s: %w", node.Name, err)
 			}
+			if len(n.Slices) > 0 || existed {
+				if err := s.publishSlices(gctx, node, n.Slices, existed); err != nil {
+					return fmt.Errorf("DRA slices of node %s: %w", node.Name, err)
+				}
+			}
 			return s.renewLease(gctx, node)
 		})
 	}
-	return g.Wait()
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	return s.publishClasses(ctx)
 }
 
-func (s *Simulator) registerNode(ctx context.Context, want *corev1.Node) (*corev1.Node, error) {
+// registerNode creates or updates the node; existed reports whether it
+// was registered before (a restart).
+func (s *Simulator) registerNode(ctx context.Context, want *corev1.Node) (_ *corev1.Node, existed bool, _ error) {
 	nodes := s.client.CoreV1().Nodes()
 	node, err := nodes.Get(ctx, want.Name, metav1.GetOptions{})
+	existed = err == nil
 	switch {
 	case apierrors.IsNotFound(err):
 		node, err = nodes.Create(ctx, want.DeepCopy(), metav1.CreateOptions{})
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	case err != nil:
-		return nil, err
+		return nil, false, err
 	}
 	// The spec: labels of the file win, taints are the file's; the pod CIDR
 	// of an existing node is immutable and kept.
@@ -124,14 +135,15 @@ func (s *Simulator) registerNode(ctx context.Context, want *corev1.Node) (*corev
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	status := want.Status.DeepCopy()
 	status.Conditions = s.conditions(node)
 	status.VolumesInUse, status.VolumesAttached, status.Images = node.Status.VolumesInUse, node.Status.VolumesAttached, node.Status.Images
 	node = node.DeepCopy()
 	node.Status = *status
-	return nodes.UpdateStatus(ctx, node, metav1.UpdateOptions{})
+	node, err = nodes.UpdateStatus(ctx, node, metav1.UpdateOptions{})
+	return node, existed, err
 }
 
 func equalMeta(a, b *corev1.Node) bool {

@@ -130,6 +130,8 @@ type Simulator struct {
 	// devices creates GPU pods' containers through the delivery hook;
 	// nil with NodesOnly.
 	devices *devices
+	// prepared is the claims the simulated DRA driver prepared (dra.go).
+	prepared *prepared
 }
 
 // New returns a Simulator for opts.Nodes.
@@ -165,6 +167,8 @@ func New(opts Options) (*Simulator, error) {
 		nodes:   map[string]Node{},
 		opts:    opts,
 		alloc:   newAllocator(),
+
+		prepared: newPrepared(),
 	}
 	for _, n := range opts.Nodes {
 		if _, dup := s.nodes[n.Object.Name]; dup {

@@ -60,6 +60,20 @@ type Result struct {
 	MisplacedGPUPods int `json:"misplaced_gpu_pods"`
 	// PodsPerSecond is PodsPerSecond of the run.
 	PodsPerSecond float64 `json:"pods_per_second"`
+	// MakespanSeconds is the time from the first arrival to the last
+	// pod's binding or end: on the same workload, a shorter one used the
+	// cards more. Nil unless the scenario asks for it.
+	MakespanSeconds *float64 `json:"makespan_seconds,omitempty"`
+	// GPUBusyPct is 100 x the GPU-seconds the pods ran over the cards
+	// times the makespan: how busy the cards were over the run. Nil unless
+	// the scenario asks for it.
+	GPUBusyPct *float64 `json:"gpu_busy_pct,omitempty"`
+	// The Topology metrics of the gangs that asked for topology domains
+	// (TopologyResult); nil when none asked for what one measures.
+	TopologyRequiredShare  *float64 `json:"topology_required_share,omitempty"`
+	TopologyPreferredShare *float64 `json:"topology_preferred_share,omitempty"`
+	TopologyDomainsSpanned *float64 `json:"topology_domains_spanned,omitempty"`
+	TopologySlicesWhole    *float64 `json:"topology_slices_whole,omitempty"`
 
 	// The metrics of a shared cluster's teams (Teams.Fill); nil for a
 	// scenario without queues.

@@ -33,6 +33,13 @@ var Metrics = map[string]Metric{
 	"group_wait_seconds":        {-1, "p50 and p95 of a gang's wait, from its first member created to its min-available-th bound"},
 	"misplaced_gpu_pods":        {-1, "GPU pods bound to cards with less memory or fewer cores than they asked"},
 	"pods_per_second":           {0, "pods bound per second of the run: the simulator's pace, not a quality of the placement"},
+	"gpu_busy_pct":              {+1, "100 x the GPU-seconds the pods ran / (the cluster's cards x makespan_seconds): how busy the cards were over the run"},
+	"makespan_seconds":          {-1, "from the first arrival to the last pod's binding or end: on the same workload, a shorter one used the cards more"},
+	"topology_required_share": {+1, "gangs with a required topology level whose members are all inside one domain of it, as a share (1: every constraint held); " +
+		"a policy that ignores topology is judged by what the gangs asked"},
+	"topology_preferred_share": {+1, "gangs with a preferred topology level whose members are all inside one domain of it, as a share"},
+	"topology_domains_spanned": {-1, "the mean number of domains of its preferred level (else its required one) a gang's members span; 1 is every gang inside one domain"},
+	"topology_slices_whole":    {+1, "gangs in slices whose every domain of the slice level holds whole slices, as a share"},
 	// A cluster shared by teams (scenarios with queues; metrics.Teams).
 	"mean_gpu_allocation_rate": {+1, "cards held by bound pods over all cards, averaged over the time from the first arrival to the last: how much of the cluster the teams' work used while it arrived"},
 	"fair_share_deviation_gpus": {-1, "per team (a leaf queue), |cards held - fair share| in cards, the fair share being the queues' division of the moment's use and waiting demand (guarantees first, the rest by weight; docs/queues.md); " +

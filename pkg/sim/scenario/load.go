@@ -16,6 +16,7 @@ import (
 
 	"github.com/aisched/aisched/pkg/clusterfile"
 	"github.com/aisched/aisched/pkg/gpu"
+	"github.com/aisched/aisched/pkg/podgroup"
 	"github.com/aisched/aisched/pkg/podload"
 	simtrace "github.com/aisched/aisched/pkg/sim/trace"
 	"github.com/aisched/aisched/pkg/util/yamlfile"
@@ -74,6 +75,10 @@ func (s *Scenario) setDefaults() {
 		s.Metrics = slices.Clone(MetricKeys)
 		if s.Trace != nil {
 			s.Metrics = slices.Clone(TraceMetricKeys)
+		}
+		if len(s.Topologies) == 0 {
+			// The topology metrics measure scenarios with topologies.
+			s.Metrics = slices.DeleteFunc(s.Metrics, func(k string) bool { return slices.Contains(TopologyMetricKeys, k) })
 		}
 		if len(s.Queues) > 0 {
 			s.Metrics = append(s.Metrics, QueueMetricKeys...)
@@ -172,8 +177,38 @@ func (s *Scenario) Validate() field.ErrorList {
 			}
 		}
 	}
+	errs = append(errs, s.validateTopologies()...)
 	errs = append(errs, s.validateWorkload(namespaces)...)
 	errs = append(errs, s.validateQueues()...)
+	return errs
+}
+
+// validateTopologies checks the scenario's topologies as the apiserver
+// checks an aischedtopology: names, 1 to 8 levels, each a label key, once.
+func (s *Scenario) validateTopologies() field.ErrorList {
+	var errs field.ErrorList
+	names := sets.New[string]()
+	for i, t := range s.Topologies {
+		tp := field.NewPath("topologies").Index(i)
+		errs = append(errs, dnsLabel(tp.Child("name"), t.Name)...)
+		if names.Has(t.Name) {
+			errs = append(errs, field.Duplicate(tp.Child("name"), t.Name))
+		}
+		names.Insert(t.Name)
+		if len(t.Levels) < 1 || len(t.Levels) > clusterfile.MaxTopologyLevels {
+			errs = append(errs, field.Invalid(tp.Child("levels"), len(t.Levels), fmt.Sprintf("want 1 to %d levels, coarsest first", clusterfile.MaxTopologyLevels)))
+		}
+		levels := sets.New[string]()
+		for j, l := range t.Levels {
+			for _, msg := range validation.IsQualifiedName(l) {
+				errs = append(errs, field.Invalid(tp.Child("levels").Index(j), l, msg))
+			}
+			if levels.Has(l) {
+				errs = append(errs, field.Duplicate(tp.Child("levels").Index(j), l))
+			}
+			levels.Insert(l)
+		}
+	}
 	return errs
 }
 
@@ -267,6 +302,16 @@ func (s *Scenario) validateWorkload(namespaces sets.Set[string]) field.ErrorList
 		}
 		if it.Node != "" && !nodes.Has(it.Node) {
 			errs = append(errs, field.NotFound(ip.Child("node"), it.Node))
+		}
+		if it.GangSize != 0 {
+			switch {
+			case it.Group != nil:
+				errs = append(errs, field.Forbidden(ip.Child("gangSize"), "an item's pods are in its group or in gangs of gangSize, not both"))
+			case it.GangSize < 1 || it.GangSize > podgroup.MaxMinAvailable:
+				errs = append(errs, field.Invalid(ip.Child("gangSize"), it.GangSize, fmt.Sprintf("must be between 1 and %d", podgroup.MaxMinAvailable)))
+			case it.Count%it.GangSize != 0:
+				errs = append(errs, field.Invalid(ip.Child("gangSize"), it.GangSize, fmt.Sprintf("must divide count %d: the last gang could never gather", it.Count)))
+			}
 		}
 		if g := it.Group; g != nil {
 			gp := ip.Child("group")

@@ -3,6 +3,7 @@ package scenario
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -69,8 +70,17 @@ func TestDefaults(t *testing.T) {
 	if diff := cmp.Diff(DefaultSeeds, s.Seeds); diff != "" {
 		t.Errorf("seeds (-want,+got):\n%s", diff)
 	}
-	if diff := cmp.Diff(MetricKeys, s.Metrics); diff != "" {
+	// Without topologies, the topology metrics are not reported.
+	want := slices.DeleteFunc(slices.Clone(MetricKeys), func(k string) bool { return slices.Contains(TopologyMetricKeys, k) })
+	if diff := cmp.Diff(want, s.Metrics); diff != "" {
 		t.Errorf("metrics (-want,+got):\n%s", diff)
+	}
+	withTopology, err := Parse("s.yaml", []byte(header+"policies: [{name: aisched}]\ntopologies: [{name: racks, levels: [example.com/rack]}]\nworkload: [{name: w, requests: {cpu: 1}}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(MetricKeys, withTopology.Metrics); diff != "" {
+		t.Errorf("metrics with topologies (-want,+got):\n%s", diff)
 	}
 	if w := s.Workload[0]; w.Count != 1 || w.Namespace != "default" {
 		t.Errorf("item defaults: count %d, namespace %q; want 1, default", w.Count, w.Namespace)
@@ -110,6 +120,10 @@ func TestParseErrors(t *testing.T) {
 		{"bad duration", header + policies + item + "    arrival: soon\n", `s.yaml:10: workload[0].arrival: invalid duration "soon"`},
 		{"bad quantity", header + policies + "workload:\n  - name: w\n    requests: {cpu: lots}\n", `s.yaml:9: workload[0].requests: invalid quantity "lots"`},
 		{"no policies", header + item, "policies: Required value: at least one policy"},
+		{"gang size not dividing", header + policies + "workload:\n  - {name: w, count: 5, gangSize: 2, requests: {cpu: 1}}\n", "workload[0].gangSize: Invalid value: 2: must divide count 5"},
+		{"gang size and group", header + policies + "workload:\n  - {name: w, count: 2, gangSize: 2, group: {name: g, minAvailable: 2}, requests: {cpu: 1}}\n", "workload[0].gangSize: Forbidden"},
+		{"topology without levels", header + policies + "topologies: [{name: racks}]\n" + item, "topologies[0].levels: Invalid value: 0: want 1 to 8 levels"},
+		{"topology level not a label", header + policies + "topologies: [{name: racks, levels: [rack/]}]\n" + item, `topologies[0].levels[0]: Invalid value: "rack/"`},
 		{"duplicate policy", header + "policies: [{name: aisched}, {name: aisched}]\n" + item, "s.yaml:6: policies[1].name: Duplicate value"},
 		{"bad cluster", "apiVersion: aisched.io/v1alpha1\nkind: Scenario\nname: s\ncluster:\n  nodePools:\n    - {name: n, count: 1, cpu: \"0\", memory: 32Gi}\n" + policies + item,
 			`s.yaml:6: cluster.nodePools[0].cpu: Invalid value: "0": must be greater than 0`},

@@ -30,6 +30,13 @@ var MetricKeys = []string{
 	"pending_pods", "mean_node_variance", "balance_efficiency_h", "gpu_allocation_rate",
 	"unallocated_gpu_pct", "unallocated_gpu_pct_curve", "partial_groups", "group_wait_seconds",
 	"misplaced_gpu_pods", "pods_per_second",
+	"makespan_seconds", "gpu_busy_pct", "topology_required_share", "topology_preferred_share", "topology_domains_spanned", "topology_slices_whole",
+}
+
+// TopologyMetricKeys are the metrics a scenario reports by default only
+// when it has topologies.
+var TopologyMetricKeys = []string{
+	"makespan_seconds", "gpu_busy_pct", "topology_required_share", "topology_preferred_share", "topology_domains_spanned", "topology_slices_whole",
 }
 
 // Scenario is one experiment: the same workload on the same cluster under
@@ -59,6 +66,9 @@ type Scenario struct {
 	// each policy's admission says whether they are created or stand as
 	// ResourceQuotas of their guarantees; +optional.
 	Queues []Queue `yaml:"queues"`
+	// topologies are created before the workload (aischedtopologies), for
+	// workload items that ask for topology domains; +optional.
+	Topologies []Topology `yaml:"topologies"`
 	// workload is what arrives; at least one item.
 	Workload []Item `yaml:"workload"`
 	// settle is how long no pod may be bound or end, after the last
@@ -84,6 +94,10 @@ type Trace struct {
 	Inflate float64 `yaml:"inflate"`
 	// typicalPodsFromTrace gives FGD the pod list's shapes; +optional.
 	TypicalPodsFromTrace bool `yaml:"typicalPodsFromTrace"`
+	// dra requests the GPUs through ResourceClaims of NVIDIA's DRA driver
+	// (ReplayOptions.DRA); such a replay runs on the apiserver engine;
+	// +optional.
+	DRA bool `yaml:"dra"`
 }
 
 // DefaultInflate is a trace's inflate unless given (trace.CheckInflate
@@ -121,6 +135,19 @@ type Policy struct {
 	// them; resourceQuota gives each namespace of a queue a ResourceQuota
 	// of the queue's guarantees instead; +optional.
 	Admission string `yaml:"admission"`
+	// ignoreTopology runs the pods without what they ask of topologies
+	// (their topology.aisched.io/* annotations), as aisched placed them
+	// before topologies: the baseline of a topology scenario. The
+	// topology metrics still judge them by what they asked. +optional.
+	IgnoreTopology bool `yaml:"ignoreTopology"`
+}
+
+// Topology is an aischedtopology of the scenario.
+type Topology struct {
+	// name is a DNS label.
+	Name string `yaml:"name"`
+	// levels are node labels, coarsest first (1 to 8).
+	Levels []string `yaml:"levels"`
 }
 
 // Namespace is a namespace of the workload.
@@ -162,6 +189,11 @@ type Item struct {
 	Load string `yaml:"load"`
 	// group puts the pods in a pod group; +optional.
 	Group *Group `yaml:"group"`
+	// gangSize makes every gangSize consecutive pods a gang of their own,
+	// named <name>-<n> with min-available gangSize, its members arriving
+	// together: interval then spaces the gangs, not the pods. It divides
+	// count; not with group. +optional.
+	GangSize int `yaml:"gangSize"`
 	// node binds the pods to this node of the cluster directly, past the
 	// scheduler, as background load already running; +optional.
 	Node string `yaml:"node"`
@@ -189,4 +221,25 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	}
 	d.Duration = v
 	return nil
+}
+
+// GangOf returns the group pod k of the item is in and its min-available
+// (from group or gangSize); ok is false for a pod in no group.
+func (it *Item) GangOf(k int) (name string, minAvailable int, ok bool) {
+	switch {
+	case it.GangSize > 0:
+		return fmt.Sprintf("%s-%d", it.Name, k/it.GangSize), it.GangSize, true
+	case it.Group != nil:
+		return it.Group.Name, it.Group.MinAvailable, true
+	}
+	return "", 0, false
+}
+
+// ArrivalOf returns when pod k of the item arrives, after the start.
+func (it *Item) ArrivalOf(k int) time.Duration {
+	step := k
+	if it.GangSize > 0 {
+		step = k / it.GangSize
+	}
+	return it.Arrival.Duration + time.Duration(step)*it.Interval.Duration
 }

@@ -61,6 +61,8 @@ func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Aisched().V1alpha1().NodeMetrics().Informer()}, nil
 	case v1alpha1.SchemeGroupVersion.WithResource("aischedqueues"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Aisched().V1alpha1().AischedQueues().Informer()}, nil
+	case v1alpha1.SchemeGroupVersion.WithResource("aischedtopologies"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Aisched().V1alpha1().AischedTopologies().Informer()}, nil
 
 		// Group=platform.aisched.io, Version=v1alpha1
 	case platformv1alpha1.SchemeGroupVersion.WithResource("aiservices"):

@@ -171,6 +171,11 @@ func (pl *Coscheduling) PreFilter(_ context.Context, state fwk.CycleState, pod *
 		state.Write(reservationKey, &reservationState{reservation: r, fence: pl.queue.Fence(key, priority), demand: jobqueue.DemandOf(pod)})
 		reserved = true
 	}
+	if !ok {
+		if s := refuseLoneTopology(pod); s != nil {
+			return nil, s
+		}
+	}
 	if !ok || ref.MinAvailable < 2 {
 		if reserved {
 			return nil, nil
@@ -199,7 +204,7 @@ func (pl *Coscheduling) PreFilter(_ context.Context, state fwk.CycleState, pod *
 		// of this attempt, and a member that finds no node now releases
 		// the others (PostFilter). Checking once per attempt keeps the
 		// cost per group, not per member.
-		return nil, nil
+		return pl.preFilterDomain(state, ref.Key())
 	}
 	// This pod first: it is the one about to be placed.
 	pending = append([]*corev1.Pod{pod}, pending...)
@@ -207,7 +212,7 @@ func (pl *Coscheduling) PreFilter(_ context.Context, state fwk.CycleState, pod *
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable,
 			fmt.Sprintf("pod group %s needs %d more pods placed at once, the free resources of the nodes hold %d of them", ref.Key(), need, fit))
 	}
-	return nil, nil
+	return pl.preFilterDomain(state, ref.Key())
 }
 
 // batchSign is what Coscheduling's Filter reads of a pod that is not a
@@ -253,6 +258,9 @@ func (pl *Coscheduling) PreFilterExtensions() fwk.PreFilterExtensions { return n
 // next pass has decided whether the waiting group needs it
 // (jobqueue.Fence).
 func (pl *Coscheduling) Filter(_ context.Context, state fwk.CycleState, pod *corev1.Pod, ni fwk.NodeInfo) *fwk.Status {
+	if s := filterDomain(state, ni.Node().Name); s != nil {
+		return s
+	}
 	data, err := state.Read(reservationKey)
 	if err != nil {
 		return nil

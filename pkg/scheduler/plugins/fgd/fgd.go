@@ -74,10 +74,12 @@ func New(_ context.Context, obj runtime.Object, h fwk.Handle, state *gpuledger.S
 // Name implements fwk.Plugin.
 func (pl *FGD) Name() string { return Name }
 
-// podShape reads the pod's CPU and GPU request.
-func podShape(pod *corev1.Pod) (milliCPU int64, r gpu.Request, err error) {
+// podShape reads the pod's CPU and GPU request; a pod's claims for the
+// GPU driver's devices are read by the ledger as a GPU request
+// (gpuledger.State.RequestOf).
+func (pl *FGD) podShape(pod *corev1.Pod) (milliCPU int64, r gpu.Request, err error) {
 	q := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})[corev1.ResourceCPU]
-	r, err = gpu.ParseRequest(pod)
+	r, err = pl.state.RequestOf(pod)
 	return q.MilliValue(), r, err
 }
 
@@ -94,7 +96,7 @@ type shapeSign struct {
 // other nodes are that much stale; with typicalPods they are exact. Pods
 // with an invalid GPU request are not batched.
 func (pl *FGD) SignPod(_ context.Context, pod *corev1.Pod) ([]fwk.SignFragment, *fwk.Status) {
-	cpu, r, err := podShape(pod)
+	cpu, r, err := pl.podShape(pod)
 	if err != nil {
 		return nil, fwk.NewStatus(fwk.Unschedulable, err.Error())
 	}
@@ -106,7 +108,7 @@ func (pl *FGD) SignPod(_ context.Context, pod *corev1.Pod) ([]fwk.SignFragment, 
 // part of the workload. (A pod an earlier PreFilter rejects, such as one
 // with an invalid GPU request, is not seen.)
 func (pl *FGD) PreFilter(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
-	cpu, r, err := podShape(pod)
+	cpu, r, err := pl.podShape(pod)
 	if err != nil {
 		return nil, nil
 	}
@@ -132,7 +134,7 @@ func (s *preScoreState) Clone() fwk.StateData { return s }
 // the pods of kinds the plugin does not rank, and every pod on a cluster
 // without GPUs, where no placement fragments anything.
 func (pl *FGD) PreScore(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) *fwk.Status {
-	cpu, r, err := podShape(pod)
+	cpu, r, err := pl.podShape(pod)
 	if err != nil || !pl.kinds.Ranks(pod) || pl.state.Facts().GPUNodes == 0 {
 		return fwk.NewStatus(fwk.Skip)
 	}
@@ -180,7 +182,7 @@ func (pl *FGD) Score(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, ni f
 // node with when it did in this state of the node, else computed now (the
 // scheduler skips scoring when one node is feasible).
 func (pl *FGD) ProposeCard(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, r gpu.Request, ni fwk.NodeInfo) (int, bool) {
-	cpu, _, err := podShape(pod)
+	cpu, _, err := pl.podShape(pod)
 	if err != nil || !r.Shared() || r.Count != 1 {
 		return 0, false
 	}
@@ -282,7 +284,7 @@ func (pl *FGD) readState(cs fwk.CycleState, pod *corev1.Pod) (*preScoreState, er
 			return s, nil
 		}
 	}
-	cpu, r, err := podShape(pod)
+	cpu, r, err := pl.podShape(pod)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}

@@ -50,15 +50,17 @@ func newVectors(plugin string, obj runtime.Object, state *gpuledger.State) (vect
 		gpuFree: gpuledger.NewNodeMemo[struct{}, int64](state)}, nil
 }
 
-// request is the pod's CPU (non-zero) and GPU in thousandths.
-func request(pod *corev1.Pod) (cpu, gpuMilli int64) {
+// request is the pod's CPU (non-zero) and GPU in thousandths; a pod's
+// claims for the GPU driver's devices count as the ledger reads them
+// (gpuledger.State.RequestOf).
+func (v vectors) request(pod *corev1.Pod) (cpu, gpuMilli int64) {
 	q := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})[corev1.ResourceCPU]
 	cpu = q.MilliValue()
 	if cpu == 0 {
 		cpu = defaultMilliCPU
 	}
 	// An invalid request never passes GPUFit's PreFilter; 0 here is moot.
-	r, _ := gpu.ParseRequest(pod)
+	r, _ := v.state.RequestOf(pod)
 	return cpu, r.TotalMilli()
 }
 
@@ -97,27 +99,27 @@ func (v vectors) preScore(cs fwk.CycleState, key fwk.StateKey, pod *corev1.Pod) 
 	if !v.kinds.Ranks(pod) {
 		return fwk.NewStatus(fwk.Skip)
 	}
-	cpu, g := request(pod)
+	cpu, g := v.request(pod)
 	cs.Write(key, &preScoreState{cpu: cpu, gpu: g, cards: v.state.Facts().GPUNodes > 0})
 	return nil
 }
 
 // podRequest reads the PreScore state, or the pod when the scheduler
 // scored without PreScore (cards then says to look for them).
-func podRequest(cs fwk.CycleState, key fwk.StateKey, pod *corev1.Pod) (cpu, gpuMilli int64, cards bool) {
+func (v vectors) podRequest(cs fwk.CycleState, key fwk.StateKey, pod *corev1.Pod) (cpu, gpuMilli int64, cards bool) {
 	if s, err := cs.Read(key); err == nil {
 		if st, ok := s.(*preScoreState); ok {
 			return st.cpu, st.gpu, st.cards
 		}
 	}
-	cpu, gpuMilli = request(pod)
+	cpu, gpuMilli = v.request(pod)
 	return cpu, gpuMilli, true
 }
 
 // signPod is the SignPlugin answer of both: the score depends on the pod
 // only through its CPU and GPU request (which hold its kind).
-func signPod(name string, pod *corev1.Pod) []fwk.SignFragment {
-	cpu, g := request(pod)
+func (v vectors) signPod(name string, pod *corev1.Pod) []fwk.SignFragment {
+	cpu, g := v.request(pod)
 	return []fwk.SignFragment{{Key: "aisched.io/" + name, Value: [2]int64{cpu, g}}}
 }
 
@@ -145,7 +147,7 @@ func (pl *BestFit) Name() string { return BestFitName }
 
 // SignPod implements fwk.SignPlugin.
 func (pl *BestFit) SignPod(_ context.Context, pod *corev1.Pod) ([]fwk.SignFragment, *fwk.Status) {
-	return signPod(BestFitName, pod), nil
+	return pl.signPod(BestFitName, pod), nil
 }
 
 // PreScore reads the pod's request.
@@ -158,7 +160,7 @@ func (pl *BestFit) PreScore(_ context.Context, cs fwk.CycleState, pod *corev1.Po
 // [0, 100]. A node the pod does not fit (which the filters rule out)
 // scores 0.
 func (pl *BestFit) Score(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, ni fwk.NodeInfo) (int64, *fwk.Status) {
-	cpuReq, gpuReq, cards := podRequest(cs, BestFitName, pod)
+	cpuReq, gpuReq, cards := pl.podRequest(cs, BestFitName, pod)
 	cpuFree, gpuFree := pl.free(ni, cards)
 	return BestFitScore(cpuFree, gpuFree, cpuReq, gpuReq, pl.maxCPU, pl.maxGPU), nil
 }
@@ -220,7 +222,7 @@ func (pl *DotProd) Name() string { return DotProdName }
 
 // SignPod implements fwk.SignPlugin.
 func (pl *DotProd) SignPod(_ context.Context, pod *corev1.Pod) ([]fwk.SignFragment, *fwk.Status) {
-	return signPod(DotProdName, pod), nil
+	return pl.signPod(DotProdName, pod), nil
 }
 
 // PreScore reads the pod's request.
@@ -230,7 +232,7 @@ func (pl *DotProd) PreScore(_ context.Context, cs fwk.CycleState, pod *corev1.Po
 
 // Score is DotProdScore of the node's free resources and the pod's request.
 func (pl *DotProd) Score(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, ni fwk.NodeInfo) (int64, *fwk.Status) {
-	cpuReq, gpuReq, cards := podRequest(cs, DotProdName, pod)
+	cpuReq, gpuReq, cards := pl.podRequest(cs, DotProdName, pod)
 	cpuFree, gpuFree := pl.free(ni, cards)
 	return DotProdScore(cpuFree, gpuFree, cpuReq, gpuReq, pl.maxCPU, pl.maxGPU), nil
 }

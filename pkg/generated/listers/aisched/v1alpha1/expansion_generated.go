@@ -29,3 +29,7 @@ type NodeMetricsListerExpansion interface{}
 // QueueListerExpansion allows custom methods to be added to
 // QueueLister.
 type QueueListerExpansion interface{}
+
+// TopologyListerExpansion allows custom methods to be added to
+// TopologyLister.
+type TopologyListerExpansion interface{}

@@ -30,6 +30,8 @@ type Interface interface {
 	NodeMetrics() TypedNodeMetricsInformer
 	// AischedQueues returns a QueueInformer.
 	AischedQueues() TypedQueueInformer
+	// AischedTopologies returns a TopologyInformer.
+	AischedTopologies() TypedTopologyInformer
 }
 
 type version struct {
@@ -56,4 +58,9 @@ func (v *version) NodeMetrics() TypedNodeMetricsInformer {
 // AischedQueues returns a TypedQueueInformer.
 func (v *version) AischedQueues() TypedQueueInformer {
 	return &queueInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
+}
+
+// AischedTopologies returns a TypedTopologyInformer.
+func (v *version) AischedTopologies() TypedTopologyInformer {
+	return &topologyInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
 }

@@ -31,6 +31,7 @@ type AischedV1alpha1Interface interface {
 	GPUInventoriesGetter
 	NodeMetricsGetter
 	AischedQueuesGetter
+	AischedTopologiesGetter
 }
 
 // AischedV1alpha1Client is used to interact with features provided by the aisched.io group.
@@ -48,6 +49,10 @@ func (c *AischedV1alpha1Client) NodeMetrics() NodeMetricsInterface {
 
 func (c *AischedV1alpha1Client) AischedQueues() QueueInterface {
 	return newAischedQueues(c)
+}
+
+func (c *AischedV1alpha1Client) AischedTopologies() TopologyInterface {
+	return newAischedTopologies(c)
 }
 
 // NewForConfig creates a new AischedV1alpha1Client for the given config.

@@ -23,3 +23,5 @@ type GPUInventoryExpansion interface{}
 type NodeMetricsExpansion interface{}
 
 type QueueExpansion interface{}
+
+type TopologyExpansion interface{}

@@ -40,6 +40,10 @@ func (c *FakeAischedV1alpha1) AischedQueues() v1alpha1.QueueInterface {
 	return newFakeAischedQueues(c)
 }
 
+func (c *FakeAischedV1alpha1) AischedTopologies() v1alpha1.TopologyInterface {
+	return newFakeAischedTopologies(c)
+}
+
 // RESTClient returns a RESTClient that is used to communicate
 // with API server by this client implementation.
 func (c *FakeAischedV1alpha1) RESTClient() rest.Interface {

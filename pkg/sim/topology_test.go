@@ -1,0 +1,101 @@
+package sim
+
+import (
+	"context"
+	"testing"
+
+	"github.com/aisched/aisched/pkg/sim/metrics"
+	"github.com/aisched/aisched/pkg/sim/scenario"
+	"github.com/aisched/aisched/pkg/simcluster"
+)
+
+// topologyScenario has two blocks of two racks of 4 nodes of 4 cards.
+// Background pods leave 3 cards on nodes 0, 1, 4 and 5 (racks 0 and 1)
+// and nothing on nodes 2, 3, 6 and 7: a gang of 4 pods of 3 cards
+// that asks for one rack fits only in rack 2 or 3, where best fit alone
+// takes the fuller nodes 0, 1, 4 and 5 of two racks. A second gang asks
+// for one block in slices of 2 per rack.
+const topologyScenario = `apiVersion: aisched.io/v1alpha1
+kind: Scenario
+name: topology
+cluster:
+  nodePools:
+    - name: gpu
+      count: 16
+      cpu: "32"
+      memory: 128Gi
+      gpus: {count: 4, model: Tesla-T4, memoryMiB: 15360}
+      topology:
+        - {label: example.com/block, nodes: 8}
+        - {label: example.com/rack, nodes: 4}
+topologies:
+  - {name: racks, levels: [example.com/block, example.com/rack]}
+policies:
+  - name: aisched
+  - {name: aisched-no-topology, profile: aisched, ignoreTopology: true}
+workload:
+  - {name: one-a, node: gpu-0, requests: {cpu: "1", memory: 1Gi, nvidia.com/gpu: "1"}}
+  - {name: one-b, node: gpu-1, requests: {cpu: "1", memory: 1Gi, nvidia.com/gpu: "1"}}
+  - {name: one-c, node: gpu-4, requests: {cpu: "1", memory: 1Gi, nvidia.com/gpu: "1"}}
+  - {name: one-d, node: gpu-5, requests: {cpu: "1", memory: 1Gi, nvidia.com/gpu: "1"}}
+  - {name: full-a, node: gpu-2, requests: {cpu: "1", memory: 1Gi, nvidia.com/gpu: "4"}}
+  - {name: full-b, node: gpu-3, requests: {cpu: "1", memory: 1Gi, nvidia.com/gpu: "4"}}
+  - {name: full-c, node: gpu-6, requests: {cpu: "1", memory: 1Gi, nvidia.com/gpu: "4"}}
+  - {name: full-d, node: gpu-7, requests: {cpu: "1", memory: 1Gi, nvidia.com/gpu: "4"}}
+  - name: rack
+    count: 4
+    gangSize: 4
+    arrival: 1s
+    requests: {cpu: "1", memory: 1Gi, nvidia.com/gpu: "3"}
+    annotations: {topology.aisched.io/required: example.com/rack}
+  - name: tp
+    count: 4
+    gangSize: 4
+    arrival: 2s
+    requests: {cpu: "1", memory: 1Gi, nvidia.com/gpu: "3"}
+    annotations:
+      topology.aisched.io/required: example.com/block
+      topology.aisched.io/slice-level: example.com/rack
+      topology.aisched.io/slice-size: "2"
+`
+
+// A run with topologies keeps every gang inside its domains and slices
+// whole; the same workload with ignoreTopology spreads the rack gang over
+// two racks, and the metrics, judged by what the gangs asked, say so.
+func TestTopologyRun(t *testing.T) {
+	s, err := scenario.Parse("topology.yaml", []byte(topologyScenario))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(context.Background(), s, Options{Engine: simcluster.Fast, Parallel: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := map[string]metrics.Result{}
+	for _, p := range rep.Policies {
+		results[p.Name] = p.Runs[0].Result
+	}
+	value := func(policy, name string, v *float64) float64 {
+		t.Helper()
+		if v == nil {
+			t.Fatalf("%s: %s not measured", policy, name)
+		}
+		return *v
+	}
+	with := results["aisched"]
+	if with.PendingPods != 0 {
+		t.Errorf("aisched: %d pods pending, want 0", with.PendingPods)
+	}
+	for name, v := range map[string]*float64{"required share": with.TopologyRequiredShare, "slices whole": with.TopologySlicesWhole, "domains spanned": with.TopologyDomainsSpanned} {
+		if got := value("aisched", name, v); got != 1 {
+			t.Errorf("aisched: %s %v, want 1", name, got)
+		}
+	}
+	without := results["aisched-no-topology"]
+	if got := value("aisched-no-topology", "required share", without.TopologyRequiredShare); got >= 1 {
+		t.Errorf("aisched-no-topology: required share %v, want below 1 (the rack gang on two racks)", got)
+	}
+	if got := value("aisched-no-topology", "domains spanned", without.TopologyDomainsSpanned); got <= 1 {
+		t.Errorf("aisched-no-topology: domains spanned %v, want above 1", got)
+	}
+}
