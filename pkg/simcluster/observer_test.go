@@ -2,6 +2,7 @@ package simcluster
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -69,5 +70,62 @@ func TestPodObserver(t *testing.T) {
 	cancelNow()
 	if _, err := pods.Wait(cancelled, "default/too-big", func(s PodState) bool { return !s.Bound.IsZero() }); err == nil {
 		t.Error("Wait for a pod that never binds returned without error after its context ended")
+	}
+}
+
+// The observer tells notify of each change in order, a deletion last,
+// and records when a running pod was deleted; its deletion is a change
+// that LastChange reports.
+func TestPodObserverDeleted(t *testing.T) {
+	c := startTestCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var mu sync.Mutex
+	var events []PodEvent
+	pods, err := ObservePods(ctx, c, func(ev PodEvent) {
+		mu.Lock()
+		defer mu.Unlock()
+		events = append(events, ev)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pods.Stop()
+	start := c.Now()
+	if _, err := c.Client().CoreV1().Pods("default").Create(ctx, testPod("runs", "aisched", "1", time.Hour), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pods.Wait(ctx, "default/runs", func(s PodState) bool { return !s.Bound.IsZero() }); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.RunUntil(ctx, start.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Client().CoreV1().Pods("default").Delete(ctx, "runs", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	gone, err := pods.Wait(ctx, "default/runs", func(s PodState) bool { return !s.Deleted.IsZero() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gone.Deleted.Sub(start) < time.Minute || !gone.Ended.IsZero() {
+		t.Errorf("pod runs deleted at start+%v, ended at %v; want after the minute it ran, never ended", gone.Deleted.Sub(start), gone.Ended)
+	}
+	if !pods.LastChange().Equal(gone.Deleted) {
+		t.Errorf("LastChange %v, want the deletion of the running pod %v", pods.LastChange(), gone.Deleted)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(events) < 2 || events[0].Deleted || events[0].Pod.Name != "runs" {
+		t.Fatalf("events %+v, want the pod's creation first", events)
+	}
+	last := events[len(events)-1]
+	if !last.Deleted || !last.At.Equal(gone.Deleted) {
+		t.Errorf("last event deleted=%v at %v, want the deletion at %v", last.Deleted, last.At, gone.Deleted)
+	}
+	for _, ev := range events[:len(events)-1] {
+		if ev.Deleted {
+			t.Errorf("a deletion at %v before the last event", ev.At)
+		}
 	}
 }
