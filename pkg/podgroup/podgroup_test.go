@@ -176,7 +176,8 @@ func TestVolcanoPodGroup(t *testing.T) {
 		want    Ref
 		wantErr string
 	}{
-		{group: "vc-pg", want: Ref{Namespace: "ns", Name: "vc-pg", MinAvailable: 3, Created: created.Time}},
+		{group: "vc-pg", want: Ref{Namespace: "ns", Name: "vc-pg", MinAvailable: 3, Created: created.Time,
+			Volcano: map[string]interface{}{"minMember": int64(3)}}},
 		{group: "zero", wantErr: "PodGroup ns/zero (scheduling.volcano.sh): spec.minMember 0: must be between 1 and 10000"},
 		{group: "missing", wantErr: `annotation scheduling.k8s.io/group-name="missing": waiting for Volcano PodGroup ns/missing`},
 	} {
