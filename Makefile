@@ -13,12 +13,12 @@ LDFLAGS := -s -w -X github.com/aisched/aisched/pkg/version.gitVersion=$(VERSION)
 # whole control plane and run without the race detector (see test-integration).
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v /test/integration)
 # Of those, the ones that link the control plane (kube-apiserver: aisched up,
-# the simulator, the command) run without the race detector too: it would
-# compile all of Kubernetes a second time, instrumented, which doubles a
-# cold build on 2 cores, for code whose own concurrency is small and runs in
-# the integration tests as well. Every other package (the scheduler's
-# services and plugins, the job queue, the gateway, the controller, the
-# agent) runs with it.
+# the simulator's apiserver engine, the command) run without the race
+# detector too: it would compile all of Kubernetes a second time,
+# instrumented, which doubles a cold build on 2 cores, for code whose own
+# concurrency is small and runs in the integration tests as well. Every other package (the scheduler's
+# services and plugins, the job queue, the simulator's fast engine, whatif,
+# the console, the gateway, the controller, the agent) runs with it.
 PLANE_PKGS = $(shell $(GO) list -f '{{.ImportPath}}{{range .Deps}}{{if eq . "k8s.io/kubernetes/pkg/controlplane"}} plane{{end}}{{end}}' ./... | grep ' plane$$' | cut -d' ' -f1)
 RACE_PKGS = $(filter-out $(PLANE_PKGS),$(UNIT_PKGS))
 FUZZTIME ?= 30s
@@ -134,7 +134,7 @@ gpu-check: ## On a node with NVIDIA GPUs and PyTorch: the agent's nvidia-smi rea
 	  $(GO) test -count=1 -v -run '^TestReal' ./pkg/agent/nvidiasmi/ ./pkg/agent/deliver/
 
 .PHONY: bench-sim
-bench-sim: ## Time the simulator: a seed scenario run (Go benchmark), every seed scenario, and, with TRACE=DIR, one policy x one seed of the Alibaba default trace.
+bench-sim: ## Time the simulator: a shipped scenario run (Go benchmark), every shipped scenario, and, with TRACE=DIR, one policy x one seed of the Alibaba default trace.
 	$(GO) test -run '^$$' -bench ScenarioRun -benchtime 5x ./pkg/sim/
 	$(GO) run -ldflags '$(LDFLAGS)' ./cmd/aisched sim run scenarios/ > /dev/null
 	@if [ -n "$(TRACE)" ]; then for p in BestFit aisched; do \

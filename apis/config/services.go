@@ -1,7 +1,6 @@
 package config
 
 import (
-	"errors"
 	"fmt"
 	"os"
 
@@ -9,7 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/yaml"
+
+	"github.com/aisched/aisched/pkg/util/yamlfile"
 )
 
 // The group version and kind of a SchedulerServices file.
@@ -128,21 +128,24 @@ func (s *SchedulerServices) Validate() field.ErrorList {
 	return errs
 }
 
-// DecodeServices reads a SchedulerServices document strictly (a misspelt
-// field is an error), defaults and validates it; all errors together.
-func DecodeServices(data []byte) (*SchedulerServices, error) {
+// DecodeServices reads a SchedulerServices document, the file name,
+// strictly (a misspelt field is an error), defaults and validates it; all
+// errors together, each at its line: "services.yaml:4:
+// jobQueue.backoffSeconds: Invalid value: 0: ...".
+func DecodeServices(name string, data []byte) (*SchedulerServices, error) {
 	s := &SchedulerServices{}
-	if err := yaml.UnmarshalStrict(data, s); err != nil {
+	root, err := yamlfile.DecodeObject(name, data, "a "+ServicesKind+" ("+ServicesAPIVersion+")", s)
+	if err != nil {
 		return nil, err
 	}
 	if s.APIVersion == "" && s.Kind == "" {
-		return nil, errors.New("apiVersion and kind: required (" + ServicesAPIVersion + ", " + ServicesKind + ")")
+		return nil, fmt.Errorf("%s: apiVersion and kind: required (%s, %s)", name, ServicesAPIVersion, ServicesKind)
 	}
 	apiVersion, kind := s.APIVersion, s.Kind
 	s.Default()
 	s.APIVersion, s.Kind = apiVersion, kind
 	if errs := s.Validate(); len(errs) > 0 {
-		return nil, errs.ToAggregate()
+		return nil, yamlfile.FieldError(name, root, errs)
 	}
 	return s, nil
 }
@@ -157,9 +160,5 @@ func ReadServices(path string) (*SchedulerServices, error) {
 	if err != nil {
 		return nil, fmt.Errorf("services config: %w", err)
 	}
-	s, err := DecodeServices(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return s, nil
+	return DecodeServices(path, data)
 }

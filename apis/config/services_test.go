@@ -24,15 +24,18 @@ func TestDecodeServices(t *testing.T) {
 				s.JobQueue = JobQueueConfig{BackoffSeconds: ptr.To[int64](5), MaxBackoffSeconds: ptr.To[int64](600), Backfill: ptr.To(false), PartialGroupSeconds: ptr.To[int64](60)}
 				return s
 			}()},
-		{name: "no kind", data: "jobQueue: {backfill: false}\n", wantErr: []string{"apiVersion and kind: required"}},
-		{name: "wrong kind", data: "apiVersion: config.aisched.io/v1alpha1\nkind: KubeSchedulerConfiguration\n", wantErr: []string{`kind: Unsupported value: "KubeSchedulerConfiguration"`}},
-		{name: "misspelt field", data: header + "jobQueue: {backof: 5}\n", wantErr: []string{`unknown field "backof"`}},
-		{name: "every bad value reported", data: header + "jobQueue: {backoffSeconds: 0, maxBackoffSeconds: 4000, partialGroupSeconds: 5}\n",
-			wantErr: []string{"jobQueue.backoffSeconds: Invalid value: 0", "jobQueue.maxBackoffSeconds: Invalid value: 4000", "jobQueue.partialGroupSeconds: Invalid value: 5"}},
+		{name: "no kind", data: "jobQueue: {backfill: false}\n", wantErr: []string{"services.yaml: apiVersion and kind: required"}},
+		{name: "wrong kind", data: "apiVersion: config.aisched.io/v1alpha1\nkind: KubeSchedulerConfiguration\n", wantErr: []string{`services.yaml:2: kind: Unsupported value: "KubeSchedulerConfiguration"`}},
+		{name: "misspelt field", data: header + "jobQueue:\n  backoffSeconds: 5\n  backof: 5\n", wantErr: []string{`services.yaml:5: unknown field "jobQueue.backof"`}},
+		{name: "wrong type", data: header + "jobQueue:\n  backfill: \"no\"\n", wantErr: []string{`services.yaml:4: jobQueue.backfill: invalid value: want true or false, found string`}},
+		{name: "not YAML", data: header + "jobQueue: [\n", wantErr: []string{`services.yaml:3: invalid YAML`}},
+		{name: "empty", data: "", wantErr: []string{`services.yaml: file is empty: want a SchedulerServices`}},
+		{name: "every bad value reported, each at its line", data: header + "jobQueue:\n  backoffSeconds: 0\n  maxBackoffSeconds: 4000\n  partialGroupSeconds: 5\n",
+			wantErr: []string{"services.yaml:4: jobQueue.backoffSeconds: Invalid value: 0", "services.yaml:5: jobQueue.maxBackoffSeconds: Invalid value: 4000", "services.yaml:6: jobQueue.partialGroupSeconds: Invalid value: 5"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := DecodeServices([]byte(tc.data))
+			got, err := DecodeServices("services.yaml", []byte(tc.data))
 			if len(tc.wantErr) > 0 {
 				for _, want := range tc.wantErr {
 					if err == nil || !strings.Contains(err.Error(), want) {

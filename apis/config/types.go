@@ -6,7 +6,7 @@ import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 type PCCBalanceMode string
 
 const (
-	// PCCBalanceAbs is seed 000's formula: score = (1 - |rho|) * 100.
+	// PCCBalanceAbs penalises correlation of either sign: score = (1 - |rho|) * 100.
 	PCCBalanceAbs PCCBalanceMode = "abs"
 	// PCCBalanceSigned rewards negative correlation: score = (1 - rho) / 2 * 100.
 	PCCBalanceSigned PCCBalanceMode = "signed"
@@ -71,10 +71,10 @@ type HeteroPriorityArgs struct {
 	metav1.TypeMeta `json:",inline"`
 
 	// cardWeights weigh the terms of S_card, the quality of the cards a GPU
-	// pod would get; default 1 each (the seed's 1/3 each).
+	// pod would get; default 1 each (equal weights).
 	CardWeights *CardWeights `json:"cardWeights,omitempty"`
-	// cpuPodScore is how CPU pods are ranked: LeastRequested (default,
-	// seed 001's formula: CPU nodes above GPU nodes, least requested
+	// cpuPodScore is how CPU pods are ranked: LeastRequested (default:
+	// CPU nodes above GPU nodes, least requested
 	// first within each), or Tier (CPU nodes 100, GPU nodes 0, so that
 	// the other plugins rank the nodes within a tier).
 	CPUPodScore CPUPodScore `json:"cpuPodScore,omitempty"`
@@ -87,7 +87,8 @@ type HeteroPriorityArgs struct {
 type CPUPodScore string
 
 const (
-	// CPUPodScoreLeastRequested is seed 001's formula 5.
+	// CPUPodScoreLeastRequested ranks CPU nodes above GPU nodes, least
+	// requested first within each.
 	CPUPodScoreLeastRequested CPUPodScore = "LeastRequested"
 	// CPUPodScoreTier ranks only the node type.
 	CPUPodScoreTier CPUPodScore = "Tier"
@@ -146,7 +147,7 @@ type LoadAwareArgs struct {
 	metav1.TypeMeta `json:",inline"`
 
 	// weights weigh the load terms L = (wc*Lc + wm*Lm + wn*Ln + wd*Ld) /
-	// (wc + wm + wn + wd); default 1 each (the seed's 0.25 each).
+	// (wc + wm + wn + wd); default 1 each (equal weights).
 	Weights *LoadWeights `json:"weights,omitempty"`
 	// metricsTTLSeconds: a node whose last sample is older is scored from
 	// its pods' requests instead; default 60, 1 to 3600.

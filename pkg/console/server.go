@@ -19,6 +19,7 @@ import (
 
 	"github.com/aisched/aisched/pkg/console/ui"
 	"github.com/aisched/aisched/pkg/generated/clientset/versioned"
+	"github.com/aisched/aisched/pkg/util/httpserve"
 )
 
 // Bounds of what a caller may send.
@@ -38,8 +39,8 @@ type Options struct {
 	// GatewayURL is the base URL of aisched's gateway, for test requests
 	// (http://aisched-gateway.aisched-system:8480); empty turns them off.
 	GatewayURL string
-	// Simulator runs simulations; nil turns the simulations page off.
-	Simulator Simulator
+	// Simulations configure the simulations page; nil turns it off.
+	Simulations *Simulations
 	// SecureCookies marks the session cookie Secure: set it whenever
 	// browsers reach the console over HTTPS (TLS here or at a proxy).
 	SecureCookies bool
@@ -97,6 +98,16 @@ func New(opts Options) (*Server, error) {
 	return s, nil
 }
 
+// ForCluster returns what builds the console of a cluster whose apiserver
+// and gateway are known only once it runs (local.ConsoleOptions.Handler):
+// New with opts, its APIServer and GatewayURL those given.
+func ForCluster(opts Options) func(apiserver *rest.Config, gatewayURL string) (http.Handler, error) {
+	return func(apiserver *rest.Config, gatewayURL string) (http.Handler, error) {
+		opts.APIServer, opts.GatewayURL = apiserver, gatewayURL
+		return New(opts)
+	}
+}
+
 func (s *Server) routes() {
 	static, err := fs.Sub(ui.Files, ".")
 	if err != nil {
@@ -141,26 +152,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // Serve serves the console on l until ctx ends.
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
-	srv := &http.Server{
-		Handler:           s,
-		ReadHeaderTimeout: 10 * time.Second,
-		// Event streams stay open; each write has its own deadline.
-		IdleTimeout: 2 * time.Minute,
-		BaseContext: func(net.Listener) context.Context { return ctx },
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(l) }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		klog.ErrorS(err, "console: shutdown")
-	}
-	return nil
+	// Event streams stay open; each write has its own deadline.
+	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	return httpserve.Serve(ctx, srv, l, shutdownTimeout)
 }
 
 // clients are the user's clients: every call carries their token.

@@ -199,7 +199,7 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) whoamiOf(id identity) whoamiResponse {
-	return whoamiResponse{User: id.user, Groups: id.groups, CSRF: id.csrf, Simulations: s.opts.Simulator != nil, TestRequests: s.gateway != nil}
+	return whoamiResponse{User: id.user, Groups: id.groups, CSRF: id.csrf, Simulations: s.opts.Simulations != nil, TestRequests: s.gateway != nil}
 }
 
 func (s *Server) whoami(w http.ResponseWriter, r *http.Request, _ *clients, id identity) {

@@ -6,9 +6,6 @@ import (
 	"net/http"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
-
-	"github.com/aisched/aisched/pkg/generated/clientset/versioned"
 	"github.com/aisched/aisched/pkg/sim/report"
 )
 
@@ -37,18 +34,6 @@ type SimReport struct {
 	SVG string `json:"svg,omitempty"`
 }
 
-// Simulator runs simulations for the console; cmd/aisched wires the
-// simulator and whatif in, so that this package links neither (only the
-// report's rows, plain values).
-type Simulator interface {
-	Scenarios() []Scenario
-	// RunScenario runs a shipped scenario by name.
-	RunScenario(ctx context.Context, name string) (*SimReport, error)
-	// WhatIf answers whatif for a job's manifests in namespace, on a
-	// snapshot of the cluster read with the user's clients.
-	WhatIf(ctx context.Context, kube kubernetes.Interface, aisched versioned.Interface, manifest []byte, namespace string) (*SimReport, error)
-}
-
 type simulationRequest struct {
 	// Scenario names a shipped scenario; or Manifest is a job for whatif.
 	Scenario  string `json:"scenario,omitempty"`
@@ -57,17 +42,17 @@ type simulationRequest struct {
 }
 
 func (s *Server) listScenarios(w http.ResponseWriter, _ *http.Request, _ *clients, _ identity) {
-	if s.opts.Simulator == nil {
+	if s.opts.Simulations == nil {
 		writeJSON(w, http.StatusNotFound, apiError{Error: "simulations are off in this console"})
 		return
 	}
-	writeJSON(w, http.StatusOK, s.opts.Simulator.Scenarios())
+	writeJSON(w, http.StatusOK, s.opts.Simulations.scenarios())
 }
 
 // simulate runs one simulation at a time: each takes the CPU for seconds
 // to minutes.
 func (s *Server) simulate(w http.ResponseWriter, r *http.Request, c *clients, _ identity) {
-	if s.opts.Simulator == nil {
+	if s.opts.Simulations == nil {
 		writeJSON(w, http.StatusNotFound, apiError{Error: "simulations are off in this console"})
 		return
 	}
@@ -93,12 +78,12 @@ func (s *Server) simulate(w http.ResponseWriter, r *http.Request, c *clients, _ 
 		err error
 	)
 	if req.Scenario != "" {
-		rep, err = s.opts.Simulator.RunScenario(ctx, req.Scenario)
+		rep, err = s.opts.Simulations.runScenario(ctx, req.Scenario)
 	} else {
 		if req.Namespace == "" {
 			req.Namespace = "default"
 		}
-		rep, err = s.opts.Simulator.WhatIf(ctx, c.kube, c.aisched, []byte(req.Manifest), req.Namespace)
+		rep, err = s.opts.Simulations.whatIf(ctx, c.kube, c.aisched, []byte(req.Manifest), req.Namespace)
 	}
 	if err != nil {
 		writeError(w, http.StatusBadRequest, fmt.Errorf("simulation: %w", err))

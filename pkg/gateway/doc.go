@@ -24,4 +24,10 @@
 // change applies as soon as the gateway's cache sees it, with no restart,
 // and the state that must survive a change (token buckets, breaker,
 // requests in flight) is carried over when its own settings are unchanged.
+//
+// gateway.go routes a request through the controls in that order;
+// controls.go holds the checks of controls 1 to 3 and 5 (the kill switch
+// is one line of gateway.go, breaker.go the sixth), proxy.go
+// the proxy, route.go the compiled routes, reconciler.go and run.go their
+// source and the gateway's process.
 package gateway

@@ -59,13 +59,14 @@ const (
 	// (compared case-insensitively, spaces and dashes alike).
 	ModelsAnnotation = "gpu.aisched.io/models"
 
-	// SeedCountAnnotation is seed 001's card count; it must equal the
-	// nvidia.com/gpu request.
-	SeedCountAnnotation = "oks/gpu-number"
-	// SeedMemoryAnnotation is seed 001's least memory per card in MB (10^6 bytes).
-	SeedMemoryAnnotation = "oks/gpu-memory"
-	// SeedCoresAnnotation is seed 001's least number of cores per card.
-	SeedCoresAnnotation = "oks/gpu-core"
+	// The oks/ annotations are an older form of the same request, read
+	// beside aisched's own keys. OKSCountAnnotation is the card count; it
+	// must equal the nvidia.com/gpu request.
+	OKSCountAnnotation = "oks/gpu-number"
+	// OKSMemoryAnnotation is the least memory per card in MB (10^6 bytes).
+	OKSMemoryAnnotation = "oks/gpu-memory"
+	// OKSCoresAnnotation is the least number of cores per card.
+	OKSCoresAnnotation = "oks/gpu-core"
 
 	// AssignedAnnotation is written by the scheduler before binding: the
 	// indices of the cards the pod gets ("0,3"), for a device plugin to honour.
@@ -262,15 +263,15 @@ func ParseRequest(pod *corev1.Pod) (Request, error) {
 		return Request{}, err
 	}
 
-	if v, ok := a[SeedCountAnnotation]; ok {
+	if v, ok := a[OKSCountAnnotation]; ok {
 		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 		switch {
 		case err != nil || n < 1:
-			return Request{}, &RequestError{Key: SeedCountAnnotation, Value: v, Reason: "want a whole number of cards, at least 1"}
+			return Request{}, &RequestError{Key: OKSCountAnnotation, Value: v, Reason: "want a whole number of cards, at least 1"}
 		case r.Count == 0:
-			return Request{}, &RequestError{Key: SeedCountAnnotation, Value: v, Reason: "the pod requests no nvidia.com/gpu; set resources.limits[nvidia.com/gpu] to the same count"}
+			return Request{}, &RequestError{Key: OKSCountAnnotation, Value: v, Reason: "the pod requests no nvidia.com/gpu; set resources.limits[nvidia.com/gpu] to the same count"}
 		case n != r.Count:
-			return Request{}, &RequestError{Key: SeedCountAnnotation, Value: v, Reason: fmt.Sprintf("disagrees with the nvidia.com/gpu request of %d", r.Count)}
+			return Request{}, &RequestError{Key: OKSCountAnnotation, Value: v, Reason: fmt.Sprintf("disagrees with the nvidia.com/gpu request of %d", r.Count)}
 		}
 	}
 
@@ -459,10 +460,10 @@ func agreed(values []shareValue) (int64, error) {
 	return values[0].n, nil
 }
 
-// memoryMiB reads the per-card memory from the aisched key or the seed
+// memoryMiB reads the per-card memory from the aisched key or the oks/
 // alias; when both are given they must agree.
 func memoryMiB(a map[string]string) (int64, string, error) {
-	var own, seed int64 = -1, -1
+	var own, oks int64 = -1, -1
 	if v, ok := a[MemoryAnnotation]; ok {
 		q, err := resource.ParseQuantity(strings.TrimSpace(v))
 		if err != nil || q.Sign() < 0 {
@@ -475,24 +476,24 @@ func memoryMiB(a map[string]string) (int64, string, error) {
 		}
 		own = ceilDiv(q.Value(), 1<<20)
 	}
-	if v, ok := a[SeedMemoryAnnotation]; ok {
+	if v, ok := a[OKSMemoryAnnotation]; ok {
 		mb, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 		if err != nil || mb < 0 {
-			return 0, "", &RequestError{Key: SeedMemoryAnnotation, Value: v, Reason: "want a whole number of MB per card"}
+			return 0, "", &RequestError{Key: OKSMemoryAnnotation, Value: v, Reason: "want a whole number of MB per card"}
 		}
-		// 1 TiB is 1,099,511 MB (the seed's MB are 10^6 bytes).
+		// 1 TiB is 1,099,511 MB (these MB are 10^6 bytes).
 		if mb > maxMemoryMiB<<20/1_000_000 {
-			return 0, "", &RequestError{Key: SeedMemoryAnnotation, Value: v, Reason: "more than 1 TiB per card"}
+			return 0, "", &RequestError{Key: OKSMemoryAnnotation, Value: v, Reason: "more than 1 TiB per card"}
 		}
-		seed = ceilDiv(mb*1_000_000, 1<<20)
+		oks = ceilDiv(mb*1_000_000, 1<<20)
 	}
 	switch {
-	case own >= 0 && seed >= 0 && own != seed:
-		return 0, "", &RequestError{Key: SeedMemoryAnnotation, Value: a[SeedMemoryAnnotation], Reason: fmt.Sprintf("disagrees with %s=%s", MemoryAnnotation, quote.Value(a[MemoryAnnotation]))}
+	case own >= 0 && oks >= 0 && own != oks:
+		return 0, "", &RequestError{Key: OKSMemoryAnnotation, Value: a[OKSMemoryAnnotation], Reason: fmt.Sprintf("disagrees with %s=%s", MemoryAnnotation, quote.Value(a[MemoryAnnotation]))}
 	case own >= 0:
 		return own, MemoryAnnotation, nil
-	case seed >= 0:
-		return seed, SeedMemoryAnnotation, nil
+	case oks >= 0:
+		return oks, OKSMemoryAnnotation, nil
 	}
 	return 0, "", nil
 }
@@ -500,7 +501,7 @@ func memoryMiB(a map[string]string) (int64, string, error) {
 func cores(a map[string]string) (int64, string, error) {
 	var got int64 = -1
 	var key string
-	for _, k := range []string{CoresAnnotation, SeedCoresAnnotation} {
+	for _, k := range []string{CoresAnnotation, OKSCoresAnnotation} {
 		v, ok := a[k]
 		if !ok {
 			continue

@@ -40,26 +40,26 @@ func TestParseRequest(t *testing.T) {
 			annotations: map[string]string{MemoryAnnotation: "32Gi", CoresAnnotation: "5000", ModelsAnnotation: "NVIDIA A100, Tesla-V100"},
 			want:        Request{Count: 1, MemoryMiB: 32768, Cores: 5000, Models: []string{"nvidia-a100", "tesla-v100"}}},
 		// 32000 MB = 32e9 bytes = 30517.6 MiB, rounded up to 30518.
-		{name: "seed keys", count: 2,
-			annotations: map[string]string{SeedCountAnnotation: "2", SeedMemoryAnnotation: "32000", SeedCoresAnnotation: "2000"},
+		{name: "oks keys", count: 2,
+			annotations: map[string]string{OKSCountAnnotation: "2", OKSMemoryAnnotation: "32000", OKSCoresAnnotation: "2000"},
 			want:        Request{Count: 2, MemoryMiB: 30518, Cores: 2000}},
 		{name: "both memory keys agree", count: 1,
-			annotations: map[string]string{MemoryAnnotation: "30518Mi", SeedMemoryAnnotation: "32000"},
+			annotations: map[string]string{MemoryAnnotation: "30518Mi", OKSMemoryAnnotation: "32000"},
 			want:        Request{Count: 1, MemoryMiB: 30518}},
 		{name: "zero memory accepts any card", count: 1, annotations: map[string]string{MemoryAnnotation: "0"}, want: Request{Count: 1}},
-		{name: "seed count disagrees", count: 1, annotations: map[string]string{SeedCountAnnotation: "2"}, wantKey: SeedCountAnnotation},
-		{name: "seed count without resource", annotations: map[string]string{SeedCountAnnotation: "2"}, wantKey: SeedCountAnnotation},
-		{name: "seed count not a number", count: 1, annotations: map[string]string{SeedCountAnnotation: "two"}, wantKey: SeedCountAnnotation},
-		{name: "seed count zero", count: 1, annotations: map[string]string{SeedCountAnnotation: "0"}, wantKey: SeedCountAnnotation},
+		{name: "oks count disagrees", count: 1, annotations: map[string]string{OKSCountAnnotation: "2"}, wantKey: OKSCountAnnotation},
+		{name: "oks count without resource", annotations: map[string]string{OKSCountAnnotation: "2"}, wantKey: OKSCountAnnotation},
+		{name: "oks count not a number", count: 1, annotations: map[string]string{OKSCountAnnotation: "two"}, wantKey: OKSCountAnnotation},
+		{name: "oks count zero", count: 1, annotations: map[string]string{OKSCountAnnotation: "0"}, wantKey: OKSCountAnnotation},
 		{name: "memory malformed", count: 1, annotations: map[string]string{MemoryAnnotation: "lots"}, wantKey: MemoryAnnotation},
 		{name: "memory negative", count: 1, annotations: map[string]string{MemoryAnnotation: "-1Gi"}, wantKey: MemoryAnnotation},
 		{name: "memory too large", count: 1, annotations: map[string]string{MemoryAnnotation: "2Ti"}, wantKey: MemoryAnnotation},
 		{name: "memory beyond int64", count: 1, annotations: map[string]string{MemoryAnnotation: "1e100"}, wantKey: MemoryAnnotation},
-		{name: "seed memory too large", count: 1, annotations: map[string]string{SeedMemoryAnnotation: "1100000"}, wantKey: SeedMemoryAnnotation},
-		{name: "seed memory with unit", count: 1, annotations: map[string]string{SeedMemoryAnnotation: "32GB"}, wantKey: SeedMemoryAnnotation},
-		{name: "memory keys disagree", count: 1, annotations: map[string]string{MemoryAnnotation: "16Gi", SeedMemoryAnnotation: "32000"}, wantKey: SeedMemoryAnnotation},
+		{name: "oks memory too large", count: 1, annotations: map[string]string{OKSMemoryAnnotation: "1100000"}, wantKey: OKSMemoryAnnotation},
+		{name: "oks memory with unit", count: 1, annotations: map[string]string{OKSMemoryAnnotation: "32GB"}, wantKey: OKSMemoryAnnotation},
+		{name: "memory keys disagree", count: 1, annotations: map[string]string{MemoryAnnotation: "16Gi", OKSMemoryAnnotation: "32000"}, wantKey: OKSMemoryAnnotation},
 		{name: "cores negative", count: 1, annotations: map[string]string{CoresAnnotation: "-5"}, wantKey: CoresAnnotation},
-		{name: "cores keys disagree", count: 1, annotations: map[string]string{CoresAnnotation: "100", SeedCoresAnnotation: "200"}, wantKey: SeedCoresAnnotation},
+		{name: "cores keys disagree", count: 1, annotations: map[string]string{CoresAnnotation: "100", OKSCoresAnnotation: "200"}, wantKey: OKSCoresAnnotation},
 		{name: "empty model", count: 1, annotations: map[string]string{ModelsAnnotation: "A100,,T4"}, wantKey: ModelsAnnotation},
 		{name: "constraint without count", annotations: map[string]string{MemoryAnnotation: "16Gi"}, wantKey: MemoryAnnotation},
 		{name: "too many cards", count: 65, wantKey: string(ResourceName)},
@@ -128,12 +128,12 @@ func FuzzParseRequest(f *testing.F) {
 	f.Add(int64(1), "32Gi", "32000", "2000", "A100", "1")
 	f.Add(int64(0), "", "", "", "", "")
 	f.Add(int64(3), "1e3", "-1", "x", ",", "3")
-	f.Fuzz(func(t *testing.T, count int64, mem, seedMem, cores, models, seedCount string) {
+	f.Fuzz(func(t *testing.T, count int64, mem, oksMem, cores, models, oksCount string) {
 		if count < 0 || count > 1000 {
 			return
 		}
 		annotations := map[string]string{}
-		for k, v := range map[string]string{MemoryAnnotation: mem, SeedMemoryAnnotation: seedMem, CoresAnnotation: cores, ModelsAnnotation: models, SeedCountAnnotation: seedCount} {
+		for k, v := range map[string]string{MemoryAnnotation: mem, OKSMemoryAnnotation: oksMem, CoresAnnotation: cores, ModelsAnnotation: models, OKSCountAnnotation: oksCount} {
 			if v != "" {
 				annotations[k] = v
 			}

@@ -23,7 +23,7 @@ func TestShortfall(t *testing.T) {
 		{name: "enough big cards", count: 2, annotations: map[string]string{MemoryAnnotation: "40Gi"}, cards: cards, want: ""},
 		{name: "no cards", count: 1, want: "have no GPUs"},
 		{name: "more cards than the node has", count: 5, cards: cards, want: "have 4 GPUs, fewer than the pod's 5"},
-		{name: "memory, seed key", count: 1, annotations: map[string]string{SeedMemoryAnnotation: "80000"}, cards: cards,
+		{name: "memory, oks key", count: 1, annotations: map[string]string{OKSMemoryAnnotation: "80000"}, cards: cards,
 			want: `have no GPU with oks/gpu-memory="80000": the largest has 40 GiB`},
 		{name: "cores", count: 1, annotations: map[string]string{CoresAnnotation: "10000"}, cards: cards,
 			want: `have no GPU with gpu.aisched.io/cores="10000": the most has 6912 cores`},

@@ -22,7 +22,7 @@ import (
 )
 
 // CreatedFromLabelsAnnotation marks a PodGroup the queue created to show
-// the state of a group declared by the seed labels.
+// the state of a group declared by the pod-group labels.
 const CreatedFromLabelsAnnotation = "scheduling.aisched.io/created-from-labels"
 
 // statusWriters is how many PodGroup writes run at once.
@@ -34,7 +34,7 @@ const statusDelay = 500 * time.Millisecond
 
 // statusWriter keeps each group's PodGroup status in line with the queue:
 // phase, member counts, queue position and the Admitted condition. For a
-// group declared by the seed labels it creates the PodGroup, owned by the
+// group declared by the pod-group labels it creates the PodGroup, owned by the
 // members' controllers (or the members), so kubectl get podgroups lists
 // every group.
 type statusWriter struct {

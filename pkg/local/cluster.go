@@ -12,10 +12,10 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
+	kubescheduler "k8s.io/kubernetes/pkg/scheduler"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 
 	aischedconfig "github.com/aisched/aisched/apis/config"
@@ -110,9 +111,11 @@ type Cluster struct {
 	// for the console's sign-in.
 	AdminToken string
 
-	lock       *os.File
-	etcd       *embed.Etcd
-	etcdURL    string
+	lock    *os.File
+	etcd    *embed.Etcd
+	etcdURL string
+	// apiCtx lives as long as the control plane.
+	apiCtx     context.Context
 	apiCancel  context.CancelFunc
 	apiDone    <-chan error
 	compCtx    context.Context
@@ -136,6 +139,8 @@ type Cluster struct {
 	schedulerConfig *config.KubeSchedulerConfiguration
 	services        *aischedconfig.SchedulerServices
 	discardEvents   bool
+	// runningScheduler is the scheduler while one runs.
+	runningScheduler atomic.Pointer[kubescheduler.Scheduler]
 
 	failOnce sync.Once
 	failed   chan struct{}
@@ -158,17 +163,53 @@ func DefaultDataDir() string {
 
 // Start brings the cluster up and returns once the apiserver is ready, the
 // controllers and the scheduler run, and every simulated node is Ready.
-// Stop the cluster with Stop; cancelling ctx also stops it.
+// Stop the cluster with Stop; cancelling ctx also stops it. It starts in
+// stages, each on what the one before made: the data directory, the
+// control plane (etcd and kube-apiserver), the APIs (aisched's CRDs, the
+// platform's webhook), the components (controllers, nodes, scheduler,
+// platform, console) under the supervisor, and the watch of what no
+// component supervises (etcd, the apiserver, the disk). A stage that fails
+// undoes what the earlier ones started.
 func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
+	if err := opts.complete(); err != nil {
+		return nil, err
+	}
+	c := &Cluster{DataDir: opts.DataDir, KubeconfigPath: opts.KubeconfigPath, failed: make(chan struct{})}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, c.Stop())
+		}
+	}()
+	disk, err := c.openDataDir(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	p, err := c.startControlPlane(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.installAPIs(ctx, opts, p); err != nil {
+		return nil, err
+	}
+	if err := c.startComponents(ctx, opts, p); err != nil {
+		return nil, err
+	}
+	c.watch(ctx, disk)
+	return c, nil
+}
+
+// complete fills the options left empty with their defaults.
+func (opts *Options) complete() error {
 	if opts.DataDir == "" {
-		return nil, errors.New("no data directory")
+		return errors.New("no data directory")
 	}
 	if opts.Cluster == nil {
 		opts.Cluster = clusterfile.Default()
 	}
 	if opts.SchedulerConfig == nil {
+		var err error
 		if opts.SchedulerConfig, err = scheduler.LocalConfig(); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if opts.Services == nil {
@@ -177,21 +218,27 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if opts.KubeconfigPath == "" {
 		opts.KubeconfigPath = filepath.Join(opts.DataDir, "kubeconfig")
 	}
+	return nil
+}
+
+// The data directory's parts.
+func etcdDir(dataDir string) string { return filepath.Join(dataDir, "etcd") }
+func pkiDir(dataDir string) string  { return filepath.Join(dataDir, "pki") }
+
+// openDataDir takes the data directory (DataDirInUseError when another
+// cluster holds it), wipes it when Fresh, and checks its disk and etcd's
+// database before anything writes there. The disk watch it returns keeps
+// checking once the cluster runs.
+func (c *Cluster) openDataDir(ctx context.Context, opts Options) (*datadir.DiskWatch, error) {
 	if err := os.MkdirAll(opts.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
-	c := &Cluster{DataDir: opts.DataDir, KubeconfigPath: opts.KubeconfigPath, failed: make(chan struct{})}
-	defer func() {
-		if err != nil {
-			err = errors.Join(err, c.Stop())
-		}
-	}()
+	var err error
 	if c.lock, err = lockDir(opts.DataDir); err != nil {
 		return nil, err
 	}
-	etcdDir, pkiDir := filepath.Join(opts.DataDir, "etcd"), filepath.Join(opts.DataDir, "pki")
 	if opts.Fresh {
-		for _, path := range []string{etcdDir, pkiDir, opts.KubeconfigPath} {
+		for _, path := range []string{etcdDir(opts.DataDir), pkiDir(opts.DataDir), opts.KubeconfigPath} {
 			if err := os.RemoveAll(path); err != nil {
 				return nil, fmt.Errorf("wipe data dir: %w", err)
 			}
@@ -205,75 +252,88 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err := disk.Check(); err != nil {
 		return nil, err
 	}
-	if err := datadir.CheckEtcdDB(etcdDir); err != nil {
+	if err := datadir.CheckEtcdDB(etcdDir(opts.DataDir)); err != nil {
 		return nil, err
 	}
+	return disk, nil
+}
 
+// startControlPlane starts etcd and kube-apiserver on the data directory's
+// certificates, and returns once the apiserver is ready, its admin client
+// made and its kubeconfig written. The apiserver's port is taken first
+// (ListenError when it is in use), so that nothing starts for a port that
+// cannot serve.
+func (c *Cluster) startControlPlane(ctx context.Context, opts Options) (pki, error) {
 	listenIP := net.IPv4(127, 0, 0, 1)
 	if opts.AdvertiseAddress != nil {
 		listenIP = opts.AdvertiseAddress
 	}
-	listener, err := net.Listen("tcp", net.JoinHostPort(listenIP.String(), strconv.Itoa(opts.APIServerPort)))
+	addr := net.JoinHostPort(listenIP.String(), strconv.Itoa(opts.APIServerPort))
+	listener, err := net.Listen("tcp", addr)
 	if err != nil {
-		if errors.Is(err, syscall.EADDRINUSE) {
-			return nil, fmt.Errorf("port %d on %s is already in use (another aisched or Kubernetes?); choose another with --port", opts.APIServerPort, listenIP)
-		}
-		return nil, fmt.Errorf("listen for kube-apiserver: %w", err)
+		return pki{}, &ListenError{Listener: APIServerListener, Addr: addr, InUse: errors.Is(err, syscall.EADDRINUSE), Err: err}
 	}
 	c.Host = "https://" + listener.Addr().String()
-
-	p := pki{dir: pkiDir}
+	p := pki{dir: pkiDir(opts.DataDir)}
 	if err := p.ensure(kubernetesServiceIP, opts.AdvertiseAddress); err != nil {
 		listener.Close()
-		return nil, err
+		return pki{}, err
 	}
-	c.etcd, c.etcdURL, err = startEtcd(etcdDir, p, opts.LogOutput)
-	if err != nil {
+	if c.etcd, c.etcdURL, err = startEtcd(etcdDir(opts.DataDir), p, opts.LogOutput); err != nil {
 		listener.Close()
-		return nil, err
+		return pki{}, err
 	}
-
 	apiCtx, apiCancel := context.WithCancel(context.WithoutCancel(ctx))
-	c.apiCancel = apiCancel
+	c.apiCtx, c.apiCancel = apiCtx, apiCancel
 	c.apiDone, err = startAPIServer(apiCtx, apiserverConfig{listener: listener, etcdURL: c.etcdURL, pki: p, advertise: opts.AdvertiseAddress, extraArgs: opts.APIServerArgs})
 	if err != nil {
 		listener.Close()
-		return nil, err
+		return pki{}, err
 	}
 	c.Config = adminRESTConfig(c.Host, p)
 	if c.AdminToken, err = p.AdminToken(); err != nil {
-		return nil, err
+		return pki{}, err
 	}
 	if err := waitReady(ctx, c.Config, c.apiDone); err != nil {
-		return nil, err
+		return pki{}, err
 	}
 	if c.Client, err = kubernetes.NewForConfig(c.Config); err != nil {
-		return nil, err
+		return pki{}, err
 	}
 	if err := writeKubeconfig(c.KubeconfigPath, c.Host, p); err != nil {
-		return nil, err
+		return pki{}, err
 	}
+	return p, nil
+}
+
+// installAPIs installs aisched's CRDs and, with the platform, opens its
+// listeners and registers its admission webhook: before anything starts,
+// so that the listener queues the apiserver's calls until the webhook
+// serves, and a configuration left by the last run never points at a dead
+// port.
+func (c *Cluster) installAPIs(ctx context.Context, opts Options, p pki) error {
 	if err := crds.Install(ctx, c.Config); err != nil {
-		return nil, err
+		return err
 	}
+	if opts.Platform == nil {
+		return nil
+	}
+	var err error
+	if c.platform, err = listenPlatform(*opts.Platform, p); err != nil {
+		return err
+	}
+	return c.platform.registerWebhook(ctx, c.Client)
+}
+
+// startComponents starts the components under the supervisor (the
+// controllers, the simulated nodes, the scheduler unless deferred, the
+// platform's controller and gateway, the console) and returns once each
+// has started.
+func (c *Cluster) startComponents(ctx context.Context, opts Options, p pki) error {
 	aischedClient, err := versioned.NewForConfig(c.Config)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if opts.Platform != nil {
-		if c.platform, err = listenPlatform(*opts.Platform, p); err != nil {
-			return nil, err
-		}
-		// Registered before anything starts: the listener queues the
-		// apiserver's calls until the webhook serves, and a configuration
-		// left by the last run never points at a dead port.
-		if err := c.platform.registerWebhook(ctx, c.Client); err != nil {
-			return nil, err
-		}
-	}
-
-	compCtx, compCancel := context.WithCancel(context.WithoutCancel(ctx))
-	c.compCtx, c.compCancel = compCtx, compCancel
 	nodeOpts := opts.Nodes
 	nodeOpts.Client = c.Client
 	nodeOpts.AischedClient = aischedClient
@@ -281,17 +341,15 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if c.platform != nil {
 		nodeOpts.Runtime = c.platform.runtime
 	}
-	sim, err := nodesim.New(nodeOpts)
-	if err != nil {
-		return nil, err
+	if c.nodes, err = nodesim.New(nodeOpts); err != nil {
+		return err
 	}
-	c.nodes = sim
 	c.schedulerConfig, c.services, c.discardEvents = opts.SchedulerConfig, opts.Services, opts.DiscardSchedulerEvents
 	components := []*component{
 		{name: "controllers", run: func(ctx context.Context, started chan<- struct{}) error {
 			return runControllers(ctx, c.Config, p.CACert(), opts.AdvertiseAddress != nil, started)
 		}},
-		{name: "nodes", run: sim.Run},
+		{name: "nodes", run: c.nodes.Run},
 	}
 	if !opts.DeferScheduler {
 		c.scheduler = c.newSchedulerComponent()
@@ -302,32 +360,30 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}
 	if opts.Console != nil {
 		if c.console, err = listenConsole(*opts.Console); err != nil {
-			return nil, err
+			return err
 		}
 		comp, err := c.consoleComponent(c.console, *opts.Console)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		components = append(components, comp)
 	}
-	for _, comp := range components {
-		c.startComponent(compCtx, comp)
-	}
-	for _, comp := range components {
-		if err := c.waitStarted(ctx, comp); err != nil {
-			return nil, err
-		}
-	}
-	go disk.Run(apiCtx, datadir.CheckInterval, c.fail)
+	return c.startAll(ctx, components)
+}
+
+// watch fails the cluster when etcd or the apiserver stops, or the disk
+// runs full, and stops it when ctx ends: what no component supervises.
+func (c *Cluster) watch(ctx context.Context, disk *datadir.DiskWatch) {
+	go disk.Run(c.apiCtx, datadir.CheckInterval, c.fail)
 	go func() {
 		select {
 		case err := <-c.apiDone:
-			if apiCtx.Err() == nil {
+			if c.apiCtx.Err() == nil {
 				c.fail(fmt.Errorf("kube-apiserver stopped: %w", err))
 			}
 		case err := <-c.etcd.Err():
 			c.fail(fmt.Errorf("etcd stopped: %w", err))
-		case <-apiCtx.Done():
+		case <-c.apiCtx.Done():
 		}
 	}()
 	go func() {
@@ -336,131 +392,9 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			if err := c.Stop(); err != nil {
 				klog.FromContext(ctx).Error(err, "Stopping the local cluster")
 			}
-		case <-apiCtx.Done():
+		case <-c.apiCtx.Done():
 		}
 	}()
-	return c, nil
-}
-
-// component is a part of the cluster that runs until its context ends.
-type component struct {
-	name string
-	// run closes started once the component works.
-	run     func(ctx context.Context, started chan<- struct{}) error
-	started chan struct{}
-	cancel  context.CancelFunc
-	done    chan struct{}
-}
-
-// startComponent runs comp under parent. A component that ends while its
-// context is live fails the cluster.
-func (c *Cluster) startComponent(parent context.Context, comp *component) {
-	ctx, cancel := context.WithCancel(parent)
-	comp.started, comp.cancel, comp.done = make(chan struct{}), cancel, make(chan struct{})
-	logger := klog.FromContext(parent).WithName(comp.name)
-	c.runningMu.Lock()
-	if c.running == nil {
-		c.running = map[*component]struct{}{}
-	}
-	c.running[comp] = struct{}{}
-	c.runningMu.Unlock()
-	c.compWG.Go(func() {
-		defer func() {
-			c.runningMu.Lock()
-			delete(c.running, comp)
-			c.runningMu.Unlock()
-			close(comp.done)
-		}()
-		err := comp.run(klog.NewContext(ctx, logger), comp.started)
-		if ctx.Err() == nil {
-			if err == nil {
-				err = errors.New("stopped")
-			}
-			c.fail(fmt.Errorf("%s: %w", comp.name, err))
-		}
-	})
-}
-
-func (c *Cluster) waitStarted(ctx context.Context, comp *component) error {
-	select {
-	case <-comp.started:
-		return nil
-	case <-c.failed:
-		return c.err
-	case <-ctx.Done():
-		return fmt.Errorf("waiting for %s: %w", comp.name, ctx.Err())
-	}
-}
-
-func (c *Cluster) newSchedulerComponent() *component {
-	return &component{name: "scheduler", run: func(ctx context.Context, started chan<- struct{}) error {
-		return runScheduler(ctx, c.Config, c.schedulerConfig, c.services, c.discardEvents, started)
-	}}
-}
-
-// RestartScheduler stops the in-process scheduler and starts a new one
-// with fresh plugin state, as a restarted scheduler process would be; it
-// returns once the new one schedules. Pods in flight (assumed, waiting,
-// binding) are dropped and rescheduled, as in a real restart.
-func (c *Cluster) RestartScheduler(ctx context.Context) error {
-	c.schedMu.Lock()
-	defer c.schedMu.Unlock()
-	if err := c.stopSchedulerLocked(); err != nil {
-		return err
-	}
-	return c.startSchedulerLocked(ctx)
-}
-
-// StartScheduler starts the scheduler of a cluster started with
-// DeferScheduler; it returns once the scheduler schedules.
-func (c *Cluster) StartScheduler(ctx context.Context) error {
-	c.schedMu.Lock()
-	defer c.schedMu.Unlock()
-	if c.scheduler != nil {
-		return errors.New("scheduler already running")
-	}
-	return c.startSchedulerLocked(ctx)
-}
-
-func (c *Cluster) stopSchedulerLocked() error {
-	if c.scheduler == nil {
-		return nil
-	}
-	c.scheduler.cancel()
-	select {
-	case <-c.scheduler.done:
-	case <-time.After(stopTimeout):
-		return errors.New("scheduler did not stop in time")
-	}
-	c.scheduler = nil
-	return nil
-}
-
-func (c *Cluster) startSchedulerLocked(ctx context.Context) error {
-	c.scheduler = c.newSchedulerComponent()
-	c.startComponent(c.compCtx, c.scheduler)
-	return c.waitStarted(ctx, c.scheduler)
-}
-
-// Failed is closed when a component of the cluster stopped on its own; Err
-// then says which and why.
-func (c *Cluster) Failed() <-chan struct{} { return c.failed }
-
-// Err returns the failure that closed Failed, or nil.
-func (c *Cluster) Err() error {
-	select {
-	case <-c.failed:
-		return c.err
-	default:
-		return nil
-	}
-}
-
-func (c *Cluster) fail(err error) {
-	c.failOnce.Do(func() {
-		c.err = err
-		close(c.failed)
-	})
 }
 
 // AddNodes adds simulated nodes to the running cluster, as if their kubelets
@@ -512,32 +446,6 @@ func (c *Cluster) Stop() error {
 	return c.stopErr
 }
 
-// runningNames are the components still running, sorted.
-func (c *Cluster) runningNames() []string {
-	c.runningMu.Lock()
-	defer c.runningMu.Unlock()
-	names := make([]string, 0, len(c.running))
-	for comp := range c.running {
-		names = append(names, comp.name)
-	}
-	slices.Sort(names)
-	return names
-}
-
-func waitGroupTimeout(wg *sync.WaitGroup, d time.Duration) bool {
-	done := make(chan struct{})
-	go func() {
-		wg.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-		return true
-	case <-time.After(d):
-		return false
-	}
-}
-
 // lockDir takes an exclusive lock on dir/lock so that two clusters never
 // share one etcd data directory.
 func lockDir(dir string) (*os.File, error) {
@@ -547,9 +455,20 @@ func lockDir(dir string) (*os.File, error) {
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("data dir %s is in use by another aisched; stop it or choose another with --data-dir", dir)
+		return nil, &DataDirInUseError{Dir: dir}
 	}
 	return f, nil
+}
+
+// SchedulerPlugins is the plugin list of the running scheduler's profile
+// (scheduler.ProfilePlugins); false when no scheduler runs or it has no
+// such profile.
+func (c *Cluster) SchedulerPlugins(profile string) (*config.Plugins, bool) {
+	sched := c.runningScheduler.Load()
+	if sched == nil {
+		return nil, false
+	}
+	return scheduler.ProfilePlugins(sched, profile)
 }
 
 // KubeletHolders is the simulated kubelets' record of which pod holds

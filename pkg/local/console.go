@@ -5,20 +5,31 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"syscall"
+	"time"
 
-	"github.com/aisched/aisched/pkg/console"
+	"k8s.io/client-go/rest"
+
+	"github.com/aisched/aisched/pkg/util/httpserve"
 )
 
 // DefaultConsoleAddr is where `aisched up` serves the console.
 const DefaultConsoleAddr = "127.0.0.1:8490"
 
+// consoleShutdownTimeout bounds the wait for the console's requests in
+// flight at stop.
+const consoleShutdownTimeout = 5 * time.Second
+
 // ConsoleOptions configure the web console of a local cluster.
 type ConsoleOptions struct {
 	// Addr is the console's address; default 127.0.0.1:0 (a free port).
 	Addr string
-	// Simulator runs the simulations page; nil turns it off.
-	Simulator console.Simulator
+	// Handler builds the console once the cluster's apiserver and gateway
+	// are known (gatewayURL is empty when the platform is off); the
+	// cluster serves it on Addr. (`aisched up` passes console.New: this
+	// package does not link the console.)
+	Handler func(apiserver *rest.Config, gatewayURL string) (http.Handler, error)
 }
 
 // listenConsole opens the console's listener before any component starts.
@@ -29,24 +40,22 @@ func listenConsole(opts ConsoleOptions) (net.Listener, error) {
 	}
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
-		if errors.Is(err, syscall.EADDRINUSE) {
-			return nil, fmt.Errorf("console address %s is in use; choose another with --console-addr", addr)
-		}
-		return nil, fmt.Errorf("console address %s: %w", addr, err)
+		return nil, &ListenError{Listener: ConsoleListener, Addr: addr, InUse: errors.Is(err, syscall.EADDRINUSE), Err: err}
 	}
 	return l, nil
 }
 
-// consoleComponent serves the console on l. It reaches the apiserver with
-// no rights of its own: each call carries the signed-in user's token.
+// consoleComponent serves the console on l.
 func (c *Cluster) consoleComponent(l net.Listener, opts ConsoleOptions) (*component, error) {
-	srv, err := console.New(console.Options{APIServer: c.Config, GatewayURL: c.GatewayURL(), Simulator: opts.Simulator})
+	h, err := opts.Handler(c.Config, c.GatewayURL())
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("console: %w", err)
 	}
+	// Event streams stay open; each write has its own deadline.
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	return &component{name: "console", run: func(ctx context.Context, started chan<- struct{}) error {
 		close(started)
-		return srv.Serve(ctx, l)
+		return httpserve.Serve(ctx, srv, l, consoleShutdownTimeout)
 	}}, nil
 }
 

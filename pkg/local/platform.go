@@ -5,9 +5,11 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"errors"
 	"fmt"
 	"net"
 	"os"
+	"syscall"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -64,7 +66,7 @@ func listenPlatform(opts PlatformOptions, p pki) (_ *platformComponents, err err
 		addr = "127.0.0.1:0"
 	}
 	if pc.gateway, err = net.Listen("tcp", addr); err != nil {
-		return nil, fmt.Errorf("gateway address %s: %w (choose another with --gateway-addr)", addr, err)
+		return nil, &ListenError{Listener: GatewayListener, Addr: addr, InUse: errors.Is(err, syscall.EADDRINUSE), Err: err}
 	}
 	host, _, _ := net.SplitHostPort(pc.gateway.Addr().String())
 	if pc.gatewayAdmin, err = net.Listen("tcp", net.JoinHostPort(host, "0")); err != nil {

@@ -81,7 +81,7 @@ func (g *Groups) Start(ctx context.Context, client versioned.Interface, dyn dyna
 	case err != nil:
 		return err
 	case pgInformer == nil:
-		klog.FromContext(ctx).Info("PodGroup CRD (scheduling.x-k8s.io) not installed; pod groups come from the seed labels only")
+		klog.FromContext(ctx).Info("PodGroup CRD (scheduling.x-k8s.io) not installed; pod groups come from the pods' labels and annotations only")
 		return nil
 	}
 	g.podGroups, g.lister, g.client = pgInformer, listers.NewPodGroupLister(pgInformer.GetIndexer()), client

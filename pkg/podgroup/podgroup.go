@@ -1,6 +1,6 @@
 // Package podgroup reads which pod group a pod belongs to, in every form
 // aisched reads (docs/peer-forms.md): groups the pods name and size
-// themselves (seed 003's labels, Koordinator's annotations, Kueue's pod
+// themselves (the pod-group labels, Koordinator's annotations, Kueue's pod
 // groups), and PodGroup objects a pod names (scheduler-plugins', by its
 // label or the label it had before v0.24).
 package podgroup
@@ -19,7 +19,7 @@ import (
 	"github.com/aisched/aisched/pkg/util/quote"
 )
 
-// The seed labels: all pods of one group carry the same two values.
+// The pod-group labels: all pods of one group carry the same two values.
 const (
 	// NameLabel names the group, unique within the namespace.
 	NameLabel = "pod-group.scheduling.sigs.k8s.io/name"

@@ -2,13 +2,10 @@ package scheduler
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"slices"
 
 	"go.yaml.in/yaml/v3"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	sigsyaml "sigs.k8s.io/yaml"
 )
 
 // ClusterProfiles are the profiles a scheduler beside a cluster's own
@@ -78,28 +75,4 @@ func profileName(p *yaml.Node) string {
 		}
 	}
 	return ""
-}
-
-// CheckConfigKind refuses a configuration file that is not a
-// KubeSchedulerConfiguration, saying what to give instead: kube-scheduler
-// answers a ConfigMap (what helm template prints of the chart, or kubectl
-// get -o yaml) with 'no kind "ConfigMap" is registered'.
-func CheckConfigKind(data []byte) error {
-	var head metav1.TypeMeta
-	if err := sigsyaml.Unmarshal(data, &head); err != nil {
-		return err
-	}
-	const instead = "aisched scheduler --print-config writes aisched's"
-	switch head.Kind {
-	case "KubeSchedulerConfiguration":
-		return nil
-	case "ConfigMap":
-		return errors.New("a ConfigMap (as helm template prints the chart's), not the KubeSchedulerConfiguration in it; " + instead +
-			", or take the ConfigMap's (kubectl -n aisched-system get configmap aisched-scheduler-config -o jsonpath='{.data.scheduler-config\\.yaml}')" +
-			" and give its services-config.yaml to --services-config")
-	case "":
-		return errors.New("no kind: want a KubeSchedulerConfiguration; " + instead)
-	default:
-		return fmt.Errorf("a %s: want a KubeSchedulerConfiguration; %s", head.Kind, instead)
-	}
 }

@@ -43,23 +43,3 @@ func TestClusterConfig(t *testing.T) {
 		t.Errorf("the printed configuration lost its comments:\n%s", data)
 	}
 }
-
-func TestCheckConfigKind(t *testing.T) {
-	for _, tc := range []struct {
-		name, data, wantErr string
-	}{
-		{"a KubeSchedulerConfiguration", "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n", ""},
-		{"helm template's ConfigMap", "---\n# Source: aisched/templates/scheduler/configmap.yaml\napiVersion: v1\nkind: ConfigMap\ndata: {scheduler-config.yaml: x}\n",
-			"a ConfigMap (as helm template prints the chart's), not the KubeSchedulerConfiguration in it; aisched scheduler --print-config writes aisched's"},
-		{"another kind", "apiVersion: v1\nkind: Pod\n", "a Pod: want a KubeSchedulerConfiguration"},
-		{"no kind", "profiles: []\n", "no kind: want a KubeSchedulerConfiguration"},
-		{"not YAML", "{{", "yaml"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			err := CheckConfigKind([]byte(tc.data))
-			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
-				t.Errorf("CheckConfigKind = %v, want an error containing %q", err, tc.wantErr)
-			}
-		})
-	}
-}

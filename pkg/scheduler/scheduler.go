@@ -25,6 +25,7 @@ import (
 	"github.com/aisched/aisched/pkg/scheduler/plugins/heteropriority"
 	"github.com/aisched/aisched/pkg/scheduler/plugins/loadaware"
 	"github.com/aisched/aisched/pkg/scheduler/plugins/pccbalance"
+	"github.com/aisched/aisched/pkg/util/yamlfile"
 )
 
 // Profile names; pods choose one with spec.schedulerName.
@@ -91,11 +92,12 @@ func Registry(svc *Services) frameworkruntime.Registry {
 // aisched-binpack, the FGD paper's BestFit, DotProd and FGD, and
 // aisched-gpushare.
 func LocalConfig() (*config.KubeSchedulerConfiguration, error) {
-	return DecodeConfig(localConfig)
+	return ParseConfig("pkg/scheduler/local-config.yaml", localConfig)
 }
 
-// ReadConfig reads a KubeSchedulerConfiguration file (DecodeConfig); the
-// empty path is LocalConfig.
+// ReadConfig reads a KubeSchedulerConfiguration file (ParseConfig); the
+// empty path is LocalConfig. It is how aisched reads every scheduler
+// configuration a user gives it (aisched up, sim, whatif, the console).
 func ReadConfig(path string) (*config.KubeSchedulerConfiguration, error) {
 	if path == "" {
 		return LocalConfig()
@@ -104,26 +106,36 @@ func ReadConfig(path string) (*config.KubeSchedulerConfiguration, error) {
 	if err != nil {
 		return nil, fmt.Errorf("scheduler config: %w", err)
 	}
-	cfg, err := DecodeConfig(data)
+	return ParseConfig(path, data)
+}
+
+// ParseConfig decodes (strictly: a misspelt field is an error), defaults
+// and validates a KubeSchedulerConfiguration, the file name, as
+// kube-scheduler does; each error names the file and, where the field is
+// in it, the line: "config.yaml:7: profiles[1].schedulerName: Duplicate
+// value: ...".
+func ParseConfig(name string, data []byte) (*config.KubeSchedulerConfiguration, error) {
+	root, err := yamlfile.Parse(name, data, "a KubeSchedulerConfiguration")
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, err
+	}
+	obj, gvk, err := scheme.Codecs.UniversalDecoder().Decode(data, nil, nil)
+	if err != nil {
+		return nil, yamlfile.Errors(name, root, err)
+	}
+	cfg, ok := obj.(*config.KubeSchedulerConfiguration)
+	if !ok {
+		return nil, fmt.Errorf("%s: want a KubeSchedulerConfiguration, got %s", name, gvk)
+	}
+	cfg.APIVersion = gvk.GroupVersion().String()
+	if err := validation.ValidateKubeSchedulerConfiguration(cfg); err != nil {
+		return nil, yamlfile.Errors(name, root, err)
 	}
 	return cfg, nil
 }
 
-// DecodeConfig decodes, defaults and validates a KubeSchedulerConfiguration.
+// DecodeConfig is ParseConfig for a configuration written in code, whose
+// errors name it "KubeSchedulerConfiguration".
 func DecodeConfig(data []byte) (*config.KubeSchedulerConfiguration, error) {
-	obj, gvk, err := scheme.Codecs.UniversalDecoder().Decode(data, nil, nil)
-	if err != nil {
-		return nil, err
-	}
-	cfg, ok := obj.(*config.KubeSchedulerConfiguration)
-	if !ok {
-		return nil, fmt.Errorf("want a KubeSchedulerConfiguration, got %s", gvk)
-	}
-	cfg.APIVersion = gvk.GroupVersion().String()
-	if err := validation.ValidateKubeSchedulerConfiguration(cfg); err != nil {
-		return nil, err
-	}
-	return cfg, nil
+	return ParseConfig("KubeSchedulerConfiguration", data)
 }

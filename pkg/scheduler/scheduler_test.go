@@ -63,7 +63,7 @@ func TestChartServicesAreDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	shipped, err := aischedconfig.DecodeServices(append([]byte("apiVersion: config.aisched.io/v1alpha1\nkind: SchedulerServices\n"), services...))
+	shipped, err := aischedconfig.DecodeServices("the chart's services-config.yaml", append([]byte("apiVersion: config.aisched.io/v1alpha1\nkind: SchedulerServices\n"), services...))
 	if err != nil {
 		t.Fatalf("scheduler.services of values.yaml: %v", err)
 	}

@@ -4,11 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"runtime"
 	"sync"
 	"time"
 
-	"github.com/aisched/aisched/pkg/sim/engine"
 	"github.com/aisched/aisched/pkg/sim/metrics"
 )
 
@@ -24,16 +22,6 @@ type job struct {
 	// done, when set, says what the progress line shows once the run is
 	// over.
 	done func(metrics.Result) string
-}
-
-// defaultParallel is how many runs go at once unless told: one per core
-// on the fast engine, whose runs are light; one on the apiserver engine,
-// whose every run starts an etcd and a kube-apiserver.
-func defaultParallel(kind engine.Kind) int {
-	if kind == engine.APIServer {
-		return 1
-	}
-	return runtime.NumCPU()
 }
 
 // runJobs runs the jobs, parallel at a time, and returns their results in

@@ -3,6 +3,8 @@ package sim
 import (
 	"context"
 	"slices"
+	"strconv"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,13 +14,90 @@ import (
 	aischedv1alpha1 "github.com/aisched/aisched/apis/aisched/v1alpha1"
 	"github.com/aisched/aisched/pkg/gpu"
 	"github.com/aisched/aisched/pkg/local/nodesim"
-	"github.com/aisched/aisched/pkg/sim/engine"
+	"github.com/aisched/aisched/pkg/podgroup"
 	"github.com/aisched/aisched/pkg/sim/metrics"
 	"github.com/aisched/aisched/pkg/sim/scenario"
+	"github.com/aisched/aisched/pkg/simcluster"
 )
 
+// itemLabel names the workload item of a pod.
+const itemLabel = "sim.aisched.io/item"
+
+// record is what a scenario run knows of its workload as it goes, for the
+// measurement at its end.
+type record struct {
+	scenario *scenario.Scenario
+	pods     *simcluster.PodObserver
+	// rejected counts the pods the apiserver refused for good.
+	rejected int
+	// evicted is called with each pod deleted after an eviction (the
+	// submitter replaces it).
+	evicted func(*corev1.Pod)
+
+	// mu guards what follows: pods arrive from the run's loop, and
+	// replacements of evicted pods from the observer's goroutine.
+	mu sync.Mutex
+	// groups are the workload's pod groups by key, groupOf the group of
+	// each pod of one.
+	groups  map[string]groupArrival
+	groupOf map[string]string
+	// teams follows the teams of a scenario with queues; nil without.
+	teams *metrics.Teams
+}
+
+// groupArrival is when a pod group's first member arrived and its
+// min-available.
+type groupArrival struct {
+	at           time.Time
+	minAvailable int
+}
+
+// arrived records the arrival of pod at at: in its group, and in its
+// team.
+func (r *record) arrived(pod *corev1.Pod, at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.arriveInTeam(pod, at)
+	g, ok := pod.Labels[podgroup.NameLabel]
+	if !ok {
+		return
+	}
+	key := pod.Namespace + "/" + g
+	r.groupOf[pod.Namespace+"/"+pod.Name] = key
+	if _, seen := r.groups[key]; !seen {
+		min, _ := strconv.Atoi(pod.Labels[podgroup.MinAvailableLabel])
+		r.groups[key] = groupArrival{at: at, minAvailable: min}
+	}
+}
+
+// observe follows each change of a pod the observer sees: the teams are
+// told, and a pod deleted after an eviction is replaced.
+func (r *record) observe(ev simcluster.PodEvent) {
+	r.mu.Lock()
+	r.observeTeams(ev)
+	r.mu.Unlock()
+	if ev.Deleted && evicted(ev.Pod) && r.evicted != nil {
+		r.evicted(ev.Pod)
+	}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func earlier(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
 // measure reads the cluster at the end of a run into the metrics.
-func measure(ctx context.Context, c engine.Cluster, s *scenario.Scenario, w *watcher, rejected int, firstArrival time.Time) (metrics.Result, error) {
+func (r *record) measure(ctx context.Context, c simcluster.Cluster, firstArrival time.Time) (metrics.Result, error) {
+	s := r.scenario
 	nodes, err := c.Client().CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return metrics.Result{}, err
@@ -37,9 +116,7 @@ func measure(ctx context.Context, c engine.Cluster, s *scenario.Scenario, w *wat
 	}
 	cards := cardsByNode(s)
 
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	res := metrics.Result{PendingPods: rejected}
+	res := metrics.Result{PendingPods: r.rejected}
 	var simNodes []metrics.Node
 	index := map[string]int{}
 	for _, n := range nodes.Items {
@@ -59,11 +136,9 @@ func measure(ctx context.Context, c engine.Cluster, s *scenario.Scenario, w *wat
 			continue
 		}
 		// Pods of items bound to a node directly never met the scheduler.
-		if t, ok := w.bound[pod.Namespace+"/"+pod.Name]; ok && !directlyBound(s, pod) {
+		if seen, ok := r.pods.Pod(pod.Namespace + "/" + pod.Name); ok && !seen.Bound.IsZero() && !directlyBound(s, pod) {
 			scheduled++
-			if t.After(lastBind) {
-				lastBind = t
-			}
+			lastBind = later(lastBind, seen.Bound)
 		}
 		r, gpuErr := gpu.ParseRequest(pod)
 		isGPU := gpuErr == nil && r.Count > 0
@@ -89,13 +164,14 @@ func measure(ctx context.Context, c engine.Cluster, s *scenario.Scenario, w *wat
 	res.BalanceEfficiencyH = metrics.BalanceEfficiencyH(simNodes)
 	res.GPUAllocationRate = metrics.GPUAllocationRate(simNodes)
 	res.UnallocatedGPUPct = metrics.UnallocatedGPUPct(simNodes)
-	w.groups.Settle(c.Now())
-	res.PartialGroups = w.groups.Partial()
-	res.GroupWaitSeconds = metrics.PercentilesOf(w.groups.Waits())
+	groups := r.trackGroups()
+	groups.Settle(c.Now())
+	res.PartialGroups = groups.Partial()
+	res.GroupWaitSeconds = metrics.PercentilesOf(groups.Waits())
 	if !lastBind.IsZero() {
 		res.PodsPerSecond = metrics.PodsPerSecond(scheduled, lastBind.Sub(firstArrival))
 	}
-	makespan := max(w.last.Sub(firstArrival), 0)
+	makespan := max(r.pods.LastChange().Sub(firstArrival), 0)
 	if slices.Contains(s.Metrics, "makespan_seconds") {
 		res.MakespanSeconds = ptr.To(makespan.Seconds())
 	}
@@ -103,11 +179,69 @@ func measure(ctx context.Context, c engine.Cluster, s *scenario.Scenario, w *wat
 		res.GPUBusyPct = gpuBusyPct(podList.Items, simNodes, makespan, c.Now())
 	}
 	measureTopology(s, podList.Items, nodes.Items, &res)
-	if w.teams != nil {
-		w.teams.Finish(c.Now())
-		w.teams.Fill(&res)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.teams != nil {
+		r.teams.Finish(c.Now())
+		r.teams.Fill(&res)
 	}
 	return res, nil
+}
+
+// partialAfter is how long a group must stay partially bound to count as
+// partial (metrics.GroupTracker): a gang's members bind milliseconds apart,
+// a group stuck half bound stays so.
+const partialAfter = time.Second
+
+// trackGroups plays the run's pod groups through a GroupTracker: each
+// created when its first member arrived, then its members' bindings, and
+// the deletions of those bound and not ended (evicted), in the order the
+// observer saw them.
+func (r *record) trackGroups() *metrics.GroupTracker {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t := metrics.NewGroupTracker(partialAfter)
+	for key, g := range r.groups {
+		t.Created(key, g.minAvailable, g.at)
+	}
+	type change struct {
+		group   string
+		at      time.Time
+		unbound bool
+	}
+	var changes []change
+	for pod, group := range r.groupOf {
+		seen, ok := r.pods.Pod(pod)
+		if !ok || seen.Bound.IsZero() {
+			continue
+		}
+		changes = append(changes, change{group: group, at: seen.Bound})
+		if !seen.Deleted.IsZero() && seen.Ended.IsZero() {
+			changes = append(changes, change{group: group, at: seen.Deleted, unbound: true})
+		}
+	}
+	// At the same time a binding comes first: a pod is bound before it
+	// is deleted.
+	slices.SortFunc(changes, func(a, b change) int {
+		if c := a.at.Compare(b.at); c != 0 {
+			return c
+		}
+		switch {
+		case a.unbound == b.unbound:
+			return 0
+		case a.unbound:
+			return 1
+		}
+		return -1
+	})
+	for _, c := range changes {
+		if c.unbound {
+			t.Unbound(c.group, c.at)
+		} else {
+			t.Bound(c.group, c.at)
+		}
+	}
+	return t
 }
 
 // directlyBound reports whether the pod comes from an item bound to a
@@ -150,7 +284,7 @@ func poolOf(s *scenario.Scenario, node string) string {
 
 // loadAndPerformance sets each node's L, the mean of its measured
 // utilisations, and S, the mean of its performance terms each over the
-// cluster's largest (seed 004; LoadAware's README), from the nodes' last samples.
+// cluster's largest (LoadAware's README), from the nodes' last samples.
 func loadAndPerformance(nodes []metrics.Node, samples map[string]*aischedv1alpha1.NodeMetricsStatus) {
 	terms := func(s *aischedv1alpha1.NodeMetricsStatus) [4]float64 {
 		p := s.Performance
@@ -192,6 +326,18 @@ func loadAndPerformance(nodes []metrics.Node, samples map[string]*aischedv1alpha
 			nodes[i].Performance = perf / m
 		}
 	}
+}
+
+// quantity returns the value of r in l, 0 when absent.
+func quantity(l corev1.ResourceList, r corev1.ResourceName, milli bool) int64 {
+	q, ok := l[r]
+	if !ok {
+		return 0
+	}
+	if milli {
+		return q.MilliValue()
+	}
+	return q.Value()
 }
 
 // gpuBusyPct is 100 x the GPU-seconds the bound pods ran (their cards

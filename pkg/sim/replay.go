@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -23,17 +22,17 @@ import (
 	"github.com/aisched/aisched/pkg/gpu"
 	"github.com/aisched/aisched/pkg/scheduler"
 	"github.com/aisched/aisched/pkg/scheduler/plugins/gpufit"
-	"github.com/aisched/aisched/pkg/sim/engine"
 	"github.com/aisched/aisched/pkg/sim/metrics"
 	"github.com/aisched/aisched/pkg/sim/report"
 	"github.com/aisched/aisched/pkg/sim/trace"
+	"github.com/aisched/aisched/pkg/simcluster"
 )
 
 // ReplayOptions configure Replay.
 type ReplayOptions struct {
-	// Engine runs each policy and seed: engine.Fast (default) or
-	// engine.APIServer.
-	Engine engine.Kind
+	// Engine runs each policy and seed: simcluster.Fast (default) or
+	// apiserver.Engine.
+	Engine simcluster.Engine
 	// Name names the report, usually the pod list's file name.
 	Name string
 	// Nodes and Pods are the trace.
@@ -63,7 +62,7 @@ type ReplayOptions struct {
 	// Timeout bounds one run; default 30m.
 	Timeout time.Duration
 	// Parallel is how many runs go at once; default one per core on the
-	// fast engine, one on the apiserver engine.
+	// fast engine, one on the apiserver simcluster.
 	Parallel int
 	// Progress receives one line as each run starts and ends; nil
 	// discards them.
@@ -128,8 +127,8 @@ func Replay(ctx context.Context, opts ReplayOptions) (*report.Report, error) {
 	if opts.Progress == nil {
 		opts.Progress = io.Discard
 	}
-	if opts.Engine == "" {
-		opts.Engine = engine.Fast
+	if opts.Engine.Start == nil {
+		opts.Engine = simcluster.Fast
 	}
 	policies := slices.Clone(opts.Policies)
 	for i := range policies {
@@ -140,7 +139,7 @@ func Replay(ctx context.Context, opts ReplayOptions) (*report.Report, error) {
 		if p.SchedulerConfig == nil {
 			p.SchedulerConfig = opts.SchedulerConfig
 		}
-		if findProfile(p.SchedulerConfig, p.Profile) == nil {
+		if scheduler.FindProfile(p.SchedulerConfig, p.Profile) == nil {
 			return nil, fmt.Errorf("policy %s: no profile %s in its scheduler configuration", p.Name, p.Profile)
 		}
 		if opts.TypicalPodsFromTrace {
@@ -151,7 +150,7 @@ func Replay(ctx context.Context, opts ReplayOptions) (*report.Report, error) {
 			p.SchedulerConfig = cfg
 		}
 	}
-	if opts.DRA && opts.Engine == engine.Fast {
+	if opts.DRA && opts.Engine.Name == simcluster.Fast.Name {
 		// On client-go's fake the scheduler's cache of claims does not
 		// take in the allocations it writes: a trial gave a device twice.
 		return nil, errors.New("DRA replays need the apiserver engine: on the fast engine's in-memory API the scheduler's cache of claims misses their allocations")
@@ -168,7 +167,7 @@ func Replay(ctx context.Context, opts ReplayOptions) (*report.Report, error) {
 		return nil, errors.New("nodes: the cluster has no GPUs")
 	}
 	if opts.Parallel <= 0 {
-		opts.Parallel = defaultParallel(opts.Engine)
+		opts.Parallel = opts.Engine.Parallel
 	}
 	var jobs []job
 	for _, p := range policies {
@@ -200,32 +199,11 @@ func Replay(ctx context.Context, opts ReplayOptions) (*report.Report, error) {
 	return rep, nil
 }
 
-// findProfile returns the profile of cfg named name, nil when none is.
-func findProfile(cfg *config.KubeSchedulerConfiguration, name string) *config.KubeSchedulerProfile {
-	for i := range cfg.Profiles {
-		if cfg.Profiles[i].SchedulerName == name {
-			return &cfg.Profiles[i]
-		}
-	}
-	return nil
-}
-
-// sharesCards reports whether a profile places pods that share a card:
-// whether it runs GPUFit's Filter.
-func sharesCards(p *config.KubeSchedulerProfile) bool {
-	named := func(set []config.Plugin) bool {
-		return slices.ContainsFunc(set, func(pl config.Plugin) bool { return pl.Name == gpufit.Name })
-	}
-	f := p.Plugins.Filter
-	all := slices.ContainsFunc(f.Disabled, func(pl config.Plugin) bool { return pl.Name == "*" })
-	return named(f.Enabled) || named(p.Plugins.MultiPoint.Enabled) && !named(f.Disabled) && !all
-}
-
 // replayOne replays seq under one profile on a fresh cluster.
 func replayOne(ctx context.Context, opts ReplayOptions, pools []clusterfile.NodePool, p ReplayPolicy, seq []trace.Pod, capacity int64, step func(int)) (_ metrics.Result, err error) {
 	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
-	c, err := engine.Start(ctx, opts.Engine, engine.Options{
+	c, err := opts.Engine.Start(ctx, simcluster.Options{
 		NodePools:       pools,
 		SchedulerConfig: p.SchedulerConfig,
 		// Nobody reads the scheduler's events of a replay.
@@ -245,15 +223,20 @@ func replayOne(ctx context.Context, opts ReplayOptions, pools []clusterfile.Node
 		return metrics.Result{}, err
 	}
 
-	o := &outcomes{seen: map[string]outcome{}, changed: make(chan struct{}, 1)}
-	stopWatching, err := watchPods(ctx, c, o.observe, nil)
+	observer, err := simcluster.ObservePods(ctx, c, nil)
 	if err != nil {
 		return metrics.Result{}, err
 	}
-	defer stopWatching()
+	defer observer.Stop()
 
 	pods := c.Client().CoreV1().Pods(metav1.NamespaceDefault)
-	shares := sharesCards(findProfile(p.SchedulerConfig, p.Profile))
+	// A pod that shares a card is placed only by a profile that runs
+	// GPUFit's Filter.
+	plugins, ok := c.SchedulerPlugins(p.Profile)
+	if !ok {
+		return metrics.Result{}, fmt.Errorf("the scheduler has no profile %s", p.Profile)
+	}
+	shares := scheduler.RunsPlugin(plugins, scheduler.Filter, gpufit.Name)
 	claims := c.Client().ResourceV1().ResourceClaims(metav1.NamespaceDefault)
 	if !opts.DRA {
 		claims = nil
@@ -268,7 +251,7 @@ func replayOne(ctx context.Context, opts ReplayOptions, pools []clusterfile.Node
 		sumRequested += tp.TotalGPUMilli()
 		requested[i] = sumRequested
 		step(i)
-		placed, err := replayPod(ctx, pods, claims, o, tp, p.Profile, shares)
+		placed, err := replayPod(ctx, pods, claims, observer, tp, p.Profile, shares)
 		switch {
 		case err != nil:
 			return metrics.Result{}, fmt.Errorf("pod %s: %w", tp.Name, err)
@@ -313,7 +296,7 @@ const (
 // replayPod creates the pod of tp, with its claim when claims are given
 // (DRA), waits for the scheduler, and deletes it at once if it does not
 // fit, so that it is never retried.
-func replayPod(ctx context.Context, pods corev1client.PodInterface, claims resourcev1client.ResourceClaimInterface, o *outcomes, tp trace.Pod, profile string, shares bool) (int, error) {
+func replayPod(ctx context.Context, pods corev1client.PodInterface, claims resourcev1client.ResourceClaimInterface, observer *simcluster.PodObserver, tp trace.Pod, profile string, shares bool) (int, error) {
 	var pod *corev1.Pod
 	var err error
 	if claims != nil {
@@ -327,14 +310,18 @@ func replayPod(ctx context.Context, pods corev1client.PodInterface, claims resou
 	if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		return 0, err
 	}
-	out, err := o.wait(ctx, pod.Name)
-	switch {
-	case err != nil:
-		return 0, err
-	case out.err != "":
-		return 0, fmt.Errorf("the scheduler failed: %s", out.err)
-	case out.bound:
+	// The scheduler binds the pod, or says why not.
+	seen, err := observer.Wait(ctx, pod.Namespace+"/"+pod.Name, func(s simcluster.PodState) bool {
+		return !s.Bound.IsZero() || s.NotScheduled() != nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("waiting for the scheduler: %w", err)
+	}
+	if !seen.Bound.IsZero() {
 		return bound, nil
+	}
+	if why := seen.NotScheduled(); why.Reason == corev1.PodReasonSchedulerError {
+		return 0, fmt.Errorf("the scheduler failed: %s", why.Message)
 	}
 	zero := int64(0)
 	if err := pods.Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil && !apierrors.IsNotFound(err) {
@@ -380,73 +367,6 @@ func checkPlacement(ctx context.Context, pods corev1client.PodInterface, claims 
 		return fmt.Errorf("the bound pods hold %d thousandths of a card, the replay counted %d", sum, allocated)
 	}
 	return nil
-}
-
-// outcome is what became of a pod: bound, found unschedulable, or a
-// scheduler error.
-type outcome struct {
-	bound bool
-	err   string
-}
-
-// outcomes collects the outcome of every pod from the pod informer.
-type outcomes struct {
-	mu      sync.Mutex
-	seen    map[string]outcome
-	changed chan struct{}
-}
-
-func (o *outcomes) observe(obj interface{}) {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		return
-	}
-	var out outcome
-	switch {
-	case pod.Spec.NodeName != "":
-		out.bound = true
-	default:
-		cond := podScheduledCondition(pod)
-		if cond == nil || cond.Status != corev1.ConditionFalse {
-			return
-		}
-		if cond.Reason == corev1.PodReasonSchedulerError {
-			out.err = cond.Message
-		}
-	}
-	o.mu.Lock()
-	o.seen[pod.Name] = out
-	o.mu.Unlock()
-	select {
-	case o.changed <- struct{}{}:
-	default:
-	}
-}
-
-func podScheduledCondition(pod *corev1.Pod) *corev1.PodCondition {
-	for i := range pod.Status.Conditions {
-		if pod.Status.Conditions[i].Type == corev1.PodScheduled {
-			return &pod.Status.Conditions[i]
-		}
-	}
-	return nil
-}
-
-// wait returns the outcome of the named pod once there is one.
-func (o *outcomes) wait(ctx context.Context, name string) (outcome, error) {
-	for {
-		o.mu.Lock()
-		out, ok := o.seen[name]
-		o.mu.Unlock()
-		if ok {
-			return out, nil
-		}
-		select {
-		case <-o.changed:
-		case <-ctx.Done():
-			return outcome{}, fmt.Errorf("waiting for the scheduler: %w", ctx.Err())
-		}
-	}
 }
 
 // tracePod returns the pod of a trace row for a profile, or why it cannot

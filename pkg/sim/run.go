@@ -6,43 +6,38 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 
-	"github.com/aisched/aisched/pkg/clusterfile"
 	"github.com/aisched/aisched/pkg/local/nodesim"
 	"github.com/aisched/aisched/pkg/podgroup"
 	"github.com/aisched/aisched/pkg/podload"
 	"github.com/aisched/aisched/pkg/scheduler"
-	"github.com/aisched/aisched/pkg/sim/engine"
 	"github.com/aisched/aisched/pkg/sim/metrics"
 	"github.com/aisched/aisched/pkg/sim/report"
 	"github.com/aisched/aisched/pkg/sim/scenario"
 	"github.com/aisched/aisched/pkg/sim/trace"
+	"github.com/aisched/aisched/pkg/simcluster"
 )
 
 // Options configure Run.
 type Options struct {
-	// Engine runs each policy and seed: engine.Fast (default) or
-	// engine.APIServer.
-	Engine engine.Kind
+	// Engine runs each policy and seed: simcluster.Fast (default) or
+	// apiserver.Engine.
+	Engine simcluster.Engine
 	// Settle overrides the scenario's settle when positive.
 	Settle time.Duration
 	// Timeout bounds one run (one policy, one seed); default 10m.
 	Timeout time.Duration
 	// Parallel is how many runs go at once; default one per core on the
-	// fast engine, one on the apiserver engine.
+	// fast engine, one on the apiserver simcluster.
 	Parallel int
 	// Progress receives one line as each run starts and ends; nil
 	// discards them.
@@ -52,6 +47,11 @@ type Options struct {
 	Tick func(done, total int)
 	// TraceDir holds the files of trace scenarios (Scenario.Trace).
 	TraceDir string
+	// ClaimsEngine runs the trace scenarios that request GPUs through DRA
+	// claims (Trace.DRA), which need the real apiserver (Replay):
+	// apiserver.Engine. Unset, they run on Engine, which refuses them if
+	// it is the fast engine.
+	ClaimsEngine simcluster.Engine
 	// SchedulerConfig replaces `aisched up`'s configuration for the
 	// policies that name no file of their own (a variant profile to try on
 	// every scenario at once); nil: the built-in one.
@@ -78,11 +78,11 @@ func Run(ctx context.Context, s *scenario.Scenario, opts Options) (*report.Repor
 	if opts.Progress == nil {
 		opts.Progress = io.Discard
 	}
-	if opts.Engine == "" {
-		opts.Engine = engine.Fast
+	if opts.Engine.Start == nil {
+		opts.Engine = simcluster.Fast
 	}
 	if opts.Parallel <= 0 {
-		opts.Parallel = defaultParallel(opts.Engine)
+		opts.Parallel = opts.Engine.Parallel
 	}
 	var jobs []job
 	for _, p := range s.Policies {
@@ -136,9 +136,9 @@ func runTrace(ctx context.Context, s *scenario.Scenario, opts Options) (*report.
 		policies = append(policies, ReplayPolicy{Name: p.Name, Profile: p.Profile, SchedulerConfig: cfg})
 	}
 	kind := opts.Engine
-	if s.Trace.DRA {
+	if s.Trace.DRA && opts.ClaimsEngine.Start != nil {
 		// Claims need the real apiserver (Replay).
-		kind = engine.APIServer
+		kind = opts.ClaimsEngine
 	}
 	rep, err := Replay(ctx, ReplayOptions{
 		Engine: kind, Parallel: opts.Parallel, Name: s.Name, Nodes: nodes, Pods: pods, Policies: policies,
@@ -153,25 +153,17 @@ func runTrace(ctx context.Context, s *scenario.Scenario, opts Options) (*report.
 }
 
 // policyConfig is the scheduler configuration of a policy, with its
-// profile checked.
+// profile checked: the file the policy names, else builtIn, else `aisched
+// up`'s.
 func policyConfig(p scenario.Policy, builtIn *config.KubeSchedulerConfiguration) (*config.KubeSchedulerConfiguration, error) {
-	var cfg *config.KubeSchedulerConfiguration
-	var err error
-	switch {
-	case p.SchedulerConfig == "" && builtIn != nil:
-		cfg = builtIn
-	case p.SchedulerConfig == "":
-		cfg, err = scheduler.LocalConfig()
-	default:
-		var data []byte
-		if data, err = os.ReadFile(p.SchedulerConfig); err == nil {
-			cfg, err = scheduler.DecodeConfig(data)
+	cfg := builtIn
+	if p.SchedulerConfig != "" || cfg == nil {
+		var err error
+		if cfg, err = scheduler.ReadConfig(p.SchedulerConfig); err != nil {
+			return nil, fmt.Errorf("policy %s: %w", p.Name, err)
 		}
 	}
-	if err != nil {
-		return nil, fmt.Errorf("policy %s: %w", p.Name, err)
-	}
-	if findProfile(cfg, p.Profile) == nil {
+	if scheduler.FindProfile(cfg, p.Profile) == nil {
 		return nil, fmt.Errorf("policy %s: no profile %q in its scheduler configuration", p.Name, p.Profile)
 	}
 	return cfg, nil
@@ -242,65 +234,14 @@ func buildPod(it scenario.Item, k int, profile string) *corev1.Pod {
 	return pod
 }
 
-// itemLabel names the workload item of a pod.
-const itemLabel = "sim.aisched.io/item"
-
 func priorityClassName(v int32) string { return "sim-priority-" + strconv.Itoa(int(v)) }
-
-// watcher records what happens to the workload's pods, at the cluster's
-// time.
-type watcher struct {
-	now    func() time.Time
-	mu     sync.Mutex
-	bound  map[string]time.Time // pod key -> first seen bound
-	ended  map[string]bool      // pod keys seen Succeeded or Failed
-	groups *metrics.GroupTracker
-	group  map[string]string // pod key -> group key
-	last   time.Time         // last binding or end of a pod
-	// teams follows the teams of a scenario with queues; nil without.
-	teams *metrics.Teams
-	// evicted is called with each pod deleted after an eviction.
-	evicted func(*corev1.Pod)
-}
-
-func (w *watcher) observe(obj interface{}) {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok || pod.Spec.NodeName == "" {
-		return
-	}
-	key := pod.Namespace + "/" + pod.Name
-	now := w.now()
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.observeTeams(pod, now)
-	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
-		// A pod that ends frees room: what waits may bind now.
-		if !w.ended[key] {
-			w.ended[key] = true
-			w.last = now
-		}
-	}
-	if _, seen := w.bound[key]; seen {
-		return
-	}
-	w.bound[key] = now
-	w.last = now
-	if g, ok := w.group[key]; ok {
-		w.groups.Bound(g, now)
-	}
-}
-
-// partialAfter is how long a group must stay partially bound to count as
-// partial (metrics.GroupTracker): a gang's members bind milliseconds apart,
-// a group stuck half bound stays so.
-const partialAfter = time.Second
 
 // runOne runs the arrivals on a fresh cluster under cfg and admission
 // (of a scenario with queues), calling step after each arrival.
 func runOne(ctx context.Context, s *scenario.Scenario, cfg *config.KubeSchedulerConfiguration, admission string, arrivals []arrival, opts Options, step func(int)) (_ metrics.Result, err error) {
 	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
-	c, err := engine.Start(ctx, opts.Engine, engine.Options{NodePools: s.Cluster.NodePools, SchedulerConfig: cfg, MetricsInterval: metricsInterval(s),
+	c, err := opts.Engine.Start(ctx, simcluster.Options{NodePools: s.Cluster.NodePools, SchedulerConfig: cfg, MetricsInterval: metricsInterval(s),
 		ResourceQuotas: true})
 	if err != nil {
 		return metrics.Result{}, err
@@ -315,20 +256,20 @@ func runOne(ctx context.Context, s *scenario.Scenario, cfg *config.KubeScheduler
 	}
 
 	start := c.Now()
-	w := &watcher{now: c.Now, bound: map[string]time.Time{}, ended: map[string]bool{}, groups: metrics.NewGroupTracker(partialAfter), group: map[string]string{},
-		teams: newTeams(s, start, arrivals)}
-	stopWatching, err := watchPods(ctx, c, w.observe, w.gone)
-	if err != nil {
-		return metrics.Result{}, err
-	}
-	defer stopWatching()
-
+	rec := &record{scenario: s, groups: map[string]groupArrival{}, groupOf: map[string]string{}, teams: newTeams(s, start, arrivals)}
 	// A pod the apiserver refuses for a quota is created again later, and
 	// one evicted is replaced, as the Job controller does; one refused
 	// for another reason (or still refused at the end) never runs: it
 	// counts as pending.
-	sub := newSubmitter(c, func(p *corev1.Pod) { w.arrive(s, p) })
-	w.evicted = func(p *corev1.Pod) { _ = sub.replace(ctx, p) }
+	sub := newSubmitter(c, func(p *corev1.Pod) { rec.arrived(p, c.Now()) })
+	rec.evicted = func(p *corev1.Pod) { _ = sub.replace(ctx, p) }
+	pods, err := simcluster.ObservePods(ctx, c, rec.observe)
+	if err != nil {
+		return metrics.Result{}, err
+	}
+	defer pods.Stop()
+	rec.pods = pods
+
 	for i, a := range arrivals {
 		step(i)
 		if err := sub.runUntil(ctx, start.Add(a.at)); err != nil {
@@ -339,22 +280,17 @@ func runOne(ctx context.Context, s *scenario.Scenario, cfg *config.KubeScheduler
 		}
 	}
 	step(len(arrivals))
-	w.mu.Lock()
-	w.last = c.Now()
-	w.mu.Unlock()
 	// Settle: run until no pod is bound or ends for opts.Settle, looking
 	// every 200ms of the cluster's time. (Not as soon as every pod is
 	// bound: what is measured then would depend on how fast the engine
 	// got there, and the pods still running with it.)
+	lastArrival := c.Now()
 	for {
-		w.mu.Lock()
-		done := c.Now().Sub(w.last) >= opts.Settle
-		next := w.last.Add(opts.Settle)
-		w.mu.Unlock()
-		if done {
+		last := later(lastArrival, pods.LastChange())
+		if c.Now().Sub(last) >= opts.Settle {
 			break
 		}
-		if err := sub.runUntil(ctx, minTime(next, c.Now().Add(200*time.Millisecond))); err != nil {
+		if err := sub.runUntil(ctx, earlier(last.Add(opts.Settle), c.Now().Add(200*time.Millisecond))); err != nil {
 			return metrics.Result{}, err
 		}
 	}
@@ -365,62 +301,14 @@ func runOne(ctx context.Context, s *scenario.Scenario, cfg *config.KubeScheduler
 	if err := checkCards(ctx, c, s.Cluster.NodePools); err != nil {
 		return metrics.Result{}, err
 	}
-	return measure(ctx, c, s, w, sub.left(), start.Add(arrivals[0].at))
-}
-
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
-}
-
-// checkCards audits the cards the cluster's pods hold and compares the
-// scheduler's record with the simulated kubelets' (ledger.go): a run
-// whose cards are overcommitted, or whose kubelets hold other cards than
-// the scheduler assigned, reports no number.
-func checkCards(ctx context.Context, c engine.Cluster, pools []clusterfile.NodePool) error {
-	list := func(ctx context.Context) ([]corev1.Pod, error) {
-		l, err := c.Client().CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return nil, err
-		}
-		return l.Items, nil
-	}
-	pods, err := list(ctx)
-	if err != nil {
-		return err
-	}
-	if err := auditCards(pods, cardsOf(pools)); err != nil {
-		return err
-	}
-	return compareLedgers(ctx, list, c.KubeletHolders)
-}
-
-// watchPods calls observe with every pod the cluster has and each change
-// of one, and gone with each pod deleted, until stop, which waits for the
-// informer to end.
-func watchPods(ctx context.Context, c engine.Cluster, observe, gone func(interface{})) (stop func(), err error) {
-	factory := informers.NewSharedInformerFactory(c.Client(), 0)
-	informer := factory.Core().V1().Pods().Informer()
-	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    observe,
-		UpdateFunc: func(_, obj interface{}) { observe(obj) },
-		DeleteFunc: gone,
-	}); err != nil {
-		return nil, err
-	}
-	stopInformers := make(chan struct{})
-	factory.Start(stopInformers)
-	cache.WaitForCacheSync(ctx.Done(), informer.HasSynced)
-	// Shutdown waits for the informers, which stop with their channel.
-	return func() { close(stopInformers); factory.Shutdown() }, nil
+	rec.rejected = sub.left()
+	return rec.measure(ctx, c, start.Add(arrivals[0].at))
 }
 
 // prepare creates the namespaces, their quotas, the team queues (or the
 // quotas that stand for them) under admission, and the priority classes,
 // and waits until pods can be created.
-func prepare(ctx context.Context, c engine.Cluster, s *scenario.Scenario, admission string) error {
+func prepare(ctx context.Context, c simcluster.Cluster, s *scenario.Scenario, admission string) error {
 	client := c.Client()
 	for _, ns := range s.Namespaces {
 		if _, err := client.CoreV1().Namespaces().Create(ctx, namespaceOf(ns, admission), metav1.CreateOptions{}); err != nil {
@@ -465,16 +353,4 @@ func priorities(s *scenario.Scenario) map[int32]bool {
 		}
 	}
 	return out
-}
-
-// quantity returns the value of r in l, 0 when absent.
-func quantity(l corev1.ResourceList, r corev1.ResourceName, milli bool) int64 {
-	q, ok := l[r]
-	if !ok {
-		return 0
-	}
-	if milli {
-		return q.MilliValue()
-	}
-	return q.Value()
 }

@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	jobcontroller "k8s.io/kubernetes/pkg/controller/job"
 
-	"github.com/aisched/aisched/pkg/sim/engine"
+	"github.com/aisched/aisched/pkg/simcluster"
 )
 
 // submitter creates the workload's pods and, as the Job controller does,
@@ -26,7 +26,7 @@ import (
 // same job, named <pod>-r<n>, which runs its whole duration again. It is
 // safe for concurrent use: replacements are made from the pod watcher.
 type submitter struct {
-	c engine.Cluster
+	c simcluster.Cluster
 	// arrive tells the watcher of each pod submitted, replacements
 	// included.
 	arrive func(*corev1.Pod)
@@ -53,7 +53,7 @@ type retry struct {
 	backoff time.Duration
 }
 
-func newSubmitter(c engine.Cluster, arrive func(*corev1.Pod)) *submitter {
+func newSubmitter(c simcluster.Cluster, arrive func(*corev1.Pod)) *submitter {
 	return &submitter{c: c, arrive: arrive, first: map[string]string{}, templates: map[string]*corev1.Pod{}, replaced: map[string]int{}}
 }
 

@@ -9,15 +9,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/cache"
 
 	aischedv1alpha1 "github.com/aisched/aisched/apis/aisched/v1alpha1"
 	"github.com/aisched/aisched/pkg/gpu"
 	"github.com/aisched/aisched/pkg/jobqueue"
 	"github.com/aisched/aisched/pkg/podgroup"
-	"github.com/aisched/aisched/pkg/sim/engine"
 	"github.com/aisched/aisched/pkg/sim/metrics"
 	"github.com/aisched/aisched/pkg/sim/scenario"
+	"github.com/aisched/aisched/pkg/simcluster"
 )
 
 // A scenario with team queues (scenario.Queue) runs under each policy's
@@ -39,7 +38,7 @@ func namespaceOf(ns scenario.Namespace, admission string) *corev1.Namespace {
 // prepareQueues creates the scenario's queues under admission queues, or
 // under admission resourceQuota a ResourceQuota of its queue's guarantees
 // in each namespace that names one.
-func prepareQueues(ctx context.Context, c engine.Cluster, s *scenario.Scenario, admission string) error {
+func prepareQueues(ctx context.Context, c simcluster.Cluster, s *scenario.Scenario, admission string) error {
 	switch admission {
 	case scenario.AdmissionQueues:
 		for i := range s.Queues {
@@ -101,66 +100,32 @@ func gpuMilli(pod *corev1.Pod) int64 {
 	return r.TotalMilli()
 }
 
-// arrive records that a pod of the workload was submitted: in its group,
-// and in its team.
-func (w *watcher) arrive(s *scenario.Scenario, pod *corev1.Pod) {
-	key := pod.Namespace + "/" + pod.Name
+// arriveInTeam tells the teams that a pod of the workload was submitted
+// at at. Called with r.mu held.
+func (r *record) arriveInTeam(pod *corev1.Pod, at time.Time) {
+	if r.teams == nil {
+		return
+	}
 	job, min := jobOf(pod)
-	now := w.now()
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if g, ok := pod.Labels[podgroup.NameLabel]; ok {
-		w.group[key] = pod.Namespace + "/" + g
-		w.groups.Created(w.group[key], min, now)
-	}
-	if w.teams != nil {
-		w.teams.Arrive(now, key, job, s.QueueOf(pod.Namespace), gpuMilli(pod), min)
-	}
+	r.teams.Arrive(at, pod.Namespace+"/"+pod.Name, job, r.scenario.QueueOf(pod.Namespace), gpuMilli(pod), min)
 }
 
 // observeTeams tells the teams what became of a pod: bound, taken back,
-// ended. Called with w.mu held.
-func (w *watcher) observeTeams(pod *corev1.Pod, now time.Time) {
-	if w.teams == nil || pod.Spec.NodeName == "" {
+// ended, deleted. Called with r.mu held.
+func (r *record) observeTeams(ev simcluster.PodEvent) {
+	pod := ev.Pod
+	if r.teams == nil {
 		return
 	}
 	key := pod.Namespace + "/" + pod.Name
-	w.teams.Bind(now, key, pod.Spec.NodeName)
-	if taker, ok := jobqueue.TakenBackFor(pod); ok {
-		w.teams.Evict(now, key, taker)
-	}
-	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
-		w.teams.End(now, key)
-	}
-}
-
-// gone records a pod deleted: its group lost a bound member, and its team
-// the cards it held; an evicted pod is replaced (w.evicted).
-func (w *watcher) gone(obj interface{}) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		return
-	}
-	key := pod.Namespace + "/" + pod.Name
-	now := w.now()
-	w.mu.Lock()
-	if _, bound := w.bound[key]; bound && !w.ended[key] {
-		w.ended[key] = true
-		w.last = now
-		if g, ok := w.group[key]; ok {
-			w.groups.Unbound(g, now)
+	if pod.Spec.NodeName != "" {
+		r.teams.Bind(ev.At, key, pod.Spec.NodeName)
+		if taker, ok := jobqueue.TakenBackFor(pod); ok {
+			r.teams.Evict(ev.At, key, taker)
 		}
 	}
-	if w.teams != nil {
-		w.observeTeams(pod, now)
-		w.teams.End(now, key)
-	}
-	w.mu.Unlock()
-	if evicted(pod) && w.evicted != nil {
-		w.evicted(pod)
+	if ev.Deleted || pod.Spec.NodeName != "" && (pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed) {
+		r.teams.End(ev.At, key)
 	}
 }
 

@@ -11,9 +11,9 @@ import (
 
 	aischedv1alpha1 "github.com/aisched/aisched/apis/aisched/v1alpha1"
 	"github.com/aisched/aisched/pkg/podgroup"
-	"github.com/aisched/aisched/pkg/sim/engine"
 	"github.com/aisched/aisched/pkg/sim/metrics"
 	"github.com/aisched/aisched/pkg/sim/scenario"
+	"github.com/aisched/aisched/pkg/simcluster"
 	"github.com/aisched/aisched/pkg/topology"
 )
 
@@ -30,7 +30,7 @@ func withoutTopology(arrivals []arrival) {
 }
 
 // createTopologies creates the scenario's aischedtopologies.
-func createTopologies(ctx context.Context, c engine.Cluster, s *scenario.Scenario) error {
+func createTopologies(ctx context.Context, c simcluster.Cluster, s *scenario.Scenario) error {
 	for _, t := range s.Topologies {
 		obj := &aischedv1alpha1.Topology{ObjectMeta: metav1.ObjectMeta{Name: t.Name}}
 		for _, l := range t.Levels {

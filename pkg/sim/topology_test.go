@@ -4,9 +4,9 @@ import (
 	"context"
 	"testing"
 
-	"github.com/aisched/aisched/pkg/sim/engine"
 	"github.com/aisched/aisched/pkg/sim/metrics"
 	"github.com/aisched/aisched/pkg/sim/scenario"
+	"github.com/aisched/aisched/pkg/simcluster"
 )
 
 // topologyScenario has two blocks of two racks of 4 nodes of 4 cards.
@@ -67,7 +67,7 @@ func TestTopologyRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := Run(context.Background(), s, Options{Engine: engine.Fast, Parallel: 1})
+	rep, err := Run(context.Background(), s, Options{Engine: simcluster.Fast, Parallel: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,12 +1,9 @@
 package whatif
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -14,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/kubernetes/pkg/api/legacyscheme"
 	appsdefaults "k8s.io/kubernetes/pkg/apis/apps/v1"
@@ -25,6 +21,7 @@ import (
 	podregistry "k8s.io/kubernetes/pkg/registry/core/pod"
 
 	schedulingv1alpha1 "github.com/aisched/aisched/apis/scheduling/v1alpha1"
+	"github.com/aisched/aisched/pkg/util/yamlfile"
 )
 
 // MaxPods bounds the pods one job may make: a job that large is a typo.
@@ -50,16 +47,18 @@ type maker struct {
 	pods                  int
 }
 
-// ParseJob reads manifests (YAML or JSON, several documents) into a Job.
-// Pods are taken as they are; a Job makes its parallelism's pods, a
-// Deployment, ReplicaSet or StatefulSet its replicas', from their
-// template, named <name>-<i>; a PodGroup is kept. Objects without a
-// namespace get namespace. Any other kind is an error that names it. Each
+// ParseJob reads manifests, the file name (YAML or JSON, several
+// documents), into a Job. Pods are taken as they are; a Job makes its
+// parallelism's pods, a Deployment, ReplicaSet or StatefulSet its
+// replicas', from their template, named <name>-<i>; a PodGroup is kept.
+// Objects without a namespace get namespace. Any other kind is an error
+// that names it; a field no object has is an error too, as kubectl's
+// strict validation makes it; each error starts with "name:line:". Each
 // object gets the apiserver's defaults, and each pod those the apiserver
 // gives a pod it creates (defaultPod), so that a pod made from a template
 // reads as the one its controller would create: requests from limits, for
 // GPUs above all.
-func ParseJob(r io.Reader, namespace string) (*Job, error) {
+func ParseJob(name string, data []byte, namespace string) (*Job, error) {
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{
 		clientgoscheme.AddToScheme, schedulingv1alpha1.AddToScheme,
@@ -69,34 +68,27 @@ func ParseJob(r io.Reader, namespace string) (*Job, error) {
 			return nil, err
 		}
 	}
-	decode := serializer.NewCodecFactory(scheme).UniversalDeserializer()
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(r))
+	decode := serializer.NewCodecFactory(scheme, serializer.EnableStrict).UniversalDeserializer()
+	docs, err := yamlfile.Documents(name, data)
+	if err != nil {
+		return nil, err
+	}
 	job := &Job{}
-	for doc := 1; ; doc++ {
-		data, err := reader.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
+	for _, doc := range docs {
+		obj, gvk, err := decode.Decode(doc.Data, nil, nil)
 		if err != nil {
-			return nil, fmt.Errorf("document %d: %w", doc, err)
-		}
-		if len(bytes.TrimSpace(data)) == 0 {
-			continue
-		}
-		obj, gvk, err := decode.Decode(data, nil, nil)
-		if err != nil {
-			return nil, fmt.Errorf("document %d: %w", doc, err)
+			return nil, doc.Errors(name, err)
 		}
 		scheme.Default(obj)
 		if err := job.add(obj, namespace); err != nil {
-			return nil, fmt.Errorf("document %d (%s): %w", doc, gvk.Kind, err)
+			return nil, doc.At(name, fmt.Errorf("%s: %w", gvk.Kind, err))
 		}
 		if len(job.Pods) > MaxPods {
-			return nil, fmt.Errorf("the manifests make more than %d pods", MaxPods)
+			return nil, doc.At(name, fmt.Errorf("the manifests make more than %d pods", MaxPods))
 		}
 	}
 	if len(job.Pods) == 0 {
-		return nil, errors.New("the manifests make no pod: give a Pod, Job, Deployment, ReplicaSet or StatefulSet")
+		return nil, fmt.Errorf("%s: the manifests make no pod: give a Pod, Job, Deployment, ReplicaSet or StatefulSet", name)
 	}
 	for i, p := range job.Pods {
 		d, err := defaultPod(p)

@@ -44,7 +44,7 @@ kind: PodGroup
 metadata: {name: train, namespace: team}
 spec: {minMember: 2}
 `
-	job, err := ParseJob(strings.NewReader(manifests), "default")
+	job, err := ParseJob("job.yaml", []byte(manifests), "default")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,12 +76,15 @@ spec: {minMember: 2}
 		t.Errorf("the template's labels or the PodGroup were lost: %+v %+v", job.Pods[1].Labels, job.PodGroups)
 	}
 	for _, tc := range []struct{ name, data, want string }{
-		{"other kind", "apiVersion: v1\nkind: Service\nmetadata: {name: s}\n", "document 1 (Service): kind *v1.Service is not one whatif places"},
+		{"other kind", "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c}]}\n---\napiVersion: v1\nkind: Service\nmetadata: {name: s}\n", "job.yaml:6: Service: kind *v1.Service is not one whatif places"},
+		{"unknown field", "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: [{name: c}]\n  nodeSelectr: {a: b}\n", `job.yaml:6: unknown field "spec.nodeSelectr"`},
+		{"wrong type", "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: c\n", "job.yaml:5: spec.containers"},
+		{"syntax", "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n\tlabels: {}\n", "job.yaml:4: invalid YAML"},
 		{"no pods", "apiVersion: scheduling.x-k8s.io/v1alpha1\nkind: PodGroup\nmetadata: {name: g}\nspec: {minMember: 1}\n", "the manifests make no pod"},
 		{"too many", "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec: {replicas: 20000, selector: {}, template: {spec: {containers: [{name: c}]}}}\n", "20000 pods: want 0 to 10000"},
-		{"garbage", "{{{", "document 1"},
+		{"garbage", "{{{", "job.yaml:1"},
 	} {
-		if _, err := ParseJob(strings.NewReader(tc.data), "default"); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := ParseJob("job.yaml", []byte(tc.data), "default"); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want one containing %q", tc.name, err, tc.want)
 		}
 	}

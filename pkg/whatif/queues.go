@@ -9,7 +9,7 @@ import (
 
 	"github.com/aisched/aisched/pkg/gpu"
 	"github.com/aisched/aisched/pkg/queuetree"
-	"github.com/aisched/aisched/pkg/sim/engine"
+	"github.com/aisched/aisched/pkg/simcluster"
 )
 
 // QueueAnswer is what the team queues (docs/queues.md) say of a job: its
@@ -45,7 +45,7 @@ type QueueAnswer struct {
 // is the queues as they stood before the job, with the job the queues
 // with it submitted; preempted are the pods the job's placement deleted,
 // looked up in the snapshot's pods.
-func queueOf(c engine.SnapshotCluster, tree, with *queuetree.Tree, job *Job, preempted []string, snap *Snapshot) *QueueAnswer {
+func queueOf(c simcluster.SnapshotCluster, tree, with *queuetree.Tree, job *Job, preempted []string, snap *Snapshot) *QueueAnswer {
 	if len(job.Pods) == 0 {
 		return nil
 	}

@@ -12,6 +12,7 @@ import (
 	schedulingv1alpha1 "github.com/aisched/aisched/apis/scheduling/v1alpha1"
 	"github.com/aisched/aisched/pkg/gpu"
 	"github.com/aisched/aisched/pkg/podgroup"
+	"github.com/aisched/aisched/pkg/simcluster"
 )
 
 // Submitted is what the cluster already has of a job that was submitted:
@@ -147,10 +148,8 @@ func says(job *Job, theirs []*corev1.Pod, groups map[string]*schedulingv1alpha1.
 			continue
 		}
 		line := "pending, not yet tried by the scheduler"
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
-				line = c.Reason + ": " + c.Message
-			}
+		if why := simcluster.NotScheduled(p); why != nil {
+			line = why.Reason + ": " + why.Message
 		}
 		waits.add(p, line)
 	}

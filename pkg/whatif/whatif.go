@@ -10,6 +10,7 @@
 package whatif
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -30,7 +31,7 @@ import (
 	"github.com/aisched/aisched/pkg/jobqueue"
 	"github.com/aisched/aisched/pkg/local/nodesim"
 	"github.com/aisched/aisched/pkg/podgroup"
-	"github.com/aisched/aisched/pkg/sim/engine"
+	"github.com/aisched/aisched/pkg/simcluster"
 )
 
 // Verdicts, from the best to the worst.
@@ -203,7 +204,7 @@ func Run(ctx context.Context, snap *Snapshot, job *Job, opts Options) (_ *Answer
 
 // lookAhead lets the running pods with a known end end, in order, until
 // the job fits; it reports whether it did.
-func lookAhead(ctx context.Context, c engine.SnapshotCluster, snap *Snapshot, job *Job, horizon time.Duration, ans *Answer) (bool, error) {
+func lookAhead(ctx context.Context, c *simulation, snap *Snapshot, job *Job, horizon time.Duration, ans *Answer) (bool, error) {
 	type ending struct {
 		at  time.Time
 		pod *corev1.Pod
@@ -280,9 +281,49 @@ func tryEmpty(ctx context.Context, snap *Snapshot, job *Job, opts Options) (_ []
 	return waiting(ctx, c, job), len(there.placed()), nil
 }
 
+// simulation is a snapshot's simulated cluster, with the observer of its
+// pods.
+type simulation struct {
+	simcluster.SnapshotCluster
+	pods *simcluster.PodObserver
+}
+
 // start starts the simulation of the objects, its clock at now.
-func start(ctx context.Context, now time.Time, core, aisched []runtime.Object, opts Options) (engine.SnapshotCluster, error) {
-	return engine.StartSnapshot(ctx, now, core, aisched, engine.Options{SchedulerConfig: opts.SchedulerConfig, Services: opts.Services})
+func start(ctx context.Context, now time.Time, core, aisched []runtime.Object, opts Options) (*simulation, error) {
+	c, err := simcluster.StartSnapshot(ctx, now, core, aisched, simcluster.Options{SchedulerConfig: opts.SchedulerConfig, Services: opts.Services})
+	if err != nil {
+		return nil, err
+	}
+	pods, err := simcluster.ObservePods(ctx, c, nil)
+	if err != nil {
+		return nil, errors.Join(err, c.Stop())
+	}
+	return &simulation{SnapshotCluster: c, pods: pods}, nil
+}
+
+// Stop stops the observer and the cluster.
+func (s *simulation) Stop() error {
+	s.pods.Stop()
+	return s.SnapshotCluster.Stop()
+}
+
+// jobPods are the job's pods as the simulation has them now, in the job's
+// order; nil for a pod that cannot be read (deleted), and the first such
+// error.
+func (s *simulation) jobPods(ctx context.Context, job *Job) ([]*corev1.Pod, error) {
+	out := make([]*corev1.Pod, len(job.Pods))
+	var first error
+	for i, p := range job.Pods {
+		key := p.Namespace + "/" + p.Name
+		// Read now, not as the watch brings it: the clock has just stopped.
+		if err := s.pods.Refresh(ctx, key); err != nil {
+			first = cmp.Or(first, err)
+			continue
+		}
+		seen, _ := s.pods.Pod(key)
+		out[i] = seen.Pod
+	}
+	return out, first
 }
 
 // submit creates the job's PodGroups and pods, and counts them in their
@@ -291,7 +332,7 @@ func start(ctx context.Context, now time.Time, core, aisched []runtime.Object, o
 // cluster has already are in the simulation as they are, and counted in
 // the quotas, unless empty: the simulation has none of the cluster's
 // pods, and they are created unbound.
-func submit(ctx context.Context, c engine.Cluster, job *Job, empty bool) error {
+func submit(ctx context.Context, c simcluster.Cluster, job *Job, empty bool) error {
 	for _, g := range job.PodGroups {
 		if _, err := c.Aisched().SchedulingV1alpha1().PodGroups(g.Namespace).Create(ctx, g.DeepCopy(), metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("PodGroup %s/%s: %w", g.Namespace, g.Name, err)
@@ -330,14 +371,14 @@ func submit(ctx context.Context, c engine.Cluster, job *Job, empty bool) error {
 
 // observe fills ans.Pods with where the job's pods are, and reports
 // whether every one is placed.
-func observe(ctx context.Context, c engine.Cluster, job *Job, ans *Answer) (bool, error) {
+func observe(ctx context.Context, c *simulation, job *Job, ans *Answer) (bool, error) {
+	pods, err := c.jobPods(ctx, job)
+	if err != nil {
+		return false, err
+	}
 	all := true
 	ans.Pods = ans.Pods[:0]
-	for _, want := range job.Pods {
-		p, err := c.Client().CoreV1().Pods(want.Namespace).Get(ctx, want.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
+	for _, p := range pods {
 		pl := Placement{Pod: p.Namespace + "/" + p.Name, Node: p.Spec.NodeName}
 		if cards, ok := gpu.ParseIndices(p.Annotations[gpu.AssignedAnnotation]); ok {
 			pl.Cards = cards
@@ -354,8 +395,8 @@ func observe(ctx context.Context, c engine.Cluster, job *Job, ans *Answer) (bool
 
 // domains are the topology domains the job queue placed the job's groups
 // in.
-func domains(c engine.Cluster, job *Job) []Domain {
-	sc, ok := c.(engine.SnapshotCluster)
+func domains(c simcluster.Cluster, job *Job) []Domain {
+	sc, ok := c.(simcluster.SnapshotCluster)
 	if !ok {
 		return nil
 	}
@@ -377,13 +418,14 @@ func domains(c engine.Cluster, job *Job) []Domain {
 // waiting says why the job's unplaced pods wait: the job queue's decision
 // for each group, and each pod's PodScheduled condition; pods that say the
 // same share a line.
-func waiting(ctx context.Context, c engine.SnapshotCluster, job *Job) []string {
+func waiting(ctx context.Context, c *simulation, job *Job) []string {
 	var out []string
 	seen := map[string]bool{}
-	var pods sayings
-	for _, want := range job.Pods {
-		p, err := c.Client().CoreV1().Pods(want.Namespace).Get(ctx, want.Name, metav1.GetOptions{})
-		if err != nil || p.Spec.NodeName != "" {
+	var says sayings
+	// A pod gone (deleted meanwhile) does not wait.
+	pods, _ := c.jobPods(ctx, job)
+	for _, p := range pods {
+		if p == nil || p.Spec.NodeName != "" {
 			continue
 		}
 		if key, ok := podgroup.KeyOf(p); ok && !seen[key] {
@@ -396,13 +438,11 @@ func waiting(ctx context.Context, c engine.SnapshotCluster, job *Job) []string {
 				out = append(out, line)
 			}
 		}
-		for _, cond := range p.Status.Conditions {
-			if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse {
-				pods.add(p, cond.Reason+": "+cond.Message)
-			}
+		if why := simcluster.NotScheduled(p); why != nil {
+			says.add(p, why.Reason+": "+why.Message)
 		}
 	}
-	return append(out, pods.lines()...)
+	return append(out, says.lines()...)
 }
 
 // expectedEnd is when a running pod is expected to end: its start plus
@@ -426,7 +466,7 @@ func expectedEnd(p *corev1.Pod) (time.Time, bool) {
 }
 
 // podKeys lists the cluster's pods by namespace/name.
-func podKeys(ctx context.Context, c engine.Cluster) (map[string]bool, error) {
+func podKeys(ctx context.Context, c simcluster.Cluster) (map[string]bool, error) {
 	list, err := c.Client().CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, err

@@ -180,7 +180,7 @@ spec: {schedulerName: aisched, containers: [{name: c, image: x, resources: {limi
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			job, err := ParseJob(strings.NewReader(tc.manifest), "default")
+			job, err := ParseJob("job.yaml", []byte(tc.manifest), "default")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -18,9 +18,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	aischedconfig "github.com/aisched/aisched/apis/config"
 	platformv1alpha1 "github.com/aisched/aisched/apis/platform/v1alpha1"
 	schedulingv1alpha1 "github.com/aisched/aisched/apis/scheduling/v1alpha1"
-	"github.com/aisched/aisched/cmd/aisched/app"
+	"github.com/aisched/aisched/pkg/console"
 	"github.com/aisched/aisched/pkg/generated/clientset/versioned"
 	"github.com/aisched/aisched/pkg/gpu"
 	"github.com/aisched/aisched/pkg/local"
@@ -169,7 +170,9 @@ func TestConsole(t *testing.T) {
 	}
 	c := localtest.Start(t, local.Options{
 		Platform: &local.PlatformOptions{},
-		Console:  &local.ConsoleOptions{Simulator: app.Simulations{SchedulerConfig: sched, WhatIfHorizon: whatif.DefaultHorizon}},
+		Console: &local.ConsoleOptions{Handler: console.ForCluster(console.Options{
+			Simulations: &console.Simulations{SchedulerConfig: sched, Services: aischedconfig.DefaultServices(), WhatIfHorizon: whatif.DefaultHorizon},
+		})},
 	})
 	ctx := context.Background()
 	ns := createNamespace(t, c.Client)
@@ -307,7 +310,7 @@ func TestConsole(t *testing.T) {
 			visible("#form-scenario"),
 			// Chosen as a user chooses, with the events a choice fires: the
 			// description follows it.
-			inPage("#sim-scenario", `e.value = "seed002-deadlock"; e.dispatchEvent(new Event("input", {bubbles: true}))`),
+			inPage("#sim-scenario", `e.value = "gang-deadlock"; e.dispatchEvent(new Event("input", {bubbles: true}))`),
 			textContains("#sim-desc", "Two 4-pod gangs"),
 			click("#form-scenario button[type=submit]"),
 			// The results are a table, each metric with its direction and meaning.

@@ -10,31 +10,32 @@ import (
 	"testing"
 
 	"github.com/aisched/aisched/pkg/sim"
-	"github.com/aisched/aisched/pkg/sim/engine"
 	"github.com/aisched/aisched/pkg/sim/report"
 	"github.com/aisched/aisched/pkg/sim/scenario"
 	"github.com/aisched/aisched/pkg/sim/trace"
+	"github.com/aisched/aisched/pkg/simcluster"
+	"github.com/aisched/aisched/pkg/simcluster/apiserver"
 )
 
 // TestEnginesAgree runs shipped scenarios, and the sample trace, on the
 // apiserver engine and on the fast engine, and compares the outcomes.
 // What a run counts (pods left pending, partial groups, misplaced pods,
-// GPU allocated) must be equal; the balance of seed 000 is decided by
+// GPU allocated) must be equal; the PCC experiment's balance is decided by
 // scores alone and must be equal too; the trace replay, whose ties the
 // scheduler breaks at random, must agree within countedTolerance points.
 // With AISCHED_ENGINES_ALL=1 (make test-engines) it runs every shipped
-// scenario with all its seeds; by default a set that covers each seed's
+// scenario with all its seeds; by default a set that covers each experiment's
 // mechanism, with the first seed.
 func TestEnginesAgree(t *testing.T) {
 	t.Parallel()
 	all := os.Getenv("AISCHED_ENGINES_ALL") == "1"
-	files, err := filepath.Glob(filepath.Join("..", "..", "scenarios", "seed*.yaml"))
+	files, err := filepath.Glob(filepath.Join("..", "..", "scenarios", "*.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, file := range files {
 		name := strings.TrimSuffix(filepath.Base(file), ".yaml")
-		if !all && !slices.Contains([]string{"seed000-pcc-gpu", "seed001-mixed", "seed001-finegrained", "seed002-deadlock", "seed003-tfjob"}, name) {
+		if !all && !slices.Contains([]string{"pcc-gpu", "gpu-mixed", "gpu-finegrained", "gang-deadlock", "gang-tfjob"}, name) {
 			continue
 		}
 		s, err := scenario.Load(file)
@@ -45,9 +46,9 @@ func TestEnginesAgree(t *testing.T) {
 			s.Seeds = s.Seeds[:1]
 		}
 		var reps [2]*report.Report
-		for i, kind := range []engine.Kind{engine.APIServer, engine.Fast} {
-			if reps[i], err = sim.Run(context.Background(), s, sim.Options{Engine: kind}); err != nil {
-				t.Fatalf("%s on the %s engine: %v", name, kind, err)
+		for i, engine := range []simcluster.Engine{apiserver.Engine, simcluster.Fast} {
+			if reps[i], err = sim.Run(context.Background(), s, sim.Options{Engine: engine}); err != nil {
+				t.Fatalf("%s on the %s engine: %v", name, engine.Name, err)
 			}
 		}
 		compareReports(t, name, reps[0], reps[1], 0)
@@ -60,11 +61,11 @@ func TestEnginesAgree(t *testing.T) {
 		Seeds: []int64{7}, Inflate: 1.3,
 	}
 	var reps [2]*report.Report
-	for i, kind := range []engine.Kind{engine.APIServer, engine.Fast} {
-		opts.Engine = kind
+	for i, engine := range []simcluster.Engine{apiserver.Engine, simcluster.Fast} {
+		opts.Engine = engine
 		var err error
 		if reps[i], err = sim.Replay(context.Background(), opts); err != nil {
-			t.Fatalf("the sample trace on the %s engine: %v", kind, err)
+			t.Fatalf("the sample trace on the %s engine: %v", engine.Name, err)
 		}
 	}
 	compareReports(t, "sample trace", reps[0], reps[1], traceTolerance)

@@ -27,7 +27,7 @@ import (
 	utiltesting "github.com/aisched/aisched/pkg/util/testing"
 )
 
-// tfJob returns seed 003's TFJob: 1 parameter server and 4 workers of 2
+// tfJob returns a TFJob: 1 parameter server and 4 workers of 2
 // GPUs, in group "tf" with min-available 5 when gang is set.
 func tfJob(ns string, gang bool) []*corev1.Pod {
 	var pods []*corev1.Pod
@@ -95,12 +95,12 @@ func gpusHeld(pods []corev1.Pod) int64 {
 	return n
 }
 
-// TestSeed003Gang reproduces seed 003's demo: a TFJob of 1 PS and 4 workers
+// TestTFJobGang: a TFJob of 1 PS and 4 workers
 // of 2 GPUs on a cluster with 4 GPUs. Without a group, the PS and 2 workers
 // run and hold all 4 GPUs waiting for the others; as a group with
 // min-available 5, all 5 stay Pending and hold nothing, and they all run
 // once nodes with 4 more GPUs join.
-func TestSeed003Gang(t *testing.T) {
+func TestTFJobGang(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, `  - {name: cpu, count: 1, cpu: "8", memory: 32Gi}
   - {name: gpu, count: 1, cpu: "16", memory: 64Gi, gpus: {count: 4, model: Tesla-T4, memoryMiB: 15360}}
@@ -360,7 +360,7 @@ func TestPodGroupCRD(t *testing.T) {
 // TestNativeWorkload runs `aisched up --feature-gates GenericWorkload=true`
 // and checks that a pod of Kubernetes' native Workload API is ganged by the
 // upstream GangScheduling plugin alone, in the aisched profile next to a
-// group of the seed labels. The native pods also carry seed labels with
+// group of the pod-group labels. The native pods also carry those labels with
 // min-available 4: were aisched's Coscheduling to read them, the three
 // pods of the native minCount would never run, and the queue would make a
 // PodGroup for them.
@@ -394,8 +394,8 @@ func TestNativeWorkload(t *testing.T) {
 	create(nativePod("native-0"))
 	create(nativePod("native-1"))
 	for i := range 2 {
-		create(utiltesting.MakePod(fmt.Sprintf("seed-%d", i), ns).SchedulerName(scheduler.AischedProfile).Req(corev1.ResourceCPU, "100m").
-			Label(podgroup.NameLabel, "seed").Label(podgroup.MinAvailableLabel, "2").Obj())
+		create(utiltesting.MakePod(fmt.Sprintf("labelled-%d", i), ns).SchedulerName(scheduler.AischedProfile).Req(corev1.ResourceCPU, "100m").
+			Label(podgroup.NameLabel, "labelled").Label(podgroup.MinAvailableLabel, "2").Obj())
 	}
 	bound := func(ctx context.Context) (map[string]bool, error) {
 		pods, err := up.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
@@ -410,9 +410,9 @@ func TestNativeWorkload(t *testing.T) {
 		}
 		return out, nil
 	}
-	localtest.Eventually(t, time.Minute, "the seed-label group bound", func(ctx context.Context) (bool, error) {
+	localtest.Eventually(t, time.Minute, "the pod-group-label group bound", func(ctx context.Context) (bool, error) {
 		b, err := bound(ctx)
-		return b["seed-0"] && b["seed-1"], err
+		return b["labelled-0"] && b["labelled-1"], err
 	})
 	// The native pods were created first and had their chance; give the
 	// scheduler a few more seconds anyway.
@@ -432,8 +432,8 @@ func TestNativeWorkload(t *testing.T) {
 	if _, err := groups.Get(ctx, "native", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("aisched's queue made a PodGroup for the native pods (err %v), want none", err)
 	}
-	if _, err := groups.Get(ctx, "seed", metav1.GetOptions{}); err != nil {
-		t.Errorf("PodGroup of the seed-label group: %v", err)
+	if _, err := groups.Get(ctx, "labelled", metav1.GetOptions{}); err != nil {
+		t.Errorf("PodGroup of the pod-group-label group: %v", err)
 	}
 
 	create(nativePod("native-2"))

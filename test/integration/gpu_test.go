@@ -124,11 +124,11 @@ func unschedulableCondition(p *corev1.Pod) *corev1.PodCondition {
 	return nil
 }
 
-// TestSeed001MixedDeployment reproduces seed 001's mixed deployment: two
+// TestMixedDeployment: two
 // CPU and two GPU nodes that each fit 5 test pods; 16 CPU pods, then 4 GPU
 // pods. default-scheduler spreads the CPU pods and strands GPU pods without
 // CPU; aisched fills the CPU nodes first and runs every GPU pod.
-func TestSeed001MixedDeployment(t *testing.T) {
+func TestMixedDeployment(t *testing.T) {
 	t.Parallel()
 	const pools = `  - {name: cpu, count: 2, cpu: "5", memory: 20Gi}
   - name: gpu
@@ -167,17 +167,17 @@ func TestSeed001MixedDeployment(t *testing.T) {
 		}
 	})
 	if pending["default-scheduler"] == 0 {
-		t.Errorf("default-scheduler left no GPU pod pending; the seed's contrast needs it to strand some")
+		t.Errorf("default-scheduler left no GPU pod pending; the contrast needs it to strand some")
 	}
 	if pending[scheduler.AischedProfile] != 0 {
 		t.Errorf("aisched left %d pods pending, want 0", pending[scheduler.AischedProfile])
 	}
 }
 
-// TestSeed001FineGrained reproduces seed 001's fine-grained experiment:
+// TestFineGrained: fine-grained GPU requests:
 // pods that need 32000 MB per card land only on 32 GB cards under aisched,
 // while default-scheduler, which counts cards, puts some on 16 GB cards.
-func TestSeed001FineGrained(t *testing.T) {
+func TestFineGrained(t *testing.T) {
 	t.Parallel()
 	const pools = `  - name: small
     count: 1
@@ -201,7 +201,7 @@ func TestSeed001FineGrained(t *testing.T) {
 				for i := 1; i <= 4; i++ {
 					createPods(t, c, utiltesting.MakePod(fmt.Sprintf("test%d", i), ns).SchedulerName(profile).
 						Req(corev1.ResourceCPU, "1").GPU(1).
-						Annotation(gpu.SeedCountAnnotation, "1").Annotation(gpu.SeedMemoryAnnotation, "32000").Obj())
+						Annotation(gpu.OKSCountAnnotation, "1").Annotation(gpu.OKSMemoryAnnotation, "32000").Obj())
 				}
 				running, unschedulable := settle(t, c, ns, 4)
 				if len(unschedulable) > 0 {
@@ -223,7 +223,7 @@ func TestSeed001FineGrained(t *testing.T) {
 		}
 	})
 	if onSmall["default-scheduler"] == 0 {
-		t.Errorf("default-scheduler put no pod on the 16 GB cards; the seed's contrast needs at least one")
+		t.Errorf("default-scheduler put no pod on the 16 GB cards; the contrast needs at least one")
 	}
 	if onSmall[scheduler.AischedProfile] != 0 {
 		t.Errorf("aisched put %d pods on 16 GB cards, want 0", onSmall[scheduler.AischedProfile])
@@ -297,7 +297,7 @@ func TestInvalidGPURequest(t *testing.T) {
 `)
 	ctx := context.Background()
 	ns := createNamespace(t, c.Client)
-	bad := utiltesting.MakePod("bad", ns).SchedulerName(scheduler.AischedProfile).GPU(1).Annotation(gpu.SeedMemoryAnnotation, "16GB").Obj()
+	bad := utiltesting.MakePod("bad", ns).SchedulerName(scheduler.AischedProfile).GPU(1).Annotation(gpu.OKSMemoryAnnotation, "16GB").Obj()
 	createPods(t, c, bad)
 	const want = `oks/gpu-memory="16GB"`
 	localtest.Eventually(t, time.Minute, "condition names the annotation", func(ctx context.Context) (bool, error) {
@@ -328,7 +328,7 @@ func TestInvalidGPURequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.Annotations[gpu.SeedMemoryAnnotation] = "15000"
+	p.Annotations[gpu.OKSMemoryAnnotation] = "15000"
 	if _, err := c.Client.CoreV1().Pods(ns).Update(ctx, p, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}

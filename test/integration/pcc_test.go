@@ -18,9 +18,9 @@ import (
 	utiltesting "github.com/aisched/aisched/pkg/util/testing"
 )
 
-// seed000Cluster is the heterogeneous trio of the seed-000 experiment (the
-// paper's Table 2 was lost): nodes of different CPU, memory and GPU shapes.
-const seed000Cluster = `apiVersion: aisched.io/v1alpha1
+// pccCluster is the heterogeneous trio of the PCC balance experiment:
+// nodes of different CPU, memory and GPU shapes.
+const pccCluster = `apiVersion: aisched.io/v1alpha1
 kind: Cluster
 nodePools:
   - {name: a, count: 1, cpu: "16", memory: 64Gi, gpus: {count: 4, model: Tesla-T4, memoryMiB: 15360}}
@@ -28,12 +28,12 @@ nodePools:
   - {name: c, count: 1, cpu: "16", memory: 128Gi, gpus: {count: 2, model: Tesla-T4, memoryMiB: 15360}}
 `
 
-// seed000Background is the optional starting load, one pod pinned to each
+// pccBackground is the optional starting load, one pod pinned to each
 // node, each of a different shape (CPU-heavy, memory-heavy, GPU-heavy), the
 // way a shared cluster looks when a new workload arrives. On empty nodes
 // every PCC score ties (rho = 0) and the upstream tie-break is random, so
 // results there vary from run to run.
-var seed000Background = []struct {
+var pccBackground = []struct {
 	node     string
 	cpu, mem string
 	gpus     int64
@@ -43,8 +43,8 @@ var seed000Background = []struct {
 	{"c-0", "2", "8Gi", 1},
 }
 
-// seed000Workloads are the four runs of 6 identical pods: cpu, memory, GPUs.
-var seed000Workloads = []struct {
+// pccWorkloads are the four runs of 6 identical pods: cpu, memory, GPUs.
+var pccWorkloads = []struct {
 	name          string
 	cpu, mem, gpu string
 }{
@@ -54,14 +54,14 @@ var seed000Workloads = []struct {
 	{"balanced", "3", "12Gi", "1"},
 }
 
-// TestSeed000PCC runs seed 000's experiment on the embedded cluster: on top of
+// TestPCCExperiment runs the PCC balance experiment on the embedded cluster: on top of
 // the background load, each workload with default scoring and with
 // PCCBalance in both modes. It reports the mean over nodes of the variance of
 // each node's (cpu%, mem%, gpu%), background included, and checks that the
 // default mode of PCCBalance balances better than upstream scoring on most
-// workloads, the seed's claim. The numbers are in the test log and in
+// workloads. The numbers are in the test log and in
 // pkg/scheduler/plugins/pccbalance/README.md.
-func TestSeed000PCC(t *testing.T) {
+func TestPCCExperiment(t *testing.T) {
 	t.Parallel()
 	data, err := os.ReadFile(filepath.Join("..", "..", "pkg", "scheduler", "plugins", "pccbalance", "example-config.yaml"))
 	if err != nil {
@@ -71,23 +71,23 @@ func TestSeed000PCC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cluster, err := clusterfile.Parse("seed000", []byte(seed000Cluster))
+	cluster, err := clusterfile.Parse("pcc", []byte(pccCluster))
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := localtest.Start(t, local.Options{Cluster: cluster, SchedulerConfig: cfg})
 	profiles := []string{"default-scheduler", "pcc-abs", "pcc-signed"}
 	results := map[string]map[string]float64{}
-	for _, w := range seed000Workloads {
+	for _, w := range pccWorkloads {
 		results[w.name] = map[string]float64{}
 		for _, profile := range profiles {
-			results[w.name][profile] = runSeed000(t, c, profile, w.cpu, w.mem, w.gpu)
+			results[w.name][profile] = runPCC(t, c, profile, w.cpu, w.mem, w.gpu)
 		}
 		t.Logf("%-13s mean node variance: default %6.1f, abs %6.1f, signed %6.1f",
 			w.name, results[w.name]["default-scheduler"], results[w.name]["pcc-abs"], results[w.name]["pcc-signed"])
 	}
 	better := 0
-	for _, w := range seed000Workloads {
+	for _, w := range pccWorkloads {
 		if results[w.name]["pcc-signed"] < results[w.name]["default-scheduler"] {
 			better++
 		}
@@ -97,13 +97,13 @@ func TestSeed000PCC(t *testing.T) {
 	}
 }
 
-// runSeed000 places the background load and 6 pods with the profile,
+// runPCC places the background load and 6 pods with the profile,
 // measures, and removes them.
-func runSeed000(t *testing.T, c *local.Cluster, profile, cpu, mem, gpus string) float64 {
+func runPCC(t *testing.T, c *local.Cluster, profile, cpu, mem, gpus string) float64 {
 	t.Helper()
 	ctx := context.Background()
 	ns := createNamespace(t, c.Client)
-	for _, b := range seed000Background {
+	for _, b := range pccBackground {
 		p := utiltesting.MakePod("background-"+b.node, ns).Node(b.node).
 			Req(corev1.ResourceCPU, b.cpu).Req(corev1.ResourceMemory, b.mem)
 		if b.gpus > 0 {
@@ -119,7 +119,7 @@ func runSeed000(t *testing.T, c *local.Cluster, profile, cpu, mem, gpus string) 
 		}
 		createPods(t, c, p.Obj())
 	}
-	running, unschedulable := settle(t, c, ns, 6+len(seed000Background))
+	running, unschedulable := settle(t, c, ns, 6+len(pccBackground))
 	if len(unschedulable) > 0 {
 		t.Fatalf("%s: %d pods unschedulable", profile, len(unschedulable))
 	}

@@ -13,9 +13,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/aisched/aisched/pkg/sim"
-	"github.com/aisched/aisched/pkg/sim/engine"
 	"github.com/aisched/aisched/pkg/sim/scenario"
 	"github.com/aisched/aisched/pkg/sim/trace"
+	"github.com/aisched/aisched/pkg/simcluster"
+	"github.com/aisched/aisched/pkg/simcluster/apiserver"
 )
 
 // TestSimRun runs a tiny scenario end to end on both engines, each policy
@@ -34,17 +35,17 @@ func TestSimRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, kind := range []engine.Kind{engine.APIServer, engine.Fast} {
-		rep, err := sim.Run(context.Background(), s, sim.Options{Engine: kind, Settle: 2 * time.Second})
+	for _, engine := range []simcluster.Engine{apiserver.Engine, simcluster.Fast} {
+		rep, err := sim.Run(context.Background(), s, sim.Options{Engine: engine, Settle: 2 * time.Second})
 		if err != nil {
-			t.Fatalf("%s engine: %v", kind, err)
+			t.Fatalf("%s engine: %v", engine.Name, err)
 		}
 		var got bytes.Buffer
 		if err := rep.WriteMarkdown(&got); err != nil {
 			t.Fatal(err)
 		}
 		if diff := cmp.Diff(string(want), got.String()); diff != "" {
-			t.Errorf("%s engine: report (-want,+got):\n%s", kind, diff)
+			t.Errorf("%s engine: report (-want,+got):\n%s", engine.Name, diff)
 		}
 	}
 }
@@ -61,7 +62,7 @@ func TestSimTrace(t *testing.T) {
 	pods := readCSV(t, filepath.Join(dir, "pods.csv"), trace.ReadPods)
 	const seed = 7
 	rep, err := sim.Replay(context.Background(), sim.ReplayOptions{
-		Engine: engine.APIServer, Name: "sample", Nodes: nodes, Pods: pods, Policies: sim.ProfilePolicies("BestFit", "default-scheduler"),
+		Engine: apiserver.Engine, Name: "sample", Nodes: nodes, Pods: pods, Policies: sim.ProfilePolicies("BestFit", "default-scheduler"),
 		Seeds: []int64{seed}, Inflate: 1.3,
 	})
 	if err != nil {
@@ -109,7 +110,7 @@ func TestSimTraceDRA(t *testing.T) {
 	nodes := readCSV(t, filepath.Join(dir, "nodes.csv"), trace.ReadNodes)
 	pods := readCSV(t, filepath.Join(dir, "pods.csv"), trace.ReadPods)
 	opts := sim.ReplayOptions{
-		Engine: engine.APIServer, Name: "sample", Nodes: nodes, Pods: pods, Policies: sim.ProfilePolicies("default-scheduler", "aisched"),
+		Engine: apiserver.Engine, Name: "sample", Nodes: nodes, Pods: pods, Policies: sim.ProfilePolicies("default-scheduler", "aisched"),
 		Seeds: []int64{7}, Inflate: 1.3, DRA: true,
 	}
 	rep, err := sim.Replay(context.Background(), opts)
@@ -127,7 +128,7 @@ func TestSimTraceDRA(t *testing.T) {
 		}
 		t.Logf("%s: unallocated GPU at 100%% %.2f%%, %d pods did not fit", p.Name, *res.UnallocatedGPUPct, res.PendingPods)
 	}
-	opts.Engine = engine.Fast
+	opts.Engine = simcluster.Fast
 	if _, err := sim.Replay(context.Background(), opts); err == nil || !strings.Contains(err.Error(), "DRA replays need the apiserver engine") {
 		t.Errorf("a DRA replay on the fast engine: err %v, want a refusal", err)
 	}

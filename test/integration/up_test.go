@@ -150,7 +150,7 @@ func TestUp(t *testing.T) {
 
 	// A second up on the same data directory is refused while this one runs.
 	out, err := runCommand(t, "up", "--data-dir", dataDir, "--port", "0")
-	if err == nil || !strings.Contains(out, "in use by another aisched") {
+	if err == nil || !strings.Contains(out, "in use by another aisched; stop it or choose another with --data-dir") {
 		t.Errorf("second up on a busy data dir: err=%v output=%q, want a refusal", err, out)
 	}
 
@@ -203,13 +203,13 @@ func TestUpBadInput(t *testing.T) {
 		want  string
 		setup func(dataDir string)
 	}{
-		{"busy port", []string{"--port", strconv.Itoa(busyPort)}, fmt.Sprintf("port %d on 127.0.0.1 is already in use", busyPort), nil},
+		{"busy port", []string{"--port", strconv.Itoa(busyPort)}, fmt.Sprintf("kube-apiserver address 127.0.0.1:%d is already in use (another aisched or Kubernetes?); choose another with --port", busyPort), nil},
 		{"missing cluster file", []string{"--cluster", filepath.Join(dir, "nope.yaml")}, "cluster file: open " + filepath.Join(dir, "nope.yaml"), nil},
 		{"bad field", []string{"--cluster", badCluster}, badCluster + ":11: nodePools[0].gpus.memoryMiB: Invalid value: 0", nil},
-		{"bad scheduler config", []string{"--scheduler-config", badScheduler}, badScheduler + ": ", nil},
+		{"bad scheduler config", []string{"--scheduler-config", badScheduler}, badScheduler + ":6: profiles[1].schedulerName: Duplicate value", nil},
 		{"unknown feature gate", []string{"--feature-gates", "Nonsense=true"}, `invalid argument "Nonsense=true" for "--feature-gates" flag: unrecognized feature gate: Nonsense`, nil},
 		{"bad plugin argument", []string{"--port", "0", "--scheduler-config", badArgs}, `pluginConfig[PCCBalance].args.mode: Unsupported value: "square"`, nil},
-		{"corrupt etcd database", []string{"--port", "0"}, "cannot be read", corruptDB},
+		{"corrupt etcd database", []string{"--port", "0"}, "or start over with --fresh (which discards every object)", corruptDB},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

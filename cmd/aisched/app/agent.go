@@ -310,7 +310,7 @@ func startDelivery(ctx context.Context, o agentOptions, cfg *rest.Config, a *age
 		return nil, err
 	}
 	checkerOpts := deliver.CheckerOptions{
-		NodeName: o.nodeName, Pods: pods, Ledger: hook.Ledger(), Cards: a.Cards,
+		NodeName: o.nodeName, Pods: pods, Holdings: hook.Holdings(), Cards: a.Cards,
 		Client: kubeClient, Inventories: aischedClient, Recorder: hookOpts.Recorder,
 	}
 	var closer io.Closer = io.NopCloser(nil)

@@ -1,35 +1,25 @@
 package app
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"fmt"
-	"io/fs"
 	"net"
 	"net/url"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
-	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 
 	aischedconfig "github.com/aisched/aisched/apis/config"
 	"github.com/aisched/aisched/pkg/console"
-	"github.com/aisched/aisched/pkg/generated/clientset/versioned"
 	"github.com/aisched/aisched/pkg/scheduler"
-	"github.com/aisched/aisched/pkg/sim"
-	"github.com/aisched/aisched/pkg/sim/scenario"
-	"github.com/aisched/aisched/pkg/whatif"
-	"github.com/aisched/aisched/scenarios"
 )
 
 // inClusterCAFile is where the chart mounts the kube-root-ca.crt ConfigMap:
@@ -50,6 +40,7 @@ type consoleOptions struct {
 	sessionTTL      time.Duration
 	simulations     bool
 	schedulerConfig string
+	servicesConfig  string
 	verbosity       int
 	whatifHorizon   time.Duration
 }
@@ -84,6 +75,7 @@ from --kubeconfig; its credentials are ignored.
 	fs.DurationVar(&o.sessionTTL, "session-ttl", o.sessionTTL, "how long a sign-in lasts (at most 168h)")
 	fs.BoolVar(&o.simulations, "simulations", o.simulations, "offer the simulations page (scenarios and whatif run in the console's process)")
 	fs.StringVar(&o.schedulerConfig, "scheduler-config", "", "the cluster's KubeSchedulerConfiguration, which whatif simulates (default aisched up's)")
+	fs.StringVar(&o.servicesConfig, "services-config", "", "the cluster's SchedulerServices file, which whatif simulates (default: defaults)")
 	fs.DurationVar(&o.whatifHorizon, "whatif-horizon", o.whatifHorizon, "how far whatif looks ahead (at most 8760h)")
 	fs.IntVarP(&o.verbosity, "v", "v", 0, "log verbosity (klog level)")
 	return cmd
@@ -116,7 +108,11 @@ func runConsole(o consoleOptions) error {
 		if err != nil {
 			return fmt.Errorf("--scheduler-config: %w", err)
 		}
-		opts.Simulator = Simulations{SchedulerConfig: sched, WhatIfHorizon: o.whatifHorizon}
+		services, err := aischedconfig.ReadServices(o.servicesConfig)
+		if err != nil {
+			return fmt.Errorf("--services-config: %w", err)
+		}
+		opts.Simulations = &console.Simulations{SchedulerConfig: sched, Services: services, WhatIfHorizon: o.whatifHorizon}
 	}
 	srv, err := console.New(opts)
 	if err != nil {
@@ -161,88 +157,6 @@ func consoleAPIServer(o consoleOptions) (*rest.Config, error) {
 		return nil, fmt.Errorf("--apiserver-ca-file: %w", err)
 	}
 	return &rest.Config{Host: host, TLSClientConfig: rest.TLSClientConfig{CAFile: o.caFile}}, nil
-}
-
-// Simulations runs the console's simulations page: the embedded seed
-// scenarios on the fast engine, and whatif on a snapshot read as the user.
-type Simulations struct {
-	// SchedulerConfig is the cluster's scheduler configuration, which
-	// whatif simulates (scheduler.ReadConfig).
-	SchedulerConfig *config.KubeSchedulerConfiguration
-	// WhatIfHorizon is how far whatif looks ahead.
-	WhatIfHorizon time.Duration
-}
-
-var _ console.Simulator = Simulations{}
-
-// Scenarios lists the embedded seed scenarios.
-func (Simulations) Scenarios() []console.Scenario {
-	var out []console.Scenario
-	files, _ := fs.Glob(scenarios.Seeds, "*.yaml")
-	for _, f := range files {
-		s, err := loadSeed(f)
-		if err != nil {
-			klog.ErrorS(err, "console: a shipped scenario does not load", "file", f)
-			continue
-		}
-		out = append(out, console.Scenario{Name: s.Name, Description: s.Description})
-	}
-	return out
-}
-
-func loadSeed(file string) (*scenario.Scenario, error) {
-	data, err := scenarios.Seeds.ReadFile(file)
-	if err != nil {
-		return nil, err
-	}
-	return scenario.Parse(file, data)
-}
-
-// RunScenario runs a seed scenario by name.
-func (Simulations) RunScenario(ctx context.Context, name string) (*console.SimReport, error) {
-	files, _ := fs.Glob(scenarios.Seeds, "*.yaml")
-	for _, f := range files {
-		s, err := loadSeed(f)
-		if err != nil || s.Name != name {
-			continue
-		}
-		rep, err := sim.Run(ctx, s, sim.Options{Parallel: 1})
-		if err != nil {
-			return nil, err
-		}
-		rows, err := rep.Rows()
-		if err != nil {
-			return nil, err
-		}
-		var svg bytes.Buffer
-		if err := rep.WriteSVG(&svg); err != nil {
-			return nil, err
-		}
-		return &console.SimReport{Title: s.Name, Description: s.Description, Policies: rep.PolicyNames(), Rows: rows, SVG: svg.String()}, nil
-	}
-	return nil, fmt.Errorf("scenario %.64q: not a shipped scenario", name)
-}
-
-// WhatIf answers when a job would run, on a snapshot read with the user's
-// clients, with the cluster's scheduler configuration.
-func (w Simulations) WhatIf(ctx context.Context, kube kubernetes.Interface, ai versioned.Interface, manifest []byte, namespace string) (*console.SimReport, error) {
-	job, err := whatif.ParseJob(bytes.NewReader(manifest), namespace)
-	if err != nil {
-		return nil, fmt.Errorf("manifest: %w", err)
-	}
-	snap, err := whatif.Take(ctx, kube, ai)
-	if err != nil {
-		return nil, err
-	}
-	ans, err := whatif.Run(ctx, snap, job, whatif.Options{SchedulerConfig: w.SchedulerConfig, Services: aischedconfig.DefaultServices(), Horizon: w.WhatIfHorizon})
-	if err != nil {
-		return nil, err
-	}
-	var text strings.Builder
-	if err := ans.WriteText(&text, snap.Taken); err != nil {
-		return nil, err
-	}
-	return &console.SimReport{Title: "whatif", Text: text.String()}, nil
 }
 
 // tlsListener serves TLS on l with the certificate files, read again as

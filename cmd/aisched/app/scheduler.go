@@ -2,10 +2,12 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/server"
 	"k8s.io/client-go/tools/cache"
 	cliflag "k8s.io/component-base/cli/flag"
@@ -24,6 +26,7 @@ import (
 
 	aischedconfig "github.com/aisched/aisched/apis/config"
 	"github.com/aisched/aisched/pkg/scheduler"
+	"github.com/aisched/aisched/pkg/util/yamlfile"
 )
 
 // newSchedulerCommand is kube-scheduler's command (every upstream flag, a
@@ -89,11 +92,11 @@ func runScheduler(cmd *cobra.Command, opts *options.Options, servicesConfig stri
 	if err != nil {
 		return fmt.Errorf("--services-config: %w", err)
 	}
-	fg := opts.ComponentGlobalsRegistry.FeatureGateFor(basecompatibility.DefaultKubeComponent)
-	if err := logsapi.ValidateAndApply(opts.Logs, fg); err != nil {
+	if err := checkConfigKind(opts.ConfigFile); err != nil {
 		return err
 	}
-	if err := checkConfigKind(opts.ConfigFile); err != nil {
+	fg := opts.ComponentGlobalsRegistry.FeatureGateFor(basecompatibility.DefaultKubeComponent)
+	if err := logsapi.ValidateAndApply(opts.Logs, fg); err != nil {
 		return err
 	}
 	cliflag.PrintFlags(cmd.Flags())
@@ -139,7 +142,9 @@ func runScheduler(cmd *cobra.Command, opts *options.Options, servicesConfig stri
 }
 
 // checkConfigKind refuses a --config file that is not a
-// KubeSchedulerConfiguration, with what to pass instead.
+// KubeSchedulerConfiguration, saying what to give instead: kube-scheduler
+// answers a ConfigMap (what helm template prints of the chart, or kubectl
+// get -o yaml) with 'no kind "ConfigMap" is registered'.
 func checkConfigKind(path string) error {
 	if path == "" {
 		return nil
@@ -148,64 +153,49 @@ func checkConfigKind(path string) error {
 	if err != nil {
 		return fmt.Errorf("--config: %w", err)
 	}
-	if err := scheduler.CheckConfigKind(data); err != nil {
+	if _, err := yamlfile.Parse(path, data, "a KubeSchedulerConfiguration"); err != nil {
+		return fmt.Errorf("--config: %w", err)
+	}
+	var head metav1.TypeMeta
+	if err := yaml.Unmarshal(data, &head); err != nil {
 		return fmt.Errorf("--config %s: %w", path, err)
 	}
-	return nil
+	const instead = "aisched scheduler --print-config writes aisched's"
+	switch head.Kind {
+	case "KubeSchedulerConfiguration":
+		return nil
+	case "ConfigMap":
+		return fmt.Errorf("--config %s: a ConfigMap (as helm template prints the chart's), not the KubeSchedulerConfiguration in it; %s"+
+			", or take the ConfigMap's (kubectl -n aisched-system get configmap aisched-scheduler-config -o jsonpath='{.data.scheduler-config\\.yaml}')"+
+			" and give its services-config.yaml to --services-config", path, instead)
+	case "":
+		return fmt.Errorf("--config %s: no kind: want a KubeSchedulerConfiguration; %s", path, instead)
+	default:
+		return fmt.Errorf("--config %s: a %s: want a KubeSchedulerConfiguration; %s", path, head.Kind, instead)
+	}
 }
 
 // applyKubeconfigFlag points opts at a copy of the --config file whose
 // clientConnection.kubeconfig is the --kubeconfig flag, when both are given
-// and the file sets none. The returned function removes the copy.
+// (scheduler.ConfigWithKubeconfig). The returned function removes the copy.
 func applyKubeconfigFlag(cmd *cobra.Command, opts *options.Options) (func(), error) {
-	noop := func() {}
 	if opts.ConfigFile == "" || !cmd.Flags().Changed("kubeconfig") {
-		return noop, nil
+		return func() {}, nil
 	}
 	kubeconfig, err := cmd.Flags().GetString("kubeconfig")
 	if err != nil {
-		return noop, err
+		return func() {}, err
 	}
-	data, err := os.ReadFile(opts.ConfigFile)
-	if err != nil {
-		return noop, err
+	path, remove, err := scheduler.ConfigWithKubeconfig(opts.ConfigFile, kubeconfig)
+	var conflict *scheduler.KubeconfigConflictError
+	switch {
+	case errors.As(err, &conflict):
+		return remove, fmt.Errorf("--kubeconfig %s conflicts with clientConnection.kubeconfig %s in --config %s", conflict.Given, conflict.InFile, conflict.File)
+	case err != nil:
+		return remove, fmt.Errorf("--config: %w", err)
 	}
-	var cfg map[string]interface{}
-	if err := yaml.Unmarshal(data, &cfg); err != nil {
-		return noop, fmt.Errorf("%s: %w", opts.ConfigFile, err)
-	}
-	conn, _ := cfg["clientConnection"].(map[string]interface{})
-	if conn == nil {
-		conn = map[string]interface{}{}
-	}
-	switch set, _ := conn["kubeconfig"].(string); set {
-	case "":
-		conn["kubeconfig"] = kubeconfig
-	case kubeconfig:
-		return noop, nil
-	default:
-		return noop, fmt.Errorf("--kubeconfig %s conflicts with clientConnection.kubeconfig %s in %s", kubeconfig, set, opts.ConfigFile)
-	}
-	cfg["clientConnection"] = conn
-	merged, err := yaml.Marshal(cfg)
-	if err != nil {
-		return noop, err
-	}
-	f, err := os.CreateTemp("", "aisched-scheduler-config-*.yaml")
-	if err != nil {
-		return noop, err
-	}
-	cleanup := func() { os.Remove(f.Name()) }
-	_, err = f.Write(merged)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		cleanup()
-		return noop, err
-	}
-	opts.ConfigFile = f.Name()
-	return cleanup, nil
+	opts.ConfigFile = path
+	return remove, nil
 }
 
 // registryOptions passes aisched's out-of-tree plugins, with the services

@@ -20,10 +20,11 @@ import (
 
 	"github.com/aisched/aisched/pkg/scheduler"
 	"github.com/aisched/aisched/pkg/sim"
-	"github.com/aisched/aisched/pkg/sim/engine"
 	"github.com/aisched/aisched/pkg/sim/report"
 	"github.com/aisched/aisched/pkg/sim/scenario"
 	"github.com/aisched/aisched/pkg/sim/trace"
+	"github.com/aisched/aisched/pkg/simcluster"
+	"github.com/aisched/aisched/pkg/simcluster/apiserver"
 )
 
 func newSimCommand() *cobra.Command {
@@ -60,9 +61,9 @@ each scenario's own table. Trace scenarios need the trace's directory
 			if format != "table" && format != "json" {
 				return fmt.Errorf("--format %q: want table or json", format)
 			}
-			kind, err := engine.ParseKind(engineName)
+			engine, err := engineOf(engineName)
 			if err != nil {
-				return fmt.Errorf("--engine: %w", err)
+				return err
 			}
 			if parallel < 0 || parallel > maxParallel {
 				return fmt.Errorf("--parallel %d: want 1 to %d (0: the default)", parallel, maxParallel)
@@ -82,7 +83,7 @@ each scenario's own table. Trace scenarios need the trace's directory
 			defer done()
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			opts := sim.Options{Engine: kind, Settle: settle, Parallel: parallel, Progress: progress, TraceDir: traceDir}
+			opts := sim.Options{Engine: engine, ClaimsEngine: apiserver.Engine, Settle: settle, Parallel: parallel, Progress: progress, TraceDir: traceDir}
 			if configPath != "" {
 				if opts.SchedulerConfig, err = scheduler.ReadConfig(configPath); err != nil {
 					return fmt.Errorf("--scheduler-config: %w", err)
@@ -167,9 +168,19 @@ func loadScenarios(args []string) ([]*scenario.Scenario, error) {
 // maxParallel bounds --parallel.
 const maxParallel = 64
 
+// engineOf is the engine --engine names.
+func engineOf(name string) (simcluster.Engine, error) {
+	for _, e := range []simcluster.Engine{simcluster.Fast, apiserver.Engine} {
+		if e.Name == name {
+			return e, nil
+		}
+	}
+	return simcluster.Engine{}, fmt.Errorf("--engine %q: want %s or %s", name, simcluster.Fast.Name, apiserver.Engine.Name)
+}
+
 // addEngineFlags adds --engine and --parallel.
 func addEngineFlags(fs *pflag.FlagSet, name *string, parallel *int) {
-	fs.StringVar(name, "engine", string(engine.Fast), "fast: the real scheduler on an in-memory API with a virtual clock (no quotas, no controllers); apiserver: on the embedded kube-apiserver and etcd, in real time")
+	fs.StringVar(name, "engine", simcluster.Fast.Name, "fast: the real scheduler on an in-memory API with a virtual clock (no quotas, no controllers); apiserver: on the embedded kube-apiserver and etcd, in real time")
 	fs.IntVar(parallel, "parallel", 0, "runs (policy x seed) at once, 1 to 64; default one per core with the fast engine, 1 with the apiserver engine")
 }
 
@@ -200,9 +211,9 @@ cluster cannot express. With several seeds each metric is the median, and
 			if err != nil {
 				return err
 			}
-			kind, err := engine.ParseKind(engineName)
+			engine, err := engineOf(engineName)
 			if err != nil {
-				return fmt.Errorf("--engine: %w", err)
+				return err
 			}
 			if parallel < 0 || parallel > maxParallel {
 				return fmt.Errorf("--parallel %d: want 1 to %d (0: the default)", parallel, maxParallel)
@@ -218,7 +229,7 @@ cluster cannot express. With several seeds each metric is the median, and
 				return err
 			}
 			opts := sim.ReplayOptions{
-				Engine: kind, Parallel: parallel, Name: filepath.Base(podsPath), Nodes: nodes, Pods: pods,
+				Engine: engine, Parallel: parallel, Name: filepath.Base(podsPath), Nodes: nodes, Pods: pods,
 				Policies: sim.ProfilePolicies(policies...), Seeds: seedList, Inflate: inflate, TypicalPodsFromTrace: typicalFromTrace, DRA: dra,
 			}
 			if configPath != "" {

@@ -3,6 +3,7 @@ package app
 import (
 	"bufio"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -26,9 +27,12 @@ import (
 	"k8s.io/kubernetes/pkg/features"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 
+	aischedconfig "github.com/aisched/aisched/apis/config"
 	"github.com/aisched/aisched/pkg/clusterfile"
+	"github.com/aisched/aisched/pkg/console"
 	"github.com/aisched/aisched/pkg/gpu"
 	"github.com/aisched/aisched/pkg/local"
+	"github.com/aisched/aisched/pkg/local/datadir"
 	"github.com/aisched/aisched/pkg/scheduler"
 	"github.com/aisched/aisched/pkg/whatif"
 )
@@ -110,6 +114,9 @@ Service's endpoint, so that kubelets elsewhere, and their pods, reach it
 
 func runUp(out io.Writer, o upOptions) error {
 	begin := time.Now()
+	if o.port < 0 || o.port > 65535 {
+		return fmt.Errorf("--port %d: want 0 (any free port) to 65535", o.port)
+	}
 	cluster := clusterfile.Default()
 	if o.clusterFile != "" {
 		var err error
@@ -162,6 +169,7 @@ func runUp(out io.Writer, o upOptions) error {
 		Console:          consoleOf(o.consoleAddr, schedCfg),
 	})
 	if err != nil {
+		err = upFlagError(err)
 		if ctx.Err() != nil {
 			err = fmt.Errorf("interrupted while starting: %w", err)
 		}
@@ -213,12 +221,39 @@ func platformOf(o upOptions) *local.PlatformOptions {
 	return &local.PlatformOptions{GatewayAddr: o.gatewayAddr}
 }
 
-// consoleOf is the console of aisched up at addr; nil for "0".
+// consoleOf is the console of aisched up at addr, whose simulations use
+// the cluster's scheduler configuration; nil for "0".
 func consoleOf(addr string, sched *config.KubeSchedulerConfiguration) *local.ConsoleOptions {
 	if addr == "0" {
 		return nil
 	}
-	return &local.ConsoleOptions{Addr: addr, Simulator: Simulations{SchedulerConfig: sched, WhatIfHorizon: whatif.DefaultHorizon}}
+	sims := &console.Simulations{SchedulerConfig: sched, Services: aischedconfig.DefaultServices(), WhatIfHorizon: whatif.DefaultHorizon}
+	return &local.ConsoleOptions{Addr: addr, Handler: console.ForCluster(console.Options{Simulations: sims})}
+}
+
+// upFlags are the flags that choose each listener's address.
+var upFlags = map[local.Listener]string{
+	local.APIServerListener: "--port",
+	local.GatewayListener:   "--gateway-addr",
+	local.ConsoleListener:   "--console-addr",
+}
+
+// upFlagError words an error of local.Start with the flag that mends it.
+func upFlagError(err error) error {
+	var listen *local.ListenError
+	var inUse *local.DataDirInUseError
+	var corrupt *datadir.CorruptDBError
+	switch {
+	case errors.As(err, &listen) && listen.Listener == local.APIServerListener && listen.InUse:
+		return fmt.Errorf("%w (another aisched or Kubernetes?); choose another with --port", err)
+	case errors.As(err, &listen):
+		return fmt.Errorf("%w; choose another with %s", err, upFlags[listen.Listener])
+	case errors.As(err, &inUse):
+		return fmt.Errorf("%w; stop it or choose another with --data-dir", err)
+	case errors.As(err, &corrupt):
+		return fmt.Errorf("%w; restore it from a backup of --data-dir, or start over with --fresh (which discards every object)", err)
+	}
+	return err
 }
 
 // apiserverArgsForGates serves the beta APIs that enabled gates need and

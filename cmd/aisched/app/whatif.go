@@ -46,14 +46,13 @@ up's by default.
 			if horizon <= 0 || horizon > 365*24*time.Hour {
 				return fmt.Errorf("--horizon %s: want more than 0 and at most 8760h", horizon)
 			}
-			f, err := os.Open(file)
+			data, err := os.ReadFile(file)
 			if err != nil {
 				return fmt.Errorf("-f: %w", err)
 			}
-			job, err := whatif.ParseJob(f, namespace)
-			f.Close()
+			job, err := whatif.ParseJob(file, data, namespace)
 			if err != nil {
-				return fmt.Errorf("%s: %w", file, err)
+				return err
 			}
 			cfg, err := scheduler.ReadConfig(schedulerConfig)
 			if err != nil {

@@ -39,8 +39,8 @@ type CheckerOptions struct {
 	NodeName string
 	// Pods lists the node's pods.
 	Pods corelisters.PodLister
-	// Ledger is the delivery hook's record; nil when the node has no hook.
-	Ledger *Ledger
+	// Holdings is the delivery hook's record; nil when the node has no hook.
+	Holdings *Holdings
 	// PodResources is the kubelet's PodResources API; nil leaves it out.
 	PodResources podresourcesv1.PodResourcesListerClient
 	Cards        func(context.Context) ([]gpu.Card, error)
@@ -128,8 +128,8 @@ func (c *Checker) Once(ctx context.Context) error {
 		resources = resp.GetPodResources()
 	}
 	var holdings map[string]Holding
-	if c.opts.Ledger != nil {
-		holdings = c.opts.Ledger.Holdings()
+	if c.opts.Holdings != nil {
+		holdings = c.opts.Holdings.All()
 	}
 	drift, located := Compare(pods, holdings, resources, cards)
 	c.driftPods.Set(float64(len(drift)))

@@ -92,7 +92,7 @@ func running(p *corev1.Pod) *corev1.Pod {
 }
 
 // TestChecker: the drift between the scheduler's cards and what
-// containers hold, read from the hook's ledger and from the kubelet's
+// containers hold, read from the hook's holdings and from the kubelet's
 // PodResources API (its own server over its socket), reaches pod events,
 // the GPUInventory status and the metrics; another scheduler's pod gets
 // its cards located.
@@ -133,13 +133,13 @@ func TestChecker(t *testing.T) {
 	defer cancel()
 
 	inventories := aischedfake.NewSimpleClientset(&aischedv1alpha1.GPUInventory{ObjectMeta: metav1.ObjectMeta{Name: "gpu-1"}})
-	ledger := NewLedger()
-	ledger.Add("c-ok", Holding{Pod: "default/ok", PodUID: string(ok.UID), Container: "main", UUIDs: []string{testCards[0].UUID}, Delivered: true})
+	holdings := NewHoldings()
+	holdings.Add("c-ok", Holding{Pod: "default/ok", PodUID: string(ok.UID), Container: "main", UUIDs: []string{testCards[0].UUID}, Delivered: true})
 
 	var mu sync.Mutex
 	var events []string
 	c, err := NewChecker(CheckerOptions{
-		NodeName: "gpu-1", Pods: lister, Ledger: ledger, PodResources: prClient,
+		NodeName: "gpu-1", Pods: lister, Holdings: holdings, PodResources: prClient,
 		Cards:  func(context.Context) ([]gpu.Card, error) { return testCards, nil },
 		Client: client, Inventories: inventories,
 		Recorder: func(pod *corev1.Pod, _, reason, msg string) {

@@ -5,7 +5,7 @@
 // UUID, with the limits of its share for the node's isolation layer.
 //
 // Plan is the decision for one container (which cards, which share); Layer
-// turns it into the container's environment and mounts; Ledger is the
+// turns it into the container's environment and mounts; Holdings is the
 // record of what the hook delivered, which refuses a card that is held and
 // which the drift check compares with the scheduler's assignments. The
 // design, and why a runtime hook rather than a device plugin chooses the

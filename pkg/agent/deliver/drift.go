@@ -26,7 +26,7 @@ type Located struct {
 
 // Compare compares what the node's containers hold with what the
 // scheduler assigned to their pods. What a pod's containers hold comes
-// from the hook's ledger (holdings, by container ID) when the hook saw
+// from the hook's holdings (by container ID) when the hook saw
 // them, and otherwise from the kubelet's PodResources API (podResources,
 // the devices of nvidia.com/gpu; nil when it cannot be read), which says
 // which cards the node's device plugin gave. pods are the node's pods;

@@ -67,8 +67,8 @@ type HookOptions struct {
 // Hook is the node agent's NRI plugin: it gives each container of a pod
 // that aisched placed the cards of the pod's assignment.
 type Hook struct {
-	opts   HookOptions
-	ledger *Ledger
+	opts     HookOptions
+	holdings *Holdings
 	// syncs counts the runtime's synchronizations: one per connection.
 	syncs atomic.Int64
 	// containers counts the containers of aisched-placed pods the hook
@@ -104,7 +104,7 @@ func NewHook(opts HookOptions) (*Hook, error) {
 	if opts.PluginIndex == "" {
 		opts.PluginIndex = DefaultPluginIndex
 	}
-	h := &Hook{opts: opts, ledger: NewLedger(), containers: k8smetrics.NewCounterVec(&k8smetrics.CounterOpts{
+	h := &Hook{opts: opts, holdings: NewHoldings(), containers: k8smetrics.NewCounterVec(&k8smetrics.CounterOpts{
 		Namespace: "aisched", Subsystem: "agent", Name: "gpu_containers_total", StabilityLevel: k8smetrics.ALPHA,
 		Help: "Containers of pods that aisched placed on cards, as the delivery hook handled them: delivered (their cards given), no_gpu (a container of such a pod without cards), refused (creation failed with the hook's reason).",
 	}, []string{"result"})}
@@ -120,8 +120,8 @@ func (h *Hook) Metrics() []k8smetrics.Registerable {
 // one per connection, so it grows after each runtime restart.
 func (h *Hook) Syncs() int64 { return h.syncs.Load() }
 
-// Ledger is the record of what live containers hold.
-func (h *Hook) Ledger() *Ledger { return h.ledger }
+// Holdings is the record of what live containers hold.
+func (h *Hook) Holdings() *Holdings { return h.holdings }
 
 // Run connects to the runtime and serves it until ctx ends, connecting
 // again, after a backoff of 1s doubling up to 30s, whenever the runtime
@@ -163,7 +163,7 @@ func (p plugin) Configure(context.Context, string, string, string) (api.EventMas
 	return api.MustParseEventMask("CreateContainer", "StopContainer", "RemoveContainer"), nil
 }
 
-// Synchronize rebuilds the ledger from the runtime's live containers.
+// Synchronize rebuilds the holdings from the runtime's live containers.
 func (p plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs []*api.Container) ([]*api.ContainerUpdate, error) {
 	byID := make(map[string]*api.PodSandbox, len(pods))
 	for _, sb := range pods {
@@ -171,7 +171,7 @@ func (p plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs []
 	}
 	cards, err := p.h.opts.Cards(ctx)
 	if err != nil {
-		klog.ErrorS(err, "Reading the node's cards to rebuild the GPU ledger; containers that name cards by index are left out")
+		klog.ErrorS(err, "Reading the node's cards to rebuild the holdings; containers that name cards by index are left out")
 	}
 	held := map[string]Holding{}
 	for _, c := range ctrs {
@@ -182,7 +182,7 @@ func (p plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs []
 			held[c.GetId()] = hd
 		}
 	}
-	p.h.ledger.Reset(held)
+	p.h.holdings.Reset(held)
 	p.h.syncs.Add(1)
 	klog.InfoS("Synchronized with the runtime", "containers", len(ctrs), "holdingGPUs", len(held))
 	return nil, nil
@@ -196,7 +196,7 @@ func (p plugin) CreateContainer(ctx context.Context, sb *api.PodSandbox, c *api.
 		// by the node's device plugin, if anything.
 		cards, _ := h.opts.Cards(ctx)
 		if hd, ok := holdingOf(sb, c, cards); ok {
-			h.ledger.Add(c.GetId(), hd)
+			h.holdings.Add(c.GetId(), hd)
 		}
 		return nil, nil, nil
 	}
@@ -219,7 +219,7 @@ func (p plugin) CreateContainer(ctx context.Context, sb *api.PodSandbox, c *api.
 	return adj, nil, nil
 }
 
-// deliver plans c's cards, admits them to the ledger and returns the
+// deliver plans c's cards, admits them to the holdings and returns the
 // adjustment; nil when c gets no GPU.
 func (h *Hook) deliver(ctx context.Context, pod *corev1.Pod, c *api.Container) (*api.ContainerAdjustment, error) {
 	cards, err := h.opts.Cards(ctx)
@@ -232,7 +232,7 @@ func (h *Hook) deliver(ctx context.Context, pod *corev1.Pod, c *api.Container) (
 	}
 	name := pod.Namespace + "/" + pod.Name
 	hd := Holding{Pod: name, PodUID: string(pod.UID), Container: c.GetName(), UUIDs: d.UUIDs, Share: d.Share, Delivered: true}
-	if err := h.ledger.Admit(c.GetId(), hd, cards); err != nil {
+	if err := h.holdings.Admit(c.GetId(), hd, cards); err != nil {
 		return nil, fmt.Errorf("aisched GPU delivery: pod %s container %s: %w", name, c.GetName(), err)
 	}
 	adj := &api.ContainerAdjustment{}
@@ -244,12 +244,12 @@ func (h *Hook) deliver(ctx context.Context, pod *corev1.Pod, c *api.Container) (
 }
 
 func (p plugin) StopContainer(_ context.Context, _ *api.PodSandbox, c *api.Container) ([]*api.ContainerUpdate, error) {
-	p.h.ledger.Remove(c.GetId())
+	p.h.holdings.Remove(c.GetId())
 	return nil, nil
 }
 
 func (p plugin) RemoveContainer(_ context.Context, _ *api.PodSandbox, c *api.Container) error {
-	p.h.ledger.Remove(c.GetId())
+	p.h.holdings.Remove(c.GetId())
 	return nil
 }
 

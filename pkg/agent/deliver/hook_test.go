@@ -403,12 +403,12 @@ func TestHookDeliversChosenCards(t *testing.T) {
 		}
 	}
 
-	// The agent restarts: a new hook rebuilds its ledger from the
+	// The agent restarts: a new hook rebuilds its holdings from the
 	// runtime's containers.
 	stopHook()
 	h, _ := startHook(t, r, src, layer)
-	if got := len(h.Ledger().Holdings()); got != 4 {
-		t.Errorf("after the hook's restart the ledger holds %d containers, want 4", got)
+	if got := len(h.Holdings().All()); got != 4 {
+		t.Errorf("after the hook's restart the holdings list %d containers, want 4", got)
 	}
 	refused("after the hook's restart")
 
@@ -427,7 +427,7 @@ func TestHookDeliversChosenCards(t *testing.T) {
 
 // TestHookMultiCardShares: HAMi's default_use (two cards, 3000 MiB and
 // 30% of each) gets both cards the scheduler chose with a memory limit for
-// each; the ledger counts the share on each card, also after the hook's
+// each; the holdings count the share on each card, also after the hook's
 // restart, so a share that would overfill either card, or a whole-card
 // pod on either, is refused.
 func TestHookMultiCardShares(t *testing.T) {
@@ -480,7 +480,7 @@ func TestHookMultiCardShares(t *testing.T) {
 }
 
 // TestHookForeignAndCDI: a container the node's device plugin served for
-// another scheduler holds its card in the ledger; with CDI naming the
+// another scheduler holds its card in the holdings; with CDI naming the
 // cards come as CDI devices and the device plugin's own choice is voided;
 // without an isolation layer a share still gets its card.
 func TestHookForeignAndCDI(t *testing.T) {

@@ -15,7 +15,7 @@ const (
 	// container its cards: the UUIDs, or "void" when CDI names them.
 	VisibleDevicesEnv = "NVIDIA_VISIBLE_DEVICES"
 	// UUIDsEnv records the delivered cards, so that the hook rebuilds its
-	// ledger from the runtime's containers after a restart.
+	// holdings from the runtime's containers after a restart.
 	UUIDsEnv = "AISCHED_GPU_UUIDS"
 	// ShareEnv records a delivered share, "milli=500,memMiB=3000"; absent
 	// for whole cards.

@@ -7,20 +7,18 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/kubernetes/pkg/features"
 
 	"github.com/aisched/aisched/pkg/local"
 	"github.com/aisched/aisched/pkg/local/nodesim"
+	"github.com/aisched/aisched/pkg/simcluster"
 )
 
 // benchNamespace holds a case's pods.
@@ -98,12 +96,12 @@ func Measure(ctx context.Context, opts Options, name string) (_ ProfileResult, e
 	}
 	fmt.Fprintf(progress, "%s: %d pods created in %.1fs\n", bc.profile, opts.Pods, time.Since(begin).Seconds())
 
-	b, err := watchBindings(c.Client, opts.Pods)
+	pods, err := simcluster.ObserveClient(ctx, c.Client, time.Now)
 	if err != nil {
 		return ProfileResult{}, err
 	}
-	defer b.stop()
-	r, err := schedule(ctx, c, b, opts, bc)
+	defer pods.Stop()
+	r, err := schedule(ctx, c, pods, opts, bc)
 	if err != nil {
 		return ProfileResult{}, err
 	}
@@ -114,7 +112,7 @@ func Measure(ctx context.Context, opts Options, name string) (_ ProfileResult, e
 // schedule starts the scheduler and measures it until every pod is bound:
 // pods/s, load, the time per extension point, memory, and, with
 // opts.ProfileTo, a CPU profile of that time and the heap at its end.
-func schedule(ctx context.Context, c *local.Cluster, b *bindings, opts Options, bc benchCase) (ProfileResult, error) {
+func schedule(ctx context.Context, c *local.Cluster, pods *simcluster.PodObserver, opts Options, bc benchCase) (ProfileResult, error) {
 	var r ProfileResult
 	before := gatherSchedulerMetrics(bc.profile)
 	heapBefore := heapAfterGC()
@@ -134,14 +132,9 @@ func schedule(ctx context.Context, c *local.Cluster, b *bindings, opts Options, 
 	if err := c.StartScheduler(ctx); err != nil {
 		return r, err
 	}
-	select {
-	case <-b.done:
-	case <-time.After(opts.Timeout):
-		return r, fmt.Errorf("%d of %d pods bound after %s", b.count(), opts.Pods, opts.Timeout)
-	case <-ctx.Done():
-		return r, ctx.Err()
-	case <-c.Failed():
-		return r, c.Err()
+	first, last, n, err := waitBound(ctx, c, pods, opts)
+	if err != nil {
+		return r, err
 	}
 	if opts.ProfileTo != "" {
 		pprof.StopCPUProfile()
@@ -156,7 +149,6 @@ func schedule(ctx context.Context, c *local.Cluster, b *bindings, opts Options, 
 			return r, err
 		}
 	}
-	first, last, n := b.span()
 	r.Scheduled, r.Seconds = n, last.Sub(first).Seconds()
 	if r.Seconds > 0 {
 		r.PodsPerSecond = float64(n-1) / r.Seconds
@@ -183,68 +175,51 @@ func createNamespace(ctx context.Context, client kubernetes.Interface) error {
 	return nil
 }
 
-// bindings records when each measured pod is first seen bound.
-type bindings struct {
-	mu          sync.Mutex
-	first, last time.Time
-	seen        map[string]bool
-	want        int
-	done        chan struct{}
-	stop        func()
+// waitBound waits until each of the opts.Pods pods of the case is seen
+// bound, and returns the first and the last binding and how many there were.
+func waitBound(ctx context.Context, c *local.Cluster, pods *simcluster.PodObserver, opts Options) (first, last time.Time, n int, err error) {
+	waitCtx, cancel := context.WithTimeout(ctx, opts.Timeout)
+	defer cancel()
+	go func() {
+		select {
+		case <-c.Failed():
+			cancel()
+		case <-waitCtx.Done():
+		}
+	}()
+	for i := range opts.Pods {
+		s, err := pods.Wait(waitCtx, benchNamespace+"/"+benchPodName(i), func(s simcluster.PodState) bool { return !s.Bound.IsZero() })
+		if err != nil {
+			select {
+			case <-c.Failed():
+				return first, last, n, c.Err()
+			default:
+			}
+			if ctx.Err() != nil {
+				return first, last, n, ctx.Err()
+			}
+			return first, last, n, fmt.Errorf("%d of %d pods bound after %s", boundCount(pods, opts.Pods), opts.Pods, opts.Timeout)
+		}
+		n++
+		if first.IsZero() || s.Bound.Before(first) {
+			first = s.Bound
+		}
+		if s.Bound.After(last) {
+			last = s.Bound
+		}
+	}
+	return first, last, n, nil
 }
 
-// watchBindings watches the bench namespace's pods until want of them
-// (the fill pods left out) are bound; done is closed then.
-func watchBindings(client kubernetes.Interface, want int) (*bindings, error) {
-	b := &bindings{seen: map[string]bool{}, want: want, done: make(chan struct{})}
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(benchNamespace))
-	informer := factory.Core().V1().Pods().Informer()
-	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    b.record,
-		UpdateFunc: func(_, obj interface{}) { b.record(obj) },
-	}); err != nil {
-		return nil, err
+// boundCount is how many of the n pods of a case pods saw bound.
+func boundCount(pods *simcluster.PodObserver, n int) int {
+	bound := 0
+	for i := range n {
+		if s, ok := pods.Pod(benchNamespace + "/" + benchPodName(i)); ok && !s.Bound.IsZero() {
+			bound++
+		}
 	}
-	stop := make(chan struct{})
-	b.stop = func() { close(stop) }
-	factory.Start(stop)
-	cache.WaitForCacheSync(stop, informer.HasSynced)
-	return b, nil
-}
-
-func (b *bindings) record(obj interface{}) {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok || pod.Spec.NodeName == "" || pod.Labels[fillLabel] != "" {
-		return
-	}
-	now := time.Now()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.seen[pod.Name] {
-		return
-	}
-	b.seen[pod.Name] = true
-	if b.first.IsZero() {
-		b.first = now
-	}
-	b.last = now
-	if len(b.seen) == b.want {
-		close(b.done)
-	}
-}
-
-// count is how many pods were seen bound.
-func (b *bindings) count() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.seen)
-}
-
-// span is the first and the last binding seen, and how many there were.
-func (b *bindings) span() (first, last time.Time, n int) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.first, b.last, len(b.seen)
+	return bound
 }
 
 // writeHeapProfile writes the heap profile to path.

@@ -44,7 +44,7 @@ type Options struct {
 	Fill float64
 	// Profiles are the cases compared, each a profile name, optionally
 	// with a pod group size: "aisched@4" puts every 4 consecutive pods in a
-	// pod group with min-available 4 (the seed labels); profiles without
+	// pod group with min-available 4 (the pod-group labels); profiles without
 	// Coscheduling schedule them as plain pods. "native@4" is upstream gang
 	// scheduling (NativeCase). Ratios are against the first case.
 	Profiles []string
@@ -142,7 +142,7 @@ type benchCase struct {
 	profile string
 	// groupSize is the pod group size; 0 for plain pods.
 	groupSize int
-	// native puts the groups in native PodGroups instead of the seed labels.
+	// native puts the groups in native PodGroups instead of the pod-group labels.
 	native bool
 }
 

@@ -45,14 +45,13 @@ func profileConfig(profile string, base *config.KubeSchedulerConfiguration) (*co
 			return nil, err
 		}
 	}
-	for _, p := range base.Profiles {
-		if p.SchedulerName == profile {
-			cfg := base.DeepCopy()
-			cfg.Profiles = []config.KubeSchedulerProfile{p}
-			return cfg, nil
-		}
+	p := scheduler.FindProfile(base, profile)
+	if p == nil {
+		return nil, fmt.Errorf("no profile %q in the scheduler configuration", profile)
 	}
-	return nil, fmt.Errorf("no profile %q in the scheduler configuration", profile)
+	cfg := base.DeepCopy()
+	cfg.Profiles = []config.KubeSchedulerProfile{*p.DeepCopy()}
+	return cfg, nil
 }
 
 func benchCluster(opts Options) *clusterfile.Cluster {
@@ -156,11 +155,14 @@ func fill(ctx context.Context, c *local.Cluster, ns string, opts Options) error 
 	return nil
 }
 
+// benchPodName is the name of pod i of a case.
+func benchPodName(i int) string { return fmt.Sprintf("pod-%05d", i) }
+
 // benchPod is pod i of a case: in its group's native PodGroup, or labelled
-// with the seed labels, or plain.
+// with the pod-group labels, or plain.
 func benchPod(i int, ns string, bc benchCase, requests, limits corev1.ResourceList) *corev1.Pod {
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pod-%05d", i), Namespace: ns},
+		ObjectMeta: metav1.ObjectMeta{Name: benchPodName(i), Namespace: ns},
 		Spec: corev1.PodSpec{
 			SchedulerName: bc.profile,
 			Containers: []corev1.Container{{

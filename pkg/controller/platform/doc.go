@@ -1,5 +1,5 @@
-// Package platform holds the controllers of the AI service platform (seed
-// 000): an Operator reports whether instances may run it, an
+// Package platform holds the controllers of the AI service platform: an
+// Operator reports whether instances may run it, an
 // OperatorInstance becomes a Deployment of the Operator's containers, and
 // an AIService becomes a NodePort Service and a route on aisched's gateway.
 // Each object reports a Ready condition that says why not in plain words.

@@ -90,17 +90,29 @@ func (d *DiskWatch) Run(ctx context.Context, interval time.Duration, fail func(e
 // EtcdDBPath is etcd's database in its data dir.
 func EtcdDBPath(etcdDir string) string { return filepath.Join(etcdDir, "member", "snap", "db") }
 
+// CorruptDBError is an etcd database that cannot be read. The way out is
+// a backup of the data directory, or a fresh start that discards every
+// object.
+type CorruptDBError struct {
+	Path string
+	Err  error
+}
+
+func (e *CorruptDBError) Error() string {
+	return fmt.Sprintf("etcd database %s cannot be read: %v", e.Path, e.Err)
+}
+
+func (e *CorruptDBError) Unwrap() error { return e.Err }
+
 // CheckEtcdDB opens etcd's database read-only and checks its pages before
 // etcd does: etcd panics on a corrupt database, which no one reads. It
-// returns an error naming the file and the way out.
+// returns a CorruptDBError naming the file.
 func CheckEtcdDB(etcdDir string) (err error) {
 	path := EtcdDBPath(etcdDir)
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
-	corrupt := func(why error) error {
-		return fmt.Errorf("etcd database %s cannot be read: %w; restore it from a backup of the data dir, or start over with --fresh (which discards every object)", path, why)
-	}
+	corrupt := func(why error) error { return &CorruptDBError{Path: path, Err: why} }
 	defer func() {
 		if r := recover(); r != nil {
 			err = corrupt(fmt.Errorf("%v", r))

@@ -1,6 +1,7 @@
 package datadir
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -78,8 +79,9 @@ func TestCheckEtcdDB(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = CheckEtcdDB(dir)
-	if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "--fresh") {
-		t.Errorf("a corrupt database: %v, want an error naming it and the way out", err)
+	var corrupt *CorruptDBError
+	if !errors.As(err, &corrupt) || corrupt.Path != path || !strings.Contains(err.Error(), path) {
+		t.Errorf("a corrupt database: %v, want a CorruptDBError naming it", err)
 	}
 	if err := os.WriteFile(path, []byte("not a database"), 0o600); err != nil {
 		t.Fatal(err)

@@ -27,7 +27,7 @@ import (
 // (deliver.Hook) connected to it over a unix socket. The containers of a
 // GPU pod are created through it, as containerd would create them, so
 // that the cards the hook gives them can be checked against the simulated
-// device layer's (the ledger's). A node's runtime starts with its first
+// device layer's (the allocator's). A node's runtime starts with its first
 // GPU pod; the trace replay, whose pods never start, starts none.
 type devices struct {
 	dir  string
@@ -170,10 +170,10 @@ func sandboxOf(pod *corev1.Pod) *api.PodSandbox {
 
 // start creates the pod's containers through node n's runtime. Each
 // container that requests nvidia.com/gpu gets from the simulated device
-// plugin NVIDIA_VISIBLE_DEVICES naming the cards the ledger gave the pod
+// plugin NVIDIA_VISIBLE_DEVICES naming the cards the allocator gave the pod
 // (heldIndices), as NVIDIA's plugin would; the hook then adjusts it. It
 // returns the UUIDs, sorted, of the cards the hook delivered and of those
-// the ledger holds, or the hook's refusal.
+// the allocator holds, or the hook's refusal.
 func (d *devices) start(n Node, key string, pod *corev1.Pod, heldIndices []int) (delivered, held []string, err error) {
 	rt, err := d.runtime(n)
 	if err != nil {

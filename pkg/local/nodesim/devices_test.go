@@ -39,7 +39,7 @@ func (f *fixture) waitHoldings(t *testing.T, want map[string][]string) {
 			return false, nil
 		}
 		got = map[string][]string{}
-		for _, h := range rt.hook.Ledger().Holdings() {
+		for _, h := range rt.hook.Holdings().All() {
 			got[h.Pod] = append(got[h.Pod], h.UUIDs...)
 		}
 		if len(got) != len(want) {
@@ -78,7 +78,7 @@ func TestDevicePath(t *testing.T) {
 	}
 	f.waitHoldings(t, map[string][]string{"ns/placed": {card1}})
 
-	// An assignment naming a card the node does not have: the ledger
+	// An assignment naming a card the node does not have: the allocator
 	// admits card 0 by index, the hook refuses the UUID.
 	f.createPod(t, utiltesting.MakePod("stale", "ns").Node("gpu-0").GPU(1).
 		Annotation(gpu.AssignedAnnotation, "0").Annotation(gpu.AssignedUUIDsAnnotation, "GPU-not-here").Obj())
@@ -90,7 +90,7 @@ func TestDevicePath(t *testing.T) {
 }
 
 // TestDevicePathRestore: a GPU pod that ran before a restart is held in
-// the hook's ledger once the node's runtime starts, so the hook refuses
+// the hook's holdings once the node's runtime starts, so the hook refuses
 // its card to a new pod even where the simulated device layer would not.
 func TestDevicePathRestore(t *testing.T) {
 	card0 := cardUUID(t, 0)
@@ -98,7 +98,7 @@ func TestDevicePathRestore(t *testing.T) {
 		Annotation(gpu.AssignedAnnotation, "0").Annotation(gpu.AssignedUUIDsAnnotation, card0).Obj()
 	before.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.128.4.9", StartTime: &metav1.Time{Time: time.Now()}}
 	f := start(t, before)
-	// A share on card 0 next to the restored whole-card pod: the ledger
+	// A share on card 0 next to the restored whole-card pod: the allocator
 	// refuses it first, as the hook would.
 	f.createPod(t, utiltesting.MakePod("new", "ns").Node("gpu-0").
 		Annotation(gpu.MilliAnnotation, "500").Annotation(gpu.AssignedAnnotation, "0").Annotation(gpu.AssignedUUIDsAnnotation, card0).Obj())
@@ -112,7 +112,7 @@ func TestDevicePathRestore(t *testing.T) {
 	f.sim.devices.mu.Lock()
 	rt := f.sim.devices.nodes["gpu-0"]
 	f.sim.devices.mu.Unlock()
-	if err := rt.hook.Ledger().Admit("probe", deliver.Holding{PodUID: "probe", UUIDs: []string{card0}}, nil); err == nil {
+	if err := rt.hook.Holdings().Admit("probe", deliver.Holding{PodUID: "probe", UUIDs: []string{card0}}, nil); err == nil {
 		t.Error("the hook would give the restored pod's card again")
 	}
 }

@@ -42,9 +42,9 @@ func (s *Simulator) syncPod(ctx context.Context, key string) (time.Duration, err
 		s.release(key)
 		return 0, nil
 	case pod.Status.Phase == corev1.PodRunning:
-		if _, ok := s.ledger.holds(key, pod.UID); !ok {
+		if _, ok := s.alloc.holds(key, pod.UID); !ok {
 			// Running before a restart but not restored: account for it.
-			s.ledger.admit(key, claimOf(pod), true)
+			s.alloc.admit(key, claimOf(pod), true)
 		}
 		return s.runPod(ctx, key, pod)
 	default:
@@ -61,7 +61,7 @@ func (s *Simulator) restorePods(ctx context.Context) {
 			continue
 		}
 		key, _ := cache.MetaNamespaceKeyFunc(pod)
-		if _, rej := s.ledger.admit(key, claimOf(pod), true); rej != nil {
+		if _, rej := s.alloc.admit(key, claimOf(pod), true); rej != nil {
 			klog.FromContext(ctx).Info("Could not restore pod", "pod", key, "reason", rej.Reason, "message", rej.Message)
 		}
 		if n, ok := s.node(pod.Spec.NodeName); ok && n.Inventory != nil {
@@ -78,7 +78,7 @@ func (s *Simulator) restorePods(ctx context.Context) {
 func (s *Simulator) startPod(ctx context.Context, key string, pod *corev1.Pod) (time.Duration, error) {
 	c := claimOf(pod)
 	c.ip = ""
-	ip, rej := s.ledger.admit(key, c, false)
+	ip, rej := s.alloc.admit(key, c, false)
 	if rej != nil {
 		return 0, s.failPod(ctx, pod, rej.Reason, rej.Reason, "Pod was rejected: "+rej.Message)
 	}
@@ -101,7 +101,7 @@ func (s *Simulator) startPod(ctx context.Context, key string, pod *corev1.Pod) (
 	now := metav1.NewTime(s.clock.Now())
 	status := pod.Status.DeepCopy()
 	status.Phase = corev1.PodRunning
-	status.HostIP = s.ledger.hostIP(pod.Spec.NodeName)
+	status.HostIP = s.alloc.hostIP(pod.Spec.NodeName)
 	status.HostIPs = []corev1.HostIP{{IP: status.HostIP}}
 	status.PodIP = ip
 	status.PodIPs = []corev1.PodIP{{IP: ip}}
@@ -224,7 +224,7 @@ func (s *Simulator) createContainers(ctx context.Context, key string, pod *corev
 	if !ok || n.Inventory == nil || s.devices == nil || !assigned && gpu.RequestedCards(pod) == 0 {
 		return nil
 	}
-	delivered, held, err := s.devices.start(n, key, pod, s.ledger.cardsOf(key))
+	delivered, held, err := s.devices.start(n, key, pod, s.alloc.cardsOf(key))
 	if err != nil {
 		return err
 	}
@@ -246,7 +246,7 @@ func (s *Simulator) node(name string) (Node, bool) {
 // release frees what the pod held: its resources, IP and cards, and its
 // containers when the Runtime runs them.
 func (s *Simulator) release(key string) {
-	s.ledger.release(key)
+	s.alloc.release(key)
 	s.prepared.unprepare(key)
 	if s.devices != nil {
 		s.devices.stop(key)

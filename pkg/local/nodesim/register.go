@@ -69,7 +69,7 @@ func (s *Simulator) register(ctx context.Context, nodes []Node) error {
 			if err != nil {
 				return fmt.Errorf("register node %s: %w", n.Object.Name, err)
 			}
-			if err := s.ledger.addNode(node); err != nil {
+			if err := s.alloc.addNode(node); err != nil {
 				return err
 			}
 			if err := s.publishInventory(gctx, node, n.Inventory); err != nil {

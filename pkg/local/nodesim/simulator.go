@@ -113,7 +113,7 @@ type Simulator struct {
 	// nodesMu guards nodes, which AddNodes grows while the simulator runs.
 	nodesMu  sync.RWMutex
 	nodes    map[string]Node
-	ledger   *ledger
+	alloc    *allocator
 	queue    workqueue.TypedRateLimitingInterface[string]
 	pods     cache.SharedIndexInformer
 	recorder record.EventRecorder
@@ -166,7 +166,7 @@ func New(opts Options) (*Simulator, error) {
 		clock:   opts.Clock,
 		nodes:   map[string]Node{},
 		opts:    opts,
-		ledger:  newLedger(),
+		alloc:   newAllocator(),
 
 		prepared: newPrepared(),
 	}
@@ -318,4 +318,4 @@ func (s *Simulator) Idle() bool {
 // Holders is the simulated kubelets' own record of the cards they handed
 // out, in the form of gpuledger.Holders, for comparison with the
 // scheduler's GPU ledger.
-func (s *Simulator) Holders() map[string]string { return s.ledger.Holders() }
+func (s *Simulator) Holders() map[string]string { return s.alloc.Holders() }

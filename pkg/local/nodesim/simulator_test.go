@@ -374,7 +374,7 @@ func TestRestoreRunningPods(t *testing.T) {
 	if p.Status.Reason != "OutOfnvidia.com/gpu" {
 		t.Errorf("reason = %q, want OutOfnvidia.com/gpu: the restored pod holds both GPUs", p.Status.Reason)
 	}
-	if ip, ok := f.sim.ledger.holds("ns/old", before.UID); !ok || ip != "10.128.4.9" {
+	if ip, ok := f.sim.alloc.holds("ns/old", before.UID); !ok || ip != "10.128.4.9" {
 		t.Errorf("restored pod holds %q (%v), want its IP 10.128.4.9", ip, ok)
 	}
 }

@@ -1,6 +1,6 @@
 // Package metrics computes the placement-quality metrics that
 // `aisched sim run` reports for each policy: pending pods, the mean node
-// variance of seed 000, the balance efficiency H of seed 004, GPU
+// variance, the balance efficiency H of measured load, GPU
 // allocation and the unallocated GPU percentage of the FGD evaluation
 // protocol (docs/scenarios.md, "Trace replay"), gangs that
 // were partially bound and how long gangs waited, GPU pods bound to cards

@@ -12,7 +12,7 @@ type Card struct {
 
 // Misplaced reports whether a GPU pod was bound to a card below what it
 // asked for per card: less memory than requiredMemoryMiB or fewer cores than
-// requiredCores (seed 001's fine-grained experiment). It
+// requiredCores (the fine-grained GPU experiment). It
 // follows gpu.Card.Satisfies: a requirement of 0 accepts any card, and a
 // card of unknown cores (0) fails a core requirement, since nobody could
 // know it meets it. A pod given no cards is not misplaced: no card is too

@@ -21,12 +21,12 @@ type Node struct {
 	// UsedGPUMilli is the sum over the cards of the allocated share in milli
 	// (1000 per whole card).
 	UsedGPUMilli int64
-	// Load and Performance are L in [0, 1] and S in (0, 1] of seed 004 (LoadAware's README),
+	// Load and Performance are L in [0, 1] and S in (0, 1] as LoadAware's README defines them,
 	// used by BalanceEfficiencyH; both are 0 when unknown.
 	Load, Performance float64
 }
 
-// MeanNodeVariance is the balance metric of seed 000's experiment: for
+// MeanNodeVariance is the balance metric of the PCC experiment: for
 // each node the population variance of its utilisation percentages
 // (cpu%, mem%, gpu%, each requested / allocatable * 100), then the mean
 // over the nodes. Lower is better balanced. Population variance,
@@ -77,7 +77,7 @@ func utilisations(n Node) []float64 {
 	return pcts
 }
 
-// BalanceEfficiencyH is seed 004's cluster balance efficiency:
+// BalanceEfficiencyH is the cluster's balance efficiency:
 // H = 1 - stddev(R)/mean(R) with R_i = L_i/S_i, the load per unit of
 // performance, floored at 0; 1 is perfect balance. stddev is the population
 // standard deviation: the nodes are the whole cluster, not a sample of it.

@@ -34,7 +34,7 @@ func (w nodeWrapper) gpu(cards int, usedMilli int64) nodeWrapper {
 	return w
 }
 
-// load sets seed 004's L and S.
+// load sets a node's L and S.
 func (w nodeWrapper) load(l, s float64) nodeWrapper {
 	w.Load, w.Performance = l, s
 	return w
@@ -61,7 +61,7 @@ func TestMeanNodeVariance(t *testing.T) {
 		want  float64
 	}{
 		{name: "no nodes", want: 0},
-		// Seed 000's metric on a heterogeneous trio:
+		// The PCC experiment's metric on a heterogeneous trio:
 		// (600 + 0 + 1400)/3 = 666.67.
 		{name: "three GPU nodes", nodes: []Node{n1, n2, n3}, want: 2000.0 / 3},
 		{name: "CPU-only node", nodes: []Node{cpuOnly}, want: 400},

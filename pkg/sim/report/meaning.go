@@ -23,8 +23,8 @@ type Metric struct {
 var Metrics = map[string]Metric{
 	"pending_pods": {-1, "pods not bound at the end (and pods the apiserver refused). " +
 		"A gang that cannot fit whole stays whole pending by design: more pending pods with no partial_groups is a gang kept from holding cards it cannot use"},
-	"mean_node_variance":        {-1, "per node, the variance of its CPU, memory and (GPU nodes) GPU use in percent; the mean over nodes (seed 000's balance)"},
-	"balance_efficiency_h":      {+1, "H = 1 - stddev(R)/mean(R), R = a node's measured load per unit of its performance (seed 004); 1 is perfect balance"},
+	"mean_node_variance":        {-1, "per node, the variance of its CPU, memory and (GPU nodes) GPU use in percent; the mean over nodes"},
+	"balance_efficiency_h":      {+1, "H = 1 - stddev(R)/mean(R), R = a node's measured load per unit of its performance; 1 is perfect balance"},
 	"gpu_allocation_rate":       {+1, "GPUs allocated / all GPUs, at the end. Cards held by a gang that cannot start count as allocated: read it with partial_groups"},
 	"unallocated_gpu_pct":       {-1, "100 - 100 x allocated GPU thousandths / capacity (FGD's fragmentation metric); for a trace, read at 100% of capacity arrived"},
 	"unallocated_gpu_pct_curve": {-1, "unallocated_gpu_pct read as 80% to 130% of capacity has arrived (trace replays)"},

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"regexp"
 	"sort"
 	"strconv"
@@ -18,29 +17,23 @@ import (
 // strictly: an unknown field is an error. what says what the file should
 // hold, for the error on an empty file. It returns the document's node
 // tree, for FieldError. Every error starts with "name:line:" where the
-// line is known, and names the field.
+// line is known, and names the field. out's fields are named by yaml
+// tags; DecodeObject reads types named by json tags.
 func Decode(name string, data []byte, what string, out any) (*yaml.Node, error) {
-	var root yaml.Node
-	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, syntaxError(name, err)
-	}
-	if len(root.Content) == 0 {
-		return nil, fmt.Errorf("%s: file is empty: want %s", name, what)
+	root, err := Parse(name, data, what)
+	if err != nil {
+		return nil, err
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(out); err != nil {
 		var te *yaml.TypeError
 		if errors.As(err, &te) {
-			return nil, typeError(name, &root, te)
+			return nil, typeError(name, root, te)
 		}
 		return nil, syntaxError(name, err)
 	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%s:%d: want one YAML document, found more", name, extra.Line)
-	}
-	return &root, nil
+	return root, nil
 }
 
 var yamlLine = regexp.MustCompile(`(?s)^(?:yaml: )?line (\d+): (.*)$`)

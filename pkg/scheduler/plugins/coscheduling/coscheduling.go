@@ -1,5 +1,5 @@
-// Package coscheduling is the Coscheduling plugin (seeds 002 and 003): gang
-// scheduling of pod groups named by the seed labels or by a scheduler-plugins
+// Package coscheduling is the Coscheduling plugin: gang
+// scheduling of pod groups named by the pod-group labels or by a scheduler-plugins
 // PodGroup (scheduling.x-k8s.io/v1alpha1). Members of a group leave
 // the queue together (QueueSort), a group that cannot be placed as a whole
 // is rejected before any member reserves anything (PreFilter), and assumed

@@ -170,9 +170,9 @@ func TestPlaceable(t *testing.T) {
 		nodes []fwk.NodeInfo
 		want  int
 	}{
-		// Seed 003: 4 GPUs hold PS + 2 workers, not the whole job.
-		{"seed 003, 4 GPUs", job, []fwk.NodeInfo{nodeInfo("a", "8", 4)}, 3},
-		{"seed 003, 8 GPUs", job, []fwk.NodeInfo{nodeInfo("a", "8", 4), nodeInfo("b", "8", 4)}, 5},
+		// The TFJob: 4 GPUs hold PS + 2 workers, not the whole job.
+		{"TFJob, 4 GPUs", job, []fwk.NodeInfo{nodeInfo("a", "8", 4)}, 3},
+		{"TFJob, 8 GPUs", job, []fwk.NodeInfo{nodeInfo("a", "8", 4), nodeInfo("b", "8", 4)}, 5},
 		// Fragmentation: 4 free GPUs in total, one per node; 2-GPU workers fit nowhere.
 		{"fragmented", workers, []fwk.NodeInfo{nodeInfo("a", "8", 1), nodeInfo("b", "8", 1), nodeInfo("c", "8", 1), nodeInfo("d", "8", 1)}, 0},
 		// Used resources count: a node with 3 of 4 GPUs taken holds no worker.

@@ -29,7 +29,7 @@ func lessKey(a, b sortKey) bool {
 	return a.queued.Before(b.queued)
 }
 
-// Less implements fwk.QueueSortPlugin, as seed 003 orders pods: higher priority
+// Less implements fwk.QueueSortPlugin: higher priority
 // first; then creation time, where a group member counts with its group's
 // creation time, so the members of a group leave the queue together; then
 // the group key; then the time in the queue.

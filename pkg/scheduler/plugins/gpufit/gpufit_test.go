@@ -107,7 +107,7 @@ func TestPreFilter(t *testing.T) {
 	}{
 		{"CPU pod skips the plugin", st.MakePod().Name("c").Obj(), fwk.Skip, ""},
 		{"GPU pod", gpuPod("g", "1", nil), fwk.Success, ""},
-		{"invalid annotation", gpuPod("g", "1", map[string]string{gpu.SeedMemoryAnnotation: "32GB"}), fwk.UnschedulableAndUnresolvable, `oks/gpu-memory="32GB"`},
+		{"invalid annotation", gpuPod("g", "1", map[string]string{gpu.OKSMemoryAnnotation: "32GB"}), fwk.UnschedulableAndUnresolvable, `oks/gpu-memory="32GB"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,4 +1,4 @@
-// Package gpufit is the GPUFit plugin (seed 001): it filters nodes by
+// Package gpufit is the GPUFit plugin: it filters nodes by
 // per-card GPU constraints (memory, CUDA cores, model) on top of the card
 // count, and by the shares left on each card. It is the one owner of card
 // choice: at Reserve it picks the concrete cards of a pod (best fit, or,

@@ -1,4 +1,4 @@
-// Package heteropriority is the HeteroPriority score plugin (seed 001) for
+// Package heteropriority is the HeteroPriority score plugin for
 // clusters that mix CPU-only and GPU nodes. CPU pods prefer CPU nodes and
 // use the spare CPU of GPU nodes only when CPU nodes are full, so GPU pods
 // do not find their GPUs stranded without CPU; GPU pods prefer the node

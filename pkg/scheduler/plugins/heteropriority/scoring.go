@@ -12,7 +12,7 @@ import (
 
 const maxScore = float64(fwk.MaxScore)
 
-// cpuPodScore is seed 001's PriorityScore (formula 5): with a the share of
+// cpuPodScore is the CPU pods' PriorityScore: with a the share of
 // GPU nodes and lr the least-requested score, a CPU node scores
 // 100a + (1-a)lr and a GPU node a*lr. A CPU node never scores below 100a
 // and a GPU node never above it.

@@ -1,4 +1,4 @@
-// Package loadaware is the LoadAware plugin (seed 004): it scores nodes by
+// Package loadaware is the LoadAware plugin: it scores nodes by
 // their measured CPU, memory, network and disk load and by their
 // performance, from the NodeMetrics that `aisched agent` publishes, and
 // optionally filters out nodes above per-resource thresholds. Pods bound

@@ -1,4 +1,4 @@
-// Package pccbalance is the PCCBalance score plugin (seed 000): it prefers
+// Package pccbalance is the PCCBalance score plugin: it prefers
 // the node whose resource utilisation is least correlated with the pod's
 // request (Pearson correlation coefficient), so that CPU-heavy pods go where
 // memory or GPUs are busy and the other way round, balancing every node's
@@ -198,7 +198,7 @@ func Pearson(x, y []float64) float64 {
 }
 
 // Complementarity turns a correlation into a framework score in [0, 100]:
-// abs (seed formula 8, times 10): (1 - |rho|) * 100; signed (every other
+// abs: (1 - |rho|) * 100; signed (every other
 // mode, which validation rules out): (1 - rho) / 2 * 100.
 func Complementarity(mode config.PCCBalanceMode, rho float64) int64 {
 	s := (1 - rho) / 2 * float64(fwk.MaxScore)

@@ -1,0 +1,71 @@
+package app
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestFlagValidation runs each subcommand with a flag it must refuse and
+// checks that it refuses it before it starts anything, with an error that
+// names the flag and says what it wants.
+func TestFlagValidation(t *testing.T) {
+	t.Setenv("NODE_NAME", "")
+	dir := t.TempDir()
+	file := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	configMap := file("cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n")
+	noKind := file("nokind.yaml", "profiles: []\n")
+	badYAML := file("bad.yaml", "kind: KubeSchedulerConfiguration\nprofiles: [\n")
+	badCluster := file("cluster.yaml", "apiVersion: aisched.io/v1alpha1\nkind: Cluster\nnodePools:\n  - {name: a, count: many, cpu: \"1\", memory: 1Gi}\n")
+	badJob := file("job.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: [{name: c}]\n  nodeSelectr: {}\n")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"up", "--port", "70000"}, "--port 70000: want 0 (any free port) to 65535"},
+		{[]string{"up", "--cluster", badCluster}, badCluster + ":4:"},
+		{[]string{"up", "--scheduler-config", badYAML}, badYAML + ":"},
+		{[]string{"agent"}, "--node-name is required"},
+		{[]string{"agent", "--node-name", "n", "--interval", "0s"}, "--interval 0s: must be positive"},
+		{[]string{"agent", "--node-name", "n", "--interval", "10s", "--window", "20s"}, "--window 20s: longer than --interval 10s"},
+		{[]string{"agent", "--node-name", "n", "--gpu-delivery", "magic"}, `--gpu-delivery "magic": want`},
+		{[]string{"bench", "gateway", "--rates", "fast"}, "--rates"},
+		{[]string{"bench", "gateway", "--connections", "0"}, "--connections 0: want at least 1"},
+		{[]string{"bench", "gateway", "--format", "xml"}, `--format "xml": want json or table`},
+		{[]string{"console", "--session-ttl", "0s"}, "--session-ttl 0s: want more than 0 and at most 168h"},
+		{[]string{"console", "--whatif-horizon", "9000h"}, "--whatif-horizon 9000h0m0s: want more than 0 and at most 8760h"},
+		{[]string{"console", "--tls-cert-file", "c.pem"}, "--tls-cert-file and --tls-private-key-file go together"},
+		{[]string{"controller", "--webhook-port", "70000"}, "--webhook-port 70000: not a port"},
+		{[]string{"demo-model", "--fail-percent", "101"}, "--fail-percent 101: not a percentage"},
+		{[]string{"demo-model", "--delay", "-1s"}, "--delay -1s: negative"},
+		{[]string{"gateway", "--trusted-proxies", "nowhere"}, `--trusted-proxies: "nowhere" is not a CIDR`},
+		{[]string{"scheduler", "--config", configMap}, "a ConfigMap (as helm template prints the chart's)"},
+		{[]string{"scheduler", "--config", noKind}, "no kind: want a KubeSchedulerConfiguration"},
+		{[]string{"scheduler", "--config", badYAML}, "--config: " + badYAML + ":"},
+		{[]string{"sim", "run", "--format", "xml", "x.yaml"}, `--format "xml": want table or json`},
+		{[]string{"sim", "run", "--engine", "warp", "x.yaml"}, `--engine "warp": want fast or apiserver`},
+		{[]string{"sim", "run", "--parallel", "1000", "x.yaml"}, "--parallel 1000: want 1 to"},
+		{[]string{"sim", "run", "--compare", "aisched", "x.yaml"}, `--compare "aisched": want two policies, base,candidate`},
+		{[]string{"whatif", "-f", badJob, "--format", "xml"}, `--format "xml": want text or json`},
+		{[]string{"whatif", "-f", badJob, "--horizon", "0s"}, "--horizon 0s: want more than 0 and at most 8760h"},
+		{[]string{"whatif", "-f", badJob}, badJob + `:6: unknown field "spec.nodeSelectr"`},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			cmd := NewCommand()
+			cmd.SetArgs(tc.args)
+			cmd.SetOut(&strings.Builder{})
+			cmd.SetErr(&strings.Builder{})
+			err := cmd.Execute()
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
