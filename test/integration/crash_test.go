@@ -47,19 +47,34 @@ func TestGangSchedulerCrash(t *testing.T) {
 		createPods(t, c, pods...)
 	}
 	// killMidway kills the scheduler as soon as a member of the group is
-	// bound, and returns how many were bound then.
+	// bound (seen through a watch, which tells sooner than listing), and
+	// returns how many were bound once the bindings in flight at the kill
+	// have settled.
 	killMidway := func(s *command, ns, name string) int {
 		t.Helper()
-		deadline := time.Now().Add(time.Minute)
-		for time.Now().Before(deadline) {
-			if n := boundMembers(t, c, ns, name); n > 0 {
-				if err := s.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-					t.Fatal(err)
-				}
-				_ = s.wait(ctx)
-				return boundMembers(t, c, ns, name)
+		wctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		w, err := c.Client.CoreV1().Pods(ns).Watch(wctx, metav1.ListOptions{LabelSelector: podgroup.NameLabel + "=" + name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+		for ev := range w.ResultChan() {
+			if p, ok := ev.Object.(*corev1.Pod); !ok || p.Spec.NodeName == "" {
+				continue
 			}
-			time.Sleep(5 * time.Millisecond)
+			if err := s.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			_ = s.wait(ctx)
+			// A binding the apiserver received before the kill may still
+			// be written: count when the number holds for a second.
+			last := -1
+			for n := boundMembers(t, c, ns, name); n != last; n = boundMembers(t, c, ns, name) {
+				last = n
+				time.Sleep(time.Second)
+			}
+			return last
 		}
 		t.Fatalf("no member of %s bound within a minute", name)
 		return 0
