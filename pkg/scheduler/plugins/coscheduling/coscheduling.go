@@ -204,7 +204,7 @@ func (pl *Coscheduling) PreFilter(_ context.Context, state fwk.CycleState, pod *
 		// of this attempt, and a member that finds no node now releases
 		// the others (PostFilter). Checking once per attempt keeps the
 		// cost per group, not per member.
-		return pl.preFilterDomain(state, ref.Key())
+		return pl.preFilterDomain(state, pod, ref)
 	}
 	// This pod first: it is the one about to be placed.
 	pending = append([]*corev1.Pod{pod}, pending...)
@@ -212,7 +212,7 @@ func (pl *Coscheduling) PreFilter(_ context.Context, state fwk.CycleState, pod *
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable,
 			fmt.Sprintf("pod group %s needs %d more pods placed at once, the free resources of the nodes hold %d of them", ref.Key(), need, fit))
 	}
-	return pl.preFilterDomain(state, ref.Key())
+	return pl.preFilterDomain(state, pod, ref)
 }
 
 // batchSign is what Coscheduling's Filter reads of a pod that is not a

@@ -60,9 +60,19 @@ func (pl *Coscheduling) domainNodes(key string, placed *jobqueue.Placed) (sets.S
 // preFilterDomain keeps a member of a group the job queue placed in a
 // topology domain inside it: the nodes it may use as the PreFilterResult,
 // and noted for Filter (a nominated node is filtered without the result).
-func (pl *Coscheduling) preFilterDomain(state fwk.CycleState, key string) (*fwk.PreFilterResult, *fwk.Status) {
+// A member of a group that asks for a domain the current plan has not
+// placed (its admission was revoked after a failed attempt, and the next
+// pass has not admitted it again) waits: placed anywhere, it would join
+// the members placed in the next domain and split the group. The queue
+// activates the pending members when it admits the group again.
+func (pl *Coscheduling) preFilterDomain(state fwk.CycleState, pod *corev1.Pod, ref podgroup.Ref) (*fwk.PreFilterResult, *fwk.Status) {
+	key := ref.Key()
 	placed := pl.queue.Placed(key)
 	if placed == nil {
+		if asksDomain(pod, ref) {
+			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable,
+				fmt.Sprintf("pod group %s asks for a topology domain, and the job queue has placed it in none yet", key))
+		}
 		return nil, nil
 	}
 	nodes, ok := pl.domainNodes(key, placed)
@@ -72,6 +82,17 @@ func (pl *Coscheduling) preFilterDomain(state fwk.CycleState, key string) (*fwk.
 	}
 	state.Write(domainKey, &domainState{nodes: nodes, words: placed.Words, key: key})
 	return &fwk.PreFilterResult{NodeNames: nodes}, nil
+}
+
+// asksDomain reports whether the group of pod asks for a topology domain,
+// on its PodGroup or on the pod (as the job queue reads it: constraintOf).
+// A form the queue cannot read counts as asking: the queue refuses it.
+func asksDomain(pod *corev1.Pod, ref podgroup.Ref) bool {
+	if _, ok, err := topology.OfPodGroup(ref.Annotations, ref.Volcano); ok || err != nil {
+		return true
+	}
+	_, ok, err := topology.OfPod(pod)
+	return ok || err != nil
 }
 
 // filterDomain refuses a node outside the member's domain.
