@@ -59,6 +59,9 @@ var watchers = []watcher{
 	{"gpuinventories", func(ctx context.Context, c *clients) (watch.Interface, error) {
 		return fromNow(ctx, c.aisched.AischedV1alpha1().GPUInventories())
 	}},
+	{"aischedtopologies", func(ctx context.Context, c *clients) (watch.Interface, error) {
+		return fromNow(ctx, c.aisched.AischedV1alpha1().AischedTopologies())
+	}},
 	{"podgroups", func(ctx context.Context, c *clients) (watch.Interface, error) {
 		return fromNow(ctx, c.aisched.SchedulingV1alpha1().PodGroups(""))
 	}},

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"slices"
@@ -9,222 +10,237 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 
 	aischedv1alpha1 "github.com/aisched/aisched/apis/aisched/v1alpha1"
-	"github.com/aisched/aisched/pkg/gpu"
-	"github.com/aisched/aisched/pkg/gpuledger"
+	"github.com/aisched/aisched/pkg/topology"
 )
 
-// GPUMap is every GPU node with its cards and who holds them.
+// The GPU map comes in three calls, so that a cluster of thousands of
+// cards answers in a few kilobytes and nothing is drawn per card until
+// asked:
+//
+//	GET /api/gpus              the cards counted by domain (GPUMap)
+//	GET /api/gpus/nodes        the nodes of a domain, a line each
+//	GET /api/gpus/nodes/{name} one node's cards and holders
+//
+// Each takes the filter (node, model, holder: filterOf) and the first two
+// the topology to group by (topology: an aischedtopology's name; the
+// first by name when left out).
+
+// GPUMap is the GPU map's first answer: the cards counted by domain of a
+// topology or, without one, by node; no card is listed.
 type GPUMap struct {
-	Nodes []GPUNode `json:"nodes"`
-	// Fragmentation sums the free compute of the cluster's cards.
-	Fragmentation Fragmentation `json:"fragmentation"`
-	// DriftCount is the nodes' drift summed: holdings the node agents found
-	// that differ from the scheduler's.
-	DriftCount int32 `json:"driftCount"`
+	Summary GPUSummary `json:"summary"`
+	Filter  GPUFilter  `json:"filter"`
+	// Topologies are the aischedtopologies, by name; Topology is the one
+	// the domains are of ("" for none) and Levels its levels.
+	Topologies []string   `json:"topologies"`
+	Topology   string     `json:"topology,omitempty"`
+	Levels     []MapLevel `json:"levels,omitempty"`
+	Domains    []Domain   `json:"domains,omitempty"`
+	// Nodes are the nodes a line each, when no topology groups them.
+	Nodes []NodeRow `json:"nodes,omitempty"`
+	// Note says why no topology groups the map when the topologies could
+	// not be read (the user may not list them).
+	Note string `json:"note,omitempty"`
 }
 
-// GPUNode is one node's cards.
-type GPUNode struct {
-	Name  string `json:"name"`
-	Ready bool   `json:"ready"`
-	// Source is where the cards come from: GPUInventory (the node agent)
-	// or labels (GPU Feature Discovery).
-	Source string    `json:"source"`
-	Cards  []GPUCard `json:"cards"`
-	// FreeCards counts the cards no pod holds.
-	FreeCards int `json:"freeCards"`
-	// Unlocated lists the GPU pods of the node whose cards are not known
-	// (another scheduler's, not yet located by the node agent), with the
-	// number of cards each holds.
-	Unlocated []string `json:"unlocated,omitempty"`
-	// Drift is what the node agent last found different from the
-	// scheduler's assignment; CheckTime when it looked.
-	Drift     []aischedv1alpha1.GPUDrift `json:"drift,omitempty"`
-	CheckTime *metav1.Time               `json:"checkTime,omitempty"`
+// GPUNodes is the nodes of a domain, a line each.
+type GPUNodes struct {
+	Nodes []NodeRow `json:"nodes"`
 }
 
-// GPUCard is one card and its holders.
-type GPUCard struct {
-	Index     int    `json:"index"`
-	UUID      string `json:"uuid,omitempty"`
-	Model     string `json:"model"`
-	MemoryMiB int64  `json:"memoryMiB"`
-	Healthy   bool   `json:"healthy"`
-	// Whole is the pod (namespace/name) holding the card whole.
-	Whole string `json:"whole,omitempty"`
-	// Shares are the pods sharing the card.
-	Shares []CardShare `json:"shares,omitempty"`
-	// FreeMilli is the card's compute left, in thousandths; FreeMemMiB its
-	// memory left.
-	FreeMilli  int64 `json:"freeMilli"`
-	FreeMemMiB int64 `json:"freeMemMiB"`
+// BuildGPUMap counts the nodes' cards (LayOutGPUs, then a filter's
+// Select) by the domains of t, or by node where t is nil.
+func BuildGPUMap(nodes []GPUNode, t *topology.Topology) GPUMap {
+	m := GPUMap{Summary: summarize(nodes), Topologies: []string{}}
+	if t == nil {
+		m.Nodes = rowsOf(nodes)
+		return m
+	}
+	m.Topology, m.Levels, m.Domains = t.Name, levelsOf(t), GroupGPUs(t, nodes)
+	return m
 }
 
-// CardShare is a pod's share of a card.
-type CardShare struct {
-	Pod    string `json:"pod"`
-	Milli  int64  `json:"milli"`
-	MemMiB int64  `json:"memMiB"`
-}
-
-// Fragmentation is how much of the free GPU compute a whole-card pod
-// cannot use: the part left on cards that shares hold in part.
-type Fragmentation struct {
-	FreeCards int `json:"freeCards"`
-	// FreeMilli is all free compute, in thousandths of a card;
-	// StrandedMilli the part on cards held in part.
-	FreeMilli     int64 `json:"freeMilli"`
-	StrandedMilli int64 `json:"strandedMilli"`
-	// Percent is StrandedMilli of FreeMilli, 0 to 100.
-	Percent float64 `json:"percent"`
+func rowsOf(nodes []GPUNode) []NodeRow {
+	out := make([]NodeRow, 0, len(nodes))
+	for i := range nodes {
+		out = append(out, nodes[i].NodeRow)
+	}
+	return out
 }
 
 func (s *Server) gpuMap(w http.ResponseWriter, r *http.Request, c *clients, _ identity) {
+	in, code, err := readGPUs(r, c)
+	if err != nil {
+		writeError(w, code, err)
+		return
+	}
+	m := BuildGPUMap(in.filter.Select(in.nodes), in.topology)
+	m.Filter, m.Note = in.filter, in.note
+	for _, t := range in.topologies {
+		m.Topologies = append(m.Topologies, t.Name)
+	}
+	writeJSON(w, http.StatusOK, m)
+}
+
+func (s *Server) gpuDomainNodes(w http.ResponseWriter, r *http.Request, c *clients, _ identity) {
+	id := r.URL.Query().Get("domain")
+	if len(id) > maxDomainLen {
+		writeJSON(w, http.StatusBadRequest, apiError{Error: fmt.Sprintf("domain: %d characters, at most %d", len(id), maxDomainLen)})
+		return
+	}
+	in, code, err := readGPUs(r, c)
+	if err != nil {
+		writeError(w, code, err)
+		return
+	}
+	nodes := in.filter.Select(in.nodes)
+	if id != "" {
+		if in.topology == nil {
+			writeJSON(w, http.StatusBadRequest, apiError{Error: "domain: no topology to find it in"})
+			return
+		}
+		if nodes = NodesIn(in.topology, nodes, id); len(nodes) == 0 {
+			writeJSON(w, http.StatusNotFound, apiError{Error: fmt.Sprintf("domain %q: no GPU node of topology %s is there%s", id, in.topology.Name, in.filter.words())})
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, GPUNodes{Nodes: rowsOf(nodes)})
+}
+
+func (s *Server) gpuNode(w http.ResponseWriter, r *http.Request, c *clients, _ identity) {
 	ctx := r.Context()
-	nodes, err := c.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	name := r.PathValue("name")
+	filter, err := filterOf(r.URL.Query())
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, apiError{Error: err.Error()})
+		return
+	}
+	node, err := c.kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		writeError(w, http.StatusBadGateway, err)
 		return
+	}
+	var invs []aischedv1alpha1.GPUInventory
+	switch inv, err := c.aisched.AischedV1alpha1().GPUInventories().Get(ctx, name, metav1.GetOptions{}); {
+	case err == nil:
+		invs = append(invs, *inv)
+	case !apierrors.IsNotFound(err):
+		writeError(w, http.StatusBadGateway, err)
+		return
+	}
+	pods, err := c.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", name).String()})
+	if err != nil {
+		writeError(w, http.StatusBadGateway, err)
+		return
+	}
+	nodes := LayOutGPUs([]corev1.Node{*node}, invs, pods.Items)
+	if len(nodes) == 0 {
+		writeJSON(w, http.StatusNotFound, apiError{Error: fmt.Sprintf("node %s has no GPU cards", name)})
+		return
+	}
+	filter.Node = "" // the node is named
+	if nodes = filter.Select(nodes); len(nodes) == 0 {
+		writeJSON(w, http.StatusNotFound, apiError{Error: fmt.Sprintf("node %s: no card%s", name, filter.words())})
+		return
+	}
+	writeJSON(w, http.StatusOK, nodes[0])
+}
+
+// maxDomainLen bounds a domain's ID: 8 levels of label values of at most
+// 63 characters and their separators.
+const maxDomainLen = topology.MaxLevels * 64
+
+// gpuInputs are what the first two calls of the GPU map read.
+type gpuInputs struct {
+	nodes      []GPUNode
+	filter     GPUFilter
+	topologies []*topology.Topology
+	// topology is the one asked for, else the first; nil for none.
+	topology *topology.Topology
+	note     string
+}
+
+// readGPUs reads the request's filter and topology and lays out the
+// cluster's cards as the user may list them; an error comes with the
+// status code to answer.
+func readGPUs(r *http.Request, c *clients) (gpuInputs, int, error) {
+	ctx := r.Context()
+	var in gpuInputs
+	q := r.URL.Query()
+	var err error
+	if in.filter, err = filterOf(q); err != nil {
+		return in, http.StatusBadRequest, err
+	}
+	if in.topologies, in.note, err = listTopologies(ctx, c); err != nil {
+		return in, http.StatusBadGateway, err
+	}
+	if in.topology, err = pickTopology(in.topologies, q.Get("topology")); err != nil {
+		return in, http.StatusBadRequest, err
+	}
+	nodes, err := c.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return in, http.StatusBadGateway, err
 	}
 	pods, err := c.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName!="})
 	if err != nil {
-		writeError(w, http.StatusBadGateway, err)
-		return
+		return in, http.StatusBadGateway, err
 	}
 	invs, err := c.aisched.AischedV1alpha1().GPUInventories().List(ctx, metav1.ListOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
-		writeError(w, http.StatusBadGateway, err)
-		return
+		return in, http.StatusBadGateway, err
 	}
 	var inventories []aischedv1alpha1.GPUInventory
 	if invs != nil {
 		inventories = invs.Items
 	}
-	writeJSON(w, http.StatusOK, BuildGPUMap(nodes.Items, inventories, pods.Items))
+	in.nodes = LayOutGPUs(nodes.Items, inventories, pods.Items)
+	return in, http.StatusOK, nil
 }
 
-// BuildGPUMap lays out the cards of nodes from the GPU ledger
-// (gpuledger), fed with the objects given: the cards of each node's
-// GPUInventory (or GPU Feature Discovery labels) and the holdings of its
-// running pods. Nodes without cards are left out.
-func BuildGPUMap(nodes []corev1.Node, inventories []aischedv1alpha1.GPUInventory, pods []corev1.Pod) GPUMap {
-	ledger := gpuledger.NewStandalone(gpuledger.Options{})
-	invByNode := map[string]*aischedv1alpha1.GPUInventory{}
-	for i := range inventories {
-		ledger.ObserveInventory(&inventories[i])
-		invByNode[inventories[i].Name] = &inventories[i]
+// listTopologies lists the aischedtopologies, in name order, translated
+// into the model. A user who may not list them gets the map by node and a
+// note that says why; a cluster without their CRD has none.
+func listTopologies(ctx context.Context, c *clients) ([]*topology.Topology, string, error) {
+	list, err := c.aisched.AischedV1alpha1().AischedTopologies().List(ctx, metav1.ListOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, "", nil
+	case apierrors.IsForbidden(err):
+		return nil, "Grouped by node: the topologies cannot be read (" + err.Error() + ").", nil
+	case err != nil:
+		return nil, "", err
 	}
-	podsOn := map[string][]*corev1.Pod{}
-	for i := range pods {
-		p := &pods[i]
-		if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-			continue
-		}
-		ledger.ObservePod(p)
-		podsOn[p.Spec.NodeName] = append(podsOn[p.Spec.NodeName], p)
+	out := make([]*topology.Topology, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, topology.OfAPI(&list.Items[i]))
 	}
-	m := GPUMap{Nodes: []GPUNode{}}
-	for i := range nodes {
-		node := &nodes[i]
-		ledger.ObserveNode(node)
-		set := ledger.Cards(node)
-		if set == nil || len(set.Cards) == 0 {
-			continue
-		}
-		n := GPUNode{Name: node.Name, Ready: nodeReady(node), Source: "labels"}
-		if inv := invByNode[node.Name]; inv != nil {
-			n.Source = "GPUInventory"
-			n.Drift, n.CheckTime = inv.Status.Drift, inv.Status.CheckTime
-			m.DriftCount += inv.Status.DriftCount
-		}
-		onNode := podsOn[node.Name]
-		usage := ledger.UsageOf(node.Name, onNode)
-		holders := holdersOf(onNode)
-		for _, card := range set.Cards {
-			gc := GPUCard{
-				Index: card.Index, UUID: card.UUID, Model: card.Model, MemoryMiB: card.MemoryMiB, Healthy: card.Healthy,
-				FreeMilli: usage.FreeOn(&card), FreeMemMiB: max(card.MemoryMiB-usage.HeldMemMiB(card.Index), 0),
-			}
-			h := holders[card.Index]
-			if usage.Whole(card.Index) {
-				gc.Whole, gc.FreeMilli, gc.FreeMemMiB = h.whole, 0, 0
-			} else {
-				gc.Shares = h.shares
-			}
-			if !usage.Used(card.Index) && card.Healthy {
-				n.FreeCards++
-			}
-			if card.Healthy {
-				m.Fragmentation.FreeMilli += gc.FreeMilli
-				if usage.Used(card.Index) {
-					m.Fragmentation.StrandedMilli += gc.FreeMilli
-				}
-			}
-			n.Cards = append(n.Cards, gc)
-		}
-		n.Unlocated = unlocated(onNode)
-		// Cards of unlocated pods are held, though nobody knows which.
-		n.FreeCards = max(n.FreeCards-int(usage.Unknown), 0)
-		m.Fragmentation.FreeCards += n.FreeCards
-		m.Nodes = append(m.Nodes, n)
-	}
-	if f := &m.Fragmentation; f.FreeMilli > 0 {
-		f.Percent = float64(f.StrandedMilli) * 100 / float64(f.FreeMilli)
-	}
-	slices.SortFunc(m.Nodes, func(a, b GPUNode) int { return strings.Compare(a.Name, b.Name) })
-	return m
+	// The apiserver lists cluster-scoped objects by name; the model's
+	// order must not hang on that.
+	slices.SortFunc(out, func(a, b *topology.Topology) int { return strings.Compare(a.Name, b.Name) })
+	return out, "", nil
 }
 
-type cardHolders struct {
-	whole  string
-	shares []CardShare
-}
-
-// holdersOf names who holds each card of a node, by card index, from the
-// records the ledger reads (gpuledger.HoldingOf).
-func holdersOf(pods []*corev1.Pod) map[int]cardHolders {
-	out := map[int]cardHolders{}
-	for _, p := range pods {
-		cards, share, ok := gpuledger.HoldingOf(p)
-		if !ok {
-			continue
+// pickTopology returns the topology named, the first when name is empty
+// (nil when there is none).
+func pickTopology(ts []*topology.Topology, name string) (*topology.Topology, error) {
+	if name == "" {
+		if len(ts) == 0 {
+			return nil, nil
 		}
-		name := p.Namespace + "/" + p.Name
-		for _, i := range cards {
-			h := out[i]
-			if share.IsZero() {
-				h.whole = name
-			} else {
-				h.shares = append(h.shares, CardShare{Pod: name, Milli: share.Milli, MemMiB: share.MemMiB})
-			}
-			out[i] = h
-		}
+		return ts[0], nil
 	}
-	return out
-}
-
-// unlocated lists the pods that ask for cards and hold none the ledger
-// knows of.
-func unlocated(pods []*corev1.Pod) []string {
-	var out []string
-	for _, p := range pods {
-		if _, _, ok := gpuledger.HoldingOf(p); ok {
-			continue
+	names := make([]string, 0, len(ts))
+	for _, t := range ts {
+		if t.Name == name {
+			return t, nil
 		}
-		if n := gpu.RequestedCards(p); n > 0 {
-			out = append(out, fmt.Sprintf("%s/%s (%d)", p.Namespace, p.Name, n))
-		}
+		names = append(names, t.Name)
 	}
-	return out
-}
-
-func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
+	if len(names) == 0 {
+		return nil, fmt.Errorf("topology %q: there is no aischedtopology", name)
 	}
-	return false
+	return nil, fmt.Errorf("topology %q: no such aischedtopology (there are %s)", name, strings.Join(names, ", "))
 }

@@ -119,6 +119,8 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("POST /api/logout", s.logout)
 	s.mux.Handle("GET /api/whoami", s.user(s.whoami))
 	s.mux.Handle("GET /api/gpus", s.user(s.gpuMap))
+	s.mux.Handle("GET /api/gpus/nodes", s.user(s.gpuDomainNodes))
+	s.mux.Handle("GET /api/gpus/nodes/{name}", s.user(s.gpuNode))
 	s.mux.Handle("GET /api/queue", s.user(s.waitingWork))
 	s.mux.Handle("GET /api/events", s.user(s.events))
 	s.mux.Handle("GET /api/platform/{kind}", s.user(s.listPlatform))

@@ -2,6 +2,7 @@ package console
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
 
+	aischedv1alpha1 "github.com/aisched/aisched/apis/aisched/v1alpha1"
 	"github.com/aisched/aisched/apis/platform/v1alpha1"
 	aischedfake "github.com/aisched/aisched/pkg/generated/clientset/versioned/fake"
 )
@@ -40,15 +42,26 @@ func newTestServer(t *testing.T, objects ...runtime.Object) *testServer {
 		t.Fatal(err)
 	}
 	var kubeObjs, aiObjs []runtime.Object
+	var topologies []*aischedv1alpha1.Topology
 	for _, o := range objects {
-		switch o.(type) {
-		case *v1alpha1.AIService, *v1alpha1.Operator, *v1alpha1.OperatorInstance:
+		switch o := o.(type) {
+		case *v1alpha1.AIService, *v1alpha1.Operator, *v1alpha1.OperatorInstance, *aischedv1alpha1.GPUInventory:
 			aiObjs = append(aiObjs, o)
+		case *aischedv1alpha1.Topology:
+			// The fake's tracker would file it under the resource its kind
+			// guesses (topologies); the client's create files it where the
+			// client lists (aischedtopologies).
+			topologies = append(topologies, o)
 		default:
 			kubeObjs = append(kubeObjs, o)
 		}
 	}
 	ts := &testServer{Server: s, kube: kubefake.NewClientset(kubeObjs...), aisched: aischedfake.NewSimpleClientset(aiObjs...)}
+	for _, topo := range topologies {
+		if _, err := ts.aisched.AischedV1alpha1().AischedTopologies().Create(context.Background(), topo, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	s.newClients = func(token string) (*clients, error) {
 		kube, ai := ts.kube, ts.aisched
 		if token == "nobody-token" {

@@ -191,9 +191,16 @@ func TestConsole(t *testing.T) {
 	}
 
 	t.Run("GPU map", func(t *testing.T) {
+		// Grouped by the pools' instance types (a topology of one level):
+		// a domain opens into its nodes, a node into its cards.
+		createTopology(t, c, "pools", instanceTypeLabel)
 		// The page is open before the pod exists: what it shows next comes
 		// through the console's event stream, without a reload.
-		run(t, page, "open the GPU map", 10*time.Second, chromedp.Navigate(c.ConsoleURL()+"#/gpus"), visible(".node"))
+		run(t, page, "open the GPU map", 10*time.Second, chromedp.Navigate(c.ConsoleURL()+"#/gpus"),
+			visible(`[data-domain="a100-8x"]`), textContains("#page", "aischedtopology pools"))
+		if cards := document(t, page, `document.querySelectorAll("[data-card]").length`); cards != "0" {
+			t.Errorf("%s cards drawn before any is asked for", cards)
+		}
 		pod := utiltesting.MakePod("holder", ns).SchedulerName(scheduler.AischedProfile).Req(corev1.ResourceCPU, "1").GPU(2).Obj()
 		if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -208,11 +215,35 @@ func TestConsole(t *testing.T) {
 		if !ok || len(cards) != 2 {
 			t.Fatalf("assigned %q", bound.Annotations[gpu.AssignedAnnotation])
 		}
+		node, err := c.Client.CoreV1().Nodes().Get(ctx, bound.Spec.NodeName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		domain := fmt.Sprintf(`[data-domain=%q]`, node.Labels[instanceTypeLabel])
+		nodeRow := fmt.Sprintf(`[data-node=%q]`, node.Name)
+		run(t, page, "the domain counts the two cards held", 30*time.Second,
+			textContains(domain+" > summary", "2 whole"), textContains("#whole-cards", "2"))
+		run(t, page, "open the domain, then the node", 30*time.Second,
+			click(domain+" > summary"), visible(nodeRow), click(nodeRow+" > summary"))
 		for _, i := range cards {
 			sel := fmt.Sprintf(`[data-card="%s/%d"]`, bound.Spec.NodeName, i)
 			run(t, page, "card "+sel+" shows its holder", 30*time.Second, textContains(sel, ns+"/holder", "held whole"))
 		}
+		if summary := document(t, page, `document.querySelector("#gpu-summary").textContent + "|" + document.querySelector("#page").textContent`); strings.Contains(summary, "null") || strings.Contains(summary, "undefined") {
+			t.Errorf("the page shows a stray null or undefined: %.600s", summary)
+		}
 		screenshot(t, page, "gpus")
+
+		// The holder filter, applied by the server: one domain, one node,
+		// the two cards; what was open stays open.
+		run(t, page, "filter by holder", 30*time.Second,
+			setValue("#gpu-holder", ns+"/holder"), click("#gpu-apply"),
+			textContains("#free-cards", "0"), textContains("#whole-cards", "2"),
+			visible(fmt.Sprintf(`[data-card="%s/%d"]`, bound.Spec.NodeName, cards[0])))
+		if n := document(t, page, `document.querySelectorAll("#gpu-map details.domain").length + "/" + document.querySelectorAll("[data-card]").length`); n != "1/2" {
+			t.Errorf("filtered by holder: %s domains/cards shown, want 1/2", n)
+		}
+		run(t, page, "clear the filter", 30*time.Second, click("#gpu-clear"), visible(`[data-domain="t4-4x"]`))
 	})
 
 	t.Run("a gang that cannot fit", func(t *testing.T) {
@@ -379,6 +410,23 @@ spec:
 			t.Error("the refused operator exists")
 		}
 	})
+}
+
+// instanceTypeLabel is the label aisched up's built-in cluster gives each
+// pool's nodes: a100-8x, t4-4x, cpu-32c-128g.
+const instanceTypeLabel = "node.kubernetes.io/instance-type"
+
+// document evaluates a JavaScript expression in the page and returns its
+// value as text.
+func document(t *testing.T, ctx context.Context, expr string) string {
+	t.Helper()
+	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err := chromedp.Run(tctx, chromedp.Evaluate[string]("String("+expr+")"))
+	if err != nil {
+		t.Fatalf("evaluating %s: %v", expr, err)
+	}
+	return out
 }
 
 // firstWords is the first n words of s, for matching a message that the

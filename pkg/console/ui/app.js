@@ -3,7 +3,8 @@
 // cluster is put into the page as text (textContent), never as markup.
 "use strict";
 
-const state = { csrf: "", user: "", simulations: false, testRequests: false, page: "", events: null, platform: {}, namespace: "" };
+const state = { csrf: "", user: "", simulations: false, testRequests: false, page: "", events: null, platform: {}, namespace: "",
+  gpus: { seq: 0, topology: "", filter: { node: "", model: "", holder: "" }, open: new Set(), nodes: new Set() } };
 
 // el builds an element: el("td", {class: "x"}, "text", childNode, ...).
 function el(tag, attrs, ...children) {
@@ -94,7 +95,7 @@ async function signIn(token) {
 // ---- live updates ----
 
 const pageKinds = {
-  gpus: ["pods", "gpuinventories"],
+  gpus: ["pods", "gpuinventories", "aischedtopologies"],
   queue: ["pods", "podgroups"],
   platform: ["operators", "instances", "services"],
 };
@@ -106,8 +107,10 @@ function openEvents() {
     let kinds = [];
     try { kinds = JSON.parse(ev.data).kinds || []; } catch (e) { return; }
     const wanted = pageKinds[state.page] || [];
-    // A page with an open form is not redrawn under the user's hands.
-    if (kinds.some((k) => wanted.includes(k)) && !document.querySelector("#page form.edit")) route();
+    // A page with an open form, or a filter being typed, is not redrawn
+    // under the user's hands.
+    const typing = document.activeElement && document.activeElement.closest("#page form.filters");
+    if (kinds.some((k) => wanted.includes(k)) && !document.querySelector("#page form.edit") && !typing) route();
   });
   state.events = es;
 }
@@ -144,58 +147,162 @@ function nsFilter(render) {
 function nsQuery() { return state.namespace ? "?namespace=" + encodeURIComponent(state.namespace) : ""; }
 
 // ---- GPU map ----
+// The map comes counted by domain (or by node without a topology); a
+// domain opens into its nodes and a node into its cards, each fetched
+// when opened. What is open and the filter survive redraws.
 
 function pct(x) { return (Math.round(x * 10) / 10) + "%"; }
 function gib(mib) { return (Math.round(mib / 102.4) / 10) + " GiB"; }
 
-async function renderGPUs() {
-  const r = await api("GET", "/api/gpus");
-  const page = $("page");
-  if (!r.ok) {
-    page.replaceChildren(el("h1", {}, "GPU map"), el("p", { class: "refusal" }, refusal(r)));
-    return;
-  }
-  if (state.page !== "gpus") return;
-  const m = r.data;
-  let cards = 0;
-  for (const n of m.nodes) cards += n.cards.length;
-  const f = m.fragmentation;
-  page.replaceChildren(
-    el("h1", {}, "GPU map"),
-    el("div", { class: "summary" },
-      el("div", {}, el("b", {}, m.nodes.length), "GPU nodes"),
-      el("div", {}, el("b", {}, cards), "cards"),
-      el("div", {}, el("b", { id: "free-cards" }, f.freeCards), "cards free"),
-      el("div", { title: "free compute left on cards that shares hold in part, which a whole-card pod cannot use" },
-        el("b", { id: "fragmentation" }, pct(f.percent)), "of free compute stranded on shared cards"),
-      el("div", {}, el("b", {}, m.driftCount), "drift findings")),
-    ...(m.nodes.length === 0 ? [el("p", { class: "muted" }, "No node has GPUs.")] : m.nodes.map(renderNode)));
+// gpuQuery is the query of the map's calls: the topology chosen, the
+// filter, and extra parameters.
+function gpuQuery(extra) {
+  const g = state.gpus, q = new URLSearchParams(extra || {});
+  if (g.topology) q.set("topology", g.topology);
+  for (const k of ["node", "model", "holder"]) if (g.filter[k]) q.set(k, g.filter[k]);
+  const s = q.toString();
+  return s ? "?" + s : "";
 }
 
-function renderNode(n) {
-  return el("section", { class: "node", "data-node": n.name },
-    el("h2", {}, n.name, el("span", { class: "meta" },
-      (n.ready ? "Ready" : "NotReady") + " · " + n.cards.length + " cards, " + n.freeCards + " free · from " + n.source)),
-    el("div", { class: "cards" }, ...n.cards.map((c) => renderCard(n, c))),
-    n.unlocated && n.unlocated.length ? el("p", { class: "muted" }, "Holding cards not located yet: " + n.unlocated.join(", ")) : null,
-    n.drift && n.drift.length ? el("p", { class: "drift" }, "Drift (node agent): ",
-      n.drift.map((d) => d.pod + " assigned [" + (d.assigned || []).join(",") + "] holds [" + (d.held || []).join(",") + "]").join("; ")) : null);
+async function renderGPUs() {
+  const seq = ++state.gpus.seq;
+  const r = await api("GET", "/api/gpus" + gpuQuery());
+  if (state.page !== "gpus" || seq !== state.gpus.seq) return;
+  const page = $("page");
+  if (!r.ok) {
+    page.replaceChildren(el("h1", {}, "GPU map"), gpuControls(null), el("p", { class: "refusal" }, refusal(r)));
+    return;
+  }
+  const m = r.data, s = m.summary, c = s.counts;
+  const rows = m.topology ? (m.domains || []).map(domainRow) : (m.nodes || []).map(nodeRow);
+  const filtered = state.gpus.filter.node || state.gpus.filter.model || state.gpus.filter.holder;
+  page.replaceChildren(
+    el("h1", {}, "GPU map"),
+    gpuControls(m),
+    el("div", { class: "summary", id: "gpu-summary" },
+      el("div", {}, el("b", {}, s.nodes), "GPU nodes"),
+      el("div", {}, el("b", {}, c.total), "cards"),
+      el("div", {}, el("b", { id: "free-cards" }, c.free), "cards free"),
+      el("div", {}, el("b", { id: "whole-cards" }, c.whole), "held whole"),
+      el("div", {}, el("b", { id: "shared-cards" }, c.shared), "shared"),
+      el("div", { title: "free compute left on cards that shares hold in part, which a whole-card pod cannot use" },
+        el("b", { id: "fragmentation" }, pct(s.fragmentation.percent)), "of free compute stranded on shared cards"),
+      el("div", {}, el("b", {}, s.driftFindings), "drift findings")),
+    m.note ? el("p", { class: "muted" }, m.note) : "",
+    m.topology ? el("p", { class: "muted" }, "By " + m.levels.map((l) => l.name + " (" + l.label + ")").join(", then ") + ", from aischedtopology " + m.topology + ".") : "",
+    rows.length ? el("div", { id: "gpu-map" }, ...rows) :
+      el("p", { class: "muted" }, filtered ? "No card matches the filter." : "No node has GPUs."));
+}
+
+// gpuControls are the topology chooser and the filter, applied by the
+// server.
+function gpuControls(m) {
+  const g = state.gpus;
+  const input = (id, label, value, placeholder) => [el("label", { for: id }, label),
+    el("input", { id, value: value || "", placeholder, maxlength: 253 })];
+  const parts = [];
+  if (m && m.topologies.length) {
+    parts.push(el("label", { for: "gpu-topology" }, "Group by"),
+      el("select", { id: "gpu-topology", onchange: () => form.requestSubmit() },
+        ...m.topologies.map((t) => el("option", { value: t, selected: t === m.topology }, "topology " + t))));
+  }
+  parts.push(...input("gpu-node", "Node", g.filter.node, "name contains"),
+    ...input("gpu-model", "Model", g.filter.model, "e.g. A100"),
+    ...input("gpu-holder", "Holder", g.filter.holder, "pod, group or namespace/"),
+    el("button", { type: "submit", id: "gpu-apply", class: "secondary" }, "Show"),
+    el("button", { type: "button", id: "gpu-clear", class: "secondary", onclick: () => {
+      g.filter = { node: "", model: "", holder: "" };
+      renderGPUs();
+    } }, "Clear"));
+  const form = el("form", { class: "filters", id: "form-gpus" }, ...parts);
+  form.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const t = $("gpu-topology");
+    if (t && t.value !== (g.topology || (m && m.topology))) { g.topology = t.value; g.open.clear(); }
+    g.filter = { node: val("gpu-node"), model: val("gpu-model"), holder: val("gpu-holder") };
+    renderGPUs();
+  });
+  return form;
+}
+
+// bar draws counts as one bar: free, held whole, shared, the rest.
+function bar(c) {
+  const b = el("span", { class: "bar", "aria-hidden": "true" });
+  const other = (c.unlocated || 0) + (c.unhealthy || 0);
+  for (const [cls, n] of [["free", c.free], ["whole", c.whole], ["shared", c.shared], ["other", other]]) {
+    if (!n) continue;
+    const s = el("span", { class: cls });
+    s.style.flexGrow = String(n); // CSSOM: allowed under style-src 'self'
+    b.append(s);
+  }
+  return b;
+}
+
+function countsText(c) {
+  let t = c.free + " free · " + c.whole + " whole · " + c.shared + " shared";
+  if (c.unlocated) t += " · " + c.unlocated + " unlocated";
+  if (c.unhealthy) t += " · " + c.unhealthy + " unhealthy";
+  return t + " of " + c.total;
+}
+
+// openable is a <details> that fetches what it holds when opened, and is
+// opened again after a redraw while its key is in set.
+function openable(cls, attrs, set, key, head, load) {
+  const body = el("div", { class: "inside" });
+  const d = el("details", Object.assign({ class: cls }, attrs), el("summary", {}, ...head), body);
+  d.addEventListener("toggle", () => {
+    if (!d.open) { set.delete(key); body.replaceChildren(); return; }
+    set.add(key);
+    load(body);
+  });
+  if (set.has(key)) d.open = true; // fires toggle, which loads
+  return d;
+}
+
+function domainRow(d) {
+  const head = [el("span", { class: "name" }, d.outside ? d.name : d.level + " " + d.name), bar(d.counts),
+    el("span", { class: "counts" }, countsText(d.counts)),
+    el("span", { class: "meta" }, d.nodes + (d.nodes === 1 ? " node" : " nodes") + " · " +
+      d.models.map((m) => m.model + ": " + m.counts.free + "/" + m.counts.total + " free").join(", "))];
+  return openable("domain", { "data-domain": d.id }, state.gpus.open, d.id, head, async (body) => {
+    if (d.domains && d.domains.length) { body.replaceChildren(...d.domains.map(domainRow)); return; }
+    body.replaceChildren(el("p", { class: "muted" }, "Loading…"));
+    const r = await api("GET", "/api/gpus/nodes" + gpuQuery({ domain: d.id }));
+    if (!body.isConnected) return;
+    body.replaceChildren(...(r.ok ? r.data.nodes.map(nodeRow) : [el("p", { class: "refusal" }, refusal(r))]));
+  });
+}
+
+function nodeRow(n) {
+  const head = [el("span", { class: "name" }, n.name), bar(n.counts), el("span", { class: "counts" }, countsText(n.counts)),
+    el("span", { class: "meta" }, (n.ready ? "Ready" : "NotReady") + " · from " + n.source +
+      (n.driftFindings ? " · " + n.driftFindings + " drift findings" : ""))];
+  return openable("node", { "data-node": n.name }, state.gpus.nodes, n.name, head, async (body) => {
+    body.replaceChildren(el("p", { class: "muted" }, "Loading…"));
+    const q = gpuQuery();
+    const r = await api("GET", "/api/gpus/nodes/" + encodeURIComponent(n.name) + q);
+    if (!body.isConnected) return;
+    if (!r.ok) { body.replaceChildren(el("p", { class: "refusal" }, refusal(r))); return; }
+    const g = r.data;
+    body.replaceChildren(el("div", { class: "cards" }, ...g.cards.map((c) => renderCard(g, c))),
+      g.unlocated && g.unlocated.length ? el("p", { class: "muted" }, "Holding cards not located yet: " + g.unlocated.join(", ")) : "",
+      g.drift && g.drift.length ? el("p", { class: "drift" }, "Drift (node agent): ",
+        g.drift.map((d) => d.pod + " assigned [" + (d.assigned || []).join(",") + "] holds [" + (d.held || []).join(",") + "]").join("; ")) : "");
+  });
 }
 
 function renderCard(n, c) {
-  let cls = "card", holders = [];
-  if (!c.healthy) cls += " unhealthy";
-  else if (c.whole) { cls += " whole"; holders.push(el("li", {}, c.whole)); }
-  else if (c.shares && c.shares.length) {
-    cls += " shared";
-    for (const s of c.shares) holders.push(el("li", {}, s.pod + " · " + (s.milli / 10) + "%" + (s.memMiB ? ", " + gib(s.memMiB) : "")));
-  }
-  return el("div", { class: cls, "data-card": n.name + "/" + c.index, tabindex: "0",
+  const holders = [];
+  if (c.whole) holders.push(el("li", {}, c.whole));
+  for (const s of c.shares || []) holders.push(el("li", {}, s.pod + " · " + (s.milli / 10) + "%" + (s.memMiB ? ", " + gib(s.memMiB) : "")));
+  const what = { whole: "held whole", unhealthy: "unhealthy" }[c.state] || ("free " + (c.freeMilli / 10) + "%, " + gib(c.freeMemMiB));
+  return el("div", { class: "card " + c.state, "data-card": n.name + "/" + c.index, tabindex: "0",
     "aria-label": "card " + c.index + " of " + n.name },
     el("div", {}, el("span", { class: "idx" }, "#" + c.index), " " + c.model),
     el("div", { class: "muted" }, gib(c.memoryMiB) + (c.uuid ? " · " + c.uuid.slice(0, 12) : "")),
-    el("div", {}, c.healthy ? (c.whole ? "held whole" : "free " + (c.freeMilli / 10) + "%, " + gib(c.freeMemMiB)) : "unhealthy"),
-    holders.length ? el("ul", {}, ...holders) : null);
+    el("div", {}, what),
+    holders.length ? el("ul", {}, ...holders) : "",
+    c.groups && c.groups.length ? el("div", { class: "muted" }, "group " + c.groups.join(", ")) : "");
 }
 
 // ---- waiting work ----
