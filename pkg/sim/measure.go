@@ -28,6 +28,8 @@ const itemLabel = "sim.aisched.io/item"
 type record struct {
 	scenario *scenario.Scenario
 	pods     *simcluster.PodObserver
+	// slowdown ran the gangs spread over domains longer; nil for none.
+	slowdown *slowdown
 	// rejected counts the pods the apiserver refused for good.
 	rejected int
 	// evicted is called with each pod deleted after an eviction (the
@@ -175,8 +177,12 @@ func (r *record) measure(ctx context.Context, c simcluster.Cluster, firstArrival
 	if slices.Contains(s.Metrics, "makespan_seconds") {
 		res.MakespanSeconds = ptr.To(makespan.Seconds())
 	}
+	busy, work := gpuBusyPct(podList.Items, simNodes, makespan, c.Now(), r.slowdown.byPod(podList.Items))
 	if slices.Contains(s.Metrics, "gpu_busy_pct") {
-		res.GPUBusyPct = gpuBusyPct(podList.Items, simNodes, makespan, c.Now())
+		res.GPUBusyPct = busy
+	}
+	if slices.Contains(s.Metrics, "gpu_work_pct") {
+		res.GPUWorkPct = work
 	}
 	measureTopology(s, podList.Items, nodes.Items, &res)
 	r.mu.Lock()
@@ -341,30 +347,40 @@ func quantity(l corev1.ResourceList, r corev1.ResourceName, milli bool) int64 {
 }
 
 // gpuBusyPct is 100 x the GPU-seconds the bound pods ran (their cards
-// times their run: a pod's duration once it ended, else since it started)
-// over the cluster's cards times the makespan; nil without cards or time.
-func gpuBusyPct(pods []corev1.Pod, nodes []metrics.Node, makespan time.Duration, now time.Time) *float64 {
+// times their run: a pod's duration, times its slowdown, once it ended,
+// else since it started) over the cluster's cards times the makespan; and
+// the same of the work they did: a run the scenario's topologySlowdown
+// lengthened counts its length over the slowdown (slowed, by
+// namespace/name). Both nil without cards or time.
+func gpuBusyPct(pods []corev1.Pod, nodes []metrics.Node, makespan time.Duration, now time.Time, slowed map[string]float64) (busyPct, workPct *float64) {
 	cards := 0
 	for _, n := range nodes {
 		cards += n.GPUs
 	}
 	if cards == 0 || makespan <= 0 {
-		return nil
+		return nil, nil
 	}
-	var busy float64
+	var busy, work float64
 	for i := range pods {
 		p := &pods[i]
 		r, err := gpu.ParseRequest(p)
 		if err != nil || r.Count == 0 || p.Spec.NodeName == "" || p.Status.StartTime == nil {
 			continue
 		}
+		slowdown := 1.0
+		if f, ok := slowed[p.Namespace+"/"+p.Name]; ok {
+			slowdown = f
+		}
 		ran := now.Sub(p.Status.StartTime.Time)
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			if d, err := time.ParseDuration(p.Annotations[nodesim.RunDurationAnnotation]); err == nil {
-				ran = d
+				ran = time.Duration(float64(d) * slowdown)
 			}
 		}
-		busy += float64(r.TotalMilli()) / 1000 * max(ran, 0).Seconds()
+		held := float64(r.TotalMilli()) / 1000 * max(ran, 0).Seconds()
+		busy += held
+		work += held / slowdown
 	}
-	return ptr.To(100 * busy / (float64(cards) * makespan.Seconds()))
+	capacity := float64(cards) * makespan.Seconds()
+	return ptr.To(100 * busy / capacity), ptr.To(100 * work / capacity)
 }

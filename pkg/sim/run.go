@@ -241,8 +241,9 @@ func priorityClassName(v int32) string { return "sim-priority-" + strconv.Itoa(i
 func runOne(ctx context.Context, s *scenario.Scenario, cfg *config.KubeSchedulerConfiguration, admission string, arrivals []arrival, opts Options, step func(int)) (_ metrics.Result, err error) {
 	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
+	slow := newSlowdown(s)
 	c, err := opts.Engine.Start(ctx, simcluster.Options{NodePools: s.Cluster.NodePools, SchedulerConfig: cfg, MetricsInterval: metricsInterval(s),
-		ResourceQuotas: true})
+		ResourceQuotas: true, Slowdown: slow.kubelet()})
 	if err != nil {
 		return metrics.Result{}, err
 	}
@@ -254,9 +255,12 @@ func runOne(ctx context.Context, s *scenario.Scenario, cfg *config.KubeScheduler
 	if err := prepare(ctx, c, s, admission); err != nil {
 		return metrics.Result{}, err
 	}
+	if err := slow.started(ctx, c); err != nil {
+		return metrics.Result{}, err
+	}
 
 	start := c.Now()
-	rec := &record{scenario: s, groups: map[string]groupArrival{}, groupOf: map[string]string{}, teams: newTeams(s, start, arrivals)}
+	rec := &record{scenario: s, slowdown: slow, groups: map[string]groupArrival{}, groupOf: map[string]string{}, teams: newTeams(s, start, arrivals)}
 	// A pod the apiserver refuses for a quota is created again later, and
 	// one evicted is replaced, as the Job controller does; one refused
 	// for another reason (or still refused at the end) never runs: it

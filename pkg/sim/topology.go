@@ -43,24 +43,24 @@ func createTopologies(ctx context.Context, c simcluster.Cluster, s *scenario.Sce
 	return nil
 }
 
-// measureTopology judges the gangs of items that ask for topology
-// domains by what they asked, whatever the policy did with it: for each
-// gang with min-available members bound, the domains of its bound members
-// at its required, preferred and slice levels (metrics.Topology).
-func measureTopology(s *scenario.Scenario, pods []corev1.Pod, nodes []corev1.Node, res *metrics.Result) {
+// askedGang is what a gang of the workload asked of topologies, and its
+// min-available.
+type askedGang struct {
+	asked        *topology.Resolved
+	minAvailable int
+}
+
+// askedGangs returns, by group key, the gangs of the workload that ask for
+// topology domains, resolved against the scenario's topologies.
+func askedGangs(s *scenario.Scenario) map[string]askedGang {
+	gangs := map[string]askedGang{}
 	if len(s.Topologies) == 0 {
-		return
+		return gangs
 	}
 	tops := make([]*topology.Topology, len(s.Topologies))
 	for i, t := range s.Topologies {
 		tops[i] = topology.OfLabels(t.Name, "topology "+t.Name, t.Levels)
 	}
-	// What each gang asked, and its min-available, by group key.
-	type gang struct {
-		asked        *topology.Resolved
-		minAvailable int
-	}
-	gangs := map[string]gang{}
 	for _, it := range s.Workload {
 		c, ok, err := topology.OfPod(buildPod(it, 0, ""))
 		if !ok || err != nil {
@@ -72,10 +72,38 @@ func measureTopology(s *scenario.Scenario, pods []corev1.Pod, nodes []corev1.Nod
 		}
 		for k := range it.Count {
 			if name, minAvailable, ok := it.GangOf(k); ok {
-				gangs[it.Namespace+"/"+name] = gang{asked: r, minAvailable: minAvailable}
+				gangs[it.Namespace+"/"+name] = askedGang{asked: r, minAvailable: minAvailable}
 			}
 		}
 	}
+	return gangs
+}
+
+// placed is how a gang's members were placed, at each level it asked.
+func (g askedGang) placed(members []*corev1.Node) metrics.TopologyGroup {
+	r := g.asked
+	at := func(level int) []string {
+		if level < 0 {
+			return nil
+		}
+		out := make([]string, len(members))
+		for i, n := range members {
+			out[i], _ = r.Topology.Domain(n, level)
+		}
+		return out
+	}
+	return metrics.TopologyGroup{Required: at(r.Required), Preferred: at(r.Preferred), Slice: at(r.Slice), SliceSize: r.SliceSize}
+}
+
+// measureTopology judges the gangs of items that ask for topology
+// domains by what they asked, whatever the policy did with it: for each
+// gang with min-available members bound, the domains of its bound members
+// at its required, preferred and slice levels (metrics.Topology).
+func measureTopology(s *scenario.Scenario, pods []corev1.Pod, nodes []corev1.Node, res *metrics.Result) {
+	if len(s.Topologies) == 0 {
+		return
+	}
+	gangs := askedGangs(s)
 	byName := make(map[string]*corev1.Node, len(nodes))
 	for i := range nodes {
 		byName[nodes[i].Name] = &nodes[i]
@@ -96,18 +124,7 @@ func measureTopology(s *scenario.Scenario, pods []corev1.Pod, nodes []corev1.Nod
 		if len(members[key]) < g.minAvailable {
 			continue // never placed: nothing to judge
 		}
-		r := g.asked
-		at := func(level int) []string {
-			if level < 0 {
-				return nil
-			}
-			out := make([]string, len(members[key]))
-			for i, n := range members[key] {
-				out[i], _ = r.Topology.Domain(n, level)
-			}
-			return out
-		}
-		groups = append(groups, metrics.TopologyGroup{Required: at(r.Required), Preferred: at(r.Preferred), Slice: at(r.Slice), SliceSize: r.SliceSize})
+		groups = append(groups, g.placed(members[key]))
 	}
 	t := metrics.Topology(groups)
 	res.TopologyRequiredShare, res.TopologyPreferredShare, res.TopologyDomainsSpanned, res.TopologySlicesWhole =

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/aisched/aisched/pkg/sim/metrics"
@@ -97,5 +98,52 @@ func TestTopologyRun(t *testing.T) {
 	}
 	if got := value("aisched-no-topology", "domains spanned", without.TopologyDomainsSpanned); got <= 1 {
 		t.Errorf("aisched-no-topology: domains spanned %v, want above 1", got)
+	}
+}
+
+// With topologySlowdown, a gang spread over domains runs longer: the
+// no-topology run's rack gang, over two racks, runs 2 x its minute, and
+// its work counts the minute only; aisched's gangs, as they asked, run
+// their minute.
+func TestTopologySlowdown(t *testing.T) {
+	src := strings.Replace(topologyScenario, "topologies:\n", "topologySlowdown: 2\nsettle: 65s\ntopologies:\n", 1)
+	src = strings.ReplaceAll(src, "    arrival: 1s\n", "    arrival: 1s\n    duration: 1m\n")
+	src = strings.ReplaceAll(src, "    arrival: 2s\n", "    arrival: 2s\n    duration: 1m\n")
+	// The background pods bound past the scheduler hold the last card,
+	// as GPUFit would write it, so that the kubelets admit the gangs on
+	// the cards the scheduler chose (none is refused, which would end it
+	// at once).
+	src = strings.ReplaceAll(src, `nvidia.com/gpu: "1"}}`, `nvidia.com/gpu: "1"}, annotations: {gpu.aisched.io/assigned: "3"}}`)
+	s, err := scenario.Parse("slowdown.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(context.Background(), s, Options{Engine: simcluster.Fast, Parallel: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := map[string]metrics.Result{}
+	for _, p := range rep.Policies {
+		results[p.Name] = p.Runs[0].Result
+	}
+	with, without := results["aisched"], results["aisched-no-topology"]
+	for _, r := range []metrics.Result{with, without} {
+		if r.MakespanSeconds == nil || r.GPUBusyPct == nil || r.GPUWorkPct == nil {
+			t.Fatalf("makespan, GPU busy or work not measured: %+v", r)
+		}
+	}
+	// aisched: the gangs end a minute after the tp gang arrived (2 s).
+	if got := *with.MakespanSeconds; got < 60 || got > 65 {
+		t.Errorf("aisched: makespan %vs, want about 62 (no gang slowed)", got)
+	}
+	if *with.GPUWorkPct != *with.GPUBusyPct {
+		t.Errorf("aisched: GPU work %v%% != busy %v%%, want equal (nothing slowed)", *with.GPUWorkPct, *with.GPUBusyPct)
+	}
+	// Without topology the rack gang spans two racks: 2 minutes.
+	if got := *without.MakespanSeconds; got < 120 || got > 125 {
+		t.Errorf("aisched-no-topology: makespan %vs, want about 121 (the spread gang run twice its minute)", got)
+	}
+	if *without.GPUWorkPct >= *without.GPUBusyPct {
+		t.Errorf("aisched-no-topology: GPU work %v%% >= busy %v%%, want less (the spread gang's second minute is no work)", *without.GPUWorkPct, *without.GPUBusyPct)
 	}
 }

@@ -5,6 +5,9 @@ import (
 	"runtime"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 
@@ -78,4 +81,7 @@ type Options struct {
 	// (modelQuotas); without it the fast engine refuses to create a
 	// ResourceQuota. The apiserver engine always does.
 	ResourceQuotas bool
+	// Slowdown makes the simulated kubelets run some pods longer than their
+	// duration (nodesim.Options.Slowdown); nil: none.
+	Slowdown func(pod *corev1.Pod, pods corelisters.PodLister) float64
 }

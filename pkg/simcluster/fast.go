@@ -106,7 +106,7 @@ func startFastAt(ctx context.Context, start time.Time, opts Options, load func(*
 		f.nodes, err = nodesim.New(nodesim.Options{
 			Client: api.core, AischedClient: api.aisched, Clock: clk,
 			Nodes:     nodesim.Nodes(&clusterfile.Cluster{APIVersion: clusterfile.APIVersion, Kind: clusterfile.Kind, NodePools: opts.NodePools}),
-			NodesOnly: opts.NodesOnly, MetricsInterval: opts.MetricsInterval,
+			NodesOnly: opts.NodesOnly, MetricsInterval: opts.MetricsInterval, Slowdown: opts.Slowdown,
 		})
 		if err != nil {
 			return nil, err

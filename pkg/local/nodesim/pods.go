@@ -3,10 +3,13 @@ package nodesim
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	corelisters "k8s.io/client-go/listers/core/v1"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -334,11 +337,29 @@ func (s *Simulator) remaining(pod *corev1.Pod, started time.Time) time.Duration 
 	if d < 0 {
 		return -1
 	}
-	left := started.Add(d).Sub(s.clock.Now())
+	now := s.clock.Now()
+	if s.opts.Slowdown != nil && !now.Before(started.Add(d)) {
+		d = time.Duration(float64(d) * s.slowdown(pod))
+	}
+	left := started.Add(d).Sub(now)
 	if left <= 0 {
 		return 0
 	}
 	return left
+}
+
+// slowdown returns how many times its run duration the pod runs
+// (Options.Slowdown), asked once.
+func (s *Simulator) slowdown(pod *corev1.Pod) float64 {
+	if f, ok := s.slowed.Load(pod.UID); ok {
+		return f.(float64)
+	}
+	f := s.opts.Slowdown(pod, corelisters.NewPodLister(s.pods.GetIndexer()))
+	if math.IsNaN(f) || f < 1 {
+		f = 1
+	}
+	s.slowed.Store(pod.UID, f)
+	return f
 }
 
 // podStart is when the current run of the pod's containers began: the

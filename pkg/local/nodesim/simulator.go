@@ -89,6 +89,12 @@ type Options struct {
 	// Runtime runs the containers of the pods it knows for real (in `aisched
 	// up`, the demo model server); nil simulates every pod.
 	Runtime Runtime
+	// Slowdown, when set, returns how many times its run duration a pod
+	// runs (1: as given). It is asked once per pod, when the run duration
+	// has passed, with the pods the simulator knows: `aisched sim`'s
+	// topologySlowdown, which slows a gang spread over domains once all
+	// its members are bound.
+	Slowdown func(pod *corev1.Pod, pods corelisters.PodLister) float64
 }
 
 // Runtime runs some pods' containers for real on this machine. The pod
@@ -132,6 +138,8 @@ type Simulator struct {
 	devices *devices
 	// prepared is the claims the simulated DRA driver prepared (dra.go).
 	prepared *prepared
+	// slowed are the factors Options.Slowdown gave, by pod UID.
+	slowed sync.Map
 }
 
 // New returns a Simulator for opts.Nodes.

@@ -68,6 +68,10 @@ type Result struct {
 	// times the makespan: how busy the cards were over the run. Nil unless
 	// the scenario asks for it.
 	GPUBusyPct *float64 `json:"gpu_busy_pct,omitempty"`
+	// GPUWorkPct is GPUBusyPct of the work done: a gang that a scenario's
+	// topologySlowdown ran longer, spread over domains, counts its run
+	// over the slowdown. Equal to GPUBusyPct without a slowdown.
+	GPUWorkPct *float64 `json:"gpu_work_pct,omitempty"`
 	// The Topology metrics of the gangs that asked for topology domains
 	// (TopologyResult); nil when none asked for what one measures.
 	TopologyRequiredShare  *float64 `json:"topology_required_share,omitempty"`

@@ -63,6 +63,20 @@ func Topology(groups []TopologyGroup) TopologyResult {
 		DomainsSpanned: share(spanned, spread), SlicesWhole: share(whole, sliced)}
 }
 
+// Spread reports whether the group is not as it asked: its members span
+// several domains of its preferred level (its required one without), or
+// a domain of its slice level holds part of a slice.
+func (g TopologyGroup) Spread() bool {
+	level := g.Preferred
+	if level == nil {
+		level = g.Required
+	}
+	if level != nil && !inOne(level) {
+		return true
+	}
+	return g.Slice != nil && g.SliceSize > 0 && !slicesWhole(g.Slice, g.SliceSize)
+}
+
 // inOne reports whether every member is in one domain (not outside the
 // level).
 func inOne(domains []string) bool {

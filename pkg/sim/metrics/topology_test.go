@@ -38,3 +38,23 @@ func TestTopology(t *testing.T) {
 		t.Errorf("no groups: %+v, want nothing measured", r)
 	}
 }
+
+func TestTopologyGroupSpread(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		g    TopologyGroup
+		want bool
+	}{
+		{"inside its preferred domain", TopologyGroup{Required: []string{"b1", "b1"}, Preferred: []string{"r1", "r1"}}, false},
+		{"inside its required domain, over two preferred ones", TopologyGroup{Required: []string{"b1", "b1"}, Preferred: []string{"r1", "r2"}}, true},
+		{"over two required domains", TopologyGroup{Required: []string{"b1", "b2"}}, true},
+		{"a member outside the level", TopologyGroup{Required: []string{"b1", ""}}, true},
+		{"slices whole", TopologyGroup{Required: []string{"b1", "b1", "b1", "b1"}, Slice: []string{"r1", "r1", "r2", "r2"}, SliceSize: 2}, false},
+		{"a slice split", TopologyGroup{Required: []string{"b1", "b1", "b1", "b1"}, Slice: []string{"r1", "r1", "r1", "r2"}, SliceSize: 2}, true},
+		{"nothing asked", TopologyGroup{}, false},
+	} {
+		if got := tc.g.Spread(); got != tc.want {
+			t.Errorf("%s: Spread() = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

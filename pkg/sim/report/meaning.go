@@ -34,7 +34,9 @@ var Metrics = map[string]Metric{
 	"misplaced_gpu_pods":        {-1, "GPU pods bound to cards with less memory or fewer cores than they asked"},
 	"pods_per_second":           {0, "pods bound per second of the run: the simulator's pace, not a quality of the placement"},
 	"gpu_busy_pct":              {+1, "100 x the GPU-seconds the pods ran / (the cluster's cards x makespan_seconds): how busy the cards were over the run"},
-	"makespan_seconds":          {-1, "from the first arrival to the last pod's binding or end: on the same workload, a shorter one used the cards more"},
+	"gpu_work_pct": {+1, "gpu_busy_pct of the work done: a gang spread over domains, which the scenario's topologySlowdown ran longer, counts its run over the slowdown; " +
+		"equal to gpu_busy_pct without a slowdown"},
+	"makespan_seconds": {-1, "from the first arrival to the last pod's binding or end: on the same workload, a shorter one used the cards more"},
 	"topology_required_share": {+1, "gangs with a required topology level whose members are all inside one domain of it, as a share (1: every constraint held); " +
 		"a policy that ignores topology is judged by what the gangs asked"},
 	"topology_preferred_share": {+1, "gangs with a preferred topology level whose members are all inside one domain of it, as a share"},

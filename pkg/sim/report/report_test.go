@@ -142,7 +142,7 @@ func TestMetricKeys(t *testing.T) {
 	full := withTeams(metrics.Result{
 		BalanceEfficiencyH: ptr.To(1.0), GPUAllocationRate: ptr.To(1.0), UnallocatedGPUPct: ptr.To(1.0),
 		UnallocatedGPUPctCurve: []metrics.CurvePoint{{ArrivedPct: 100}}, GroupWaitSeconds: &metrics.Percentiles{},
-		MakespanSeconds: ptr.To(1.0), GPUBusyPct: ptr.To(1.0), TopologyRequiredShare: ptr.To(1.0), TopologyPreferredShare: ptr.To(1.0), TopologyDomainsSpanned: ptr.To(1.0), TopologySlicesWhole: ptr.To(1.0),
+		MakespanSeconds: ptr.To(1.0), GPUBusyPct: ptr.To(1.0), GPUWorkPct: ptr.To(1.0), TopologyRequiredShare: ptr.To(1.0), TopologyPreferredShare: ptr.To(1.0), TopologyDomainsSpanned: ptr.To(1.0), TopologySlicesWhole: ptr.To(1.0),
 	})
 	known := slices.Concat(scenario.MetricKeys, scenario.QueueMetricKeys)
 	got, err := values(full, known)
@@ -170,7 +170,7 @@ func TestMetricMeanings(t *testing.T) {
 	full := withTeams(metrics.Result{
 		BalanceEfficiencyH: ptr.To(1.0), GPUAllocationRate: ptr.To(1.0), UnallocatedGPUPct: ptr.To(1.0), InexpressiblePods: ptr.To(0),
 		UnallocatedGPUPctCurve: []metrics.CurvePoint{{ArrivedPct: 100}}, GroupWaitSeconds: &metrics.Percentiles{},
-		MakespanSeconds: ptr.To(1.0), GPUBusyPct: ptr.To(1.0), TopologyRequiredShare: ptr.To(1.0), TopologyPreferredShare: ptr.To(1.0), TopologyDomainsSpanned: ptr.To(1.0), TopologySlicesWhole: ptr.To(1.0),
+		MakespanSeconds: ptr.To(1.0), GPUBusyPct: ptr.To(1.0), GPUWorkPct: ptr.To(1.0), TopologyRequiredShare: ptr.To(1.0), TopologyPreferredShare: ptr.To(1.0), TopologyDomainsSpanned: ptr.To(1.0), TopologySlicesWhole: ptr.To(1.0),
 	})
 	keys := jsonKeys(t, full)
 	all := slices.Concat(scenario.MetricKeys, scenario.TraceMetricKeys, scenario.QueueMetricKeys, slices.Collect(maps.Keys(keys)))

@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -71,6 +72,9 @@ func (s *Scenario) setDefaults() {
 	if s.Settle.Duration == 0 {
 		s.Settle.Duration = DefaultSettle
 	}
+	if s.TopologySlowdown == 0 {
+		s.TopologySlowdown = 1
+	}
 	if len(s.Metrics) == 0 {
 		s.Metrics = slices.Clone(MetricKeys)
 		if s.Trace != nil {
@@ -134,6 +138,12 @@ func (s *Scenario) Validate() field.ErrorList {
 			errs = append(errs, field.Duplicate(pp.Child("name"), p.Name))
 		}
 		names.Insert(p.Name)
+	}
+	switch ts := s.TopologySlowdown; {
+	case math.IsNaN(ts) || ts < 1 || ts > MaxTopologySlowdown:
+		errs = append(errs, field.Invalid(field.NewPath("topologySlowdown"), ts, fmt.Sprintf("want 1 (no slowdown) to %d", MaxTopologySlowdown)))
+	case ts > 1 && len(s.Topologies) == 0:
+		errs = append(errs, field.Invalid(field.NewPath("topologySlowdown"), ts, "slows gangs spread over the domains of topologies: give topologies"))
 	}
 	if s.Settle.Duration < 0 {
 		errs = append(errs, field.Invalid(field.NewPath("settle"), s.Settle.String(), "must not be negative"))

@@ -30,13 +30,13 @@ var MetricKeys = []string{
 	"pending_pods", "mean_node_variance", "balance_efficiency_h", "gpu_allocation_rate",
 	"unallocated_gpu_pct", "unallocated_gpu_pct_curve", "partial_groups", "group_wait_seconds",
 	"misplaced_gpu_pods", "pods_per_second",
-	"makespan_seconds", "gpu_busy_pct", "topology_required_share", "topology_preferred_share", "topology_domains_spanned", "topology_slices_whole",
+	"makespan_seconds", "gpu_busy_pct", "gpu_work_pct", "topology_required_share", "topology_preferred_share", "topology_domains_spanned", "topology_slices_whole",
 }
 
 // TopologyMetricKeys are the metrics a scenario reports by default only
 // when it has topologies.
 var TopologyMetricKeys = []string{
-	"makespan_seconds", "gpu_busy_pct", "topology_required_share", "topology_preferred_share", "topology_domains_spanned", "topology_slices_whole",
+	"makespan_seconds", "gpu_busy_pct", "gpu_work_pct", "topology_required_share", "topology_preferred_share", "topology_domains_spanned", "topology_slices_whole",
 }
 
 // Scenario is one experiment: the same workload on the same cluster under
@@ -69,6 +69,13 @@ type Scenario struct {
 	// topologies are created before the workload (aischedtopologies), for
 	// workload items that ask for topology domains; +optional.
 	Topologies []Topology `yaml:"topologies"`
+	// topologySlowdown is how many times longer a gang runs when its
+	// members are spread over several domains of the level it asks
+	// (preferred, else required) or its slices are split: the slower
+	// links between domains. The simulator runs a pod for its duration
+	// wherever it lands unless this is given; +optional, default 1 (no
+	// slowdown), 1 to MaxTopologySlowdown; needs topologies.
+	TopologySlowdown float64 `yaml:"topologySlowdown"`
 	// workload is what arrives; at least one item.
 	Workload []Item `yaml:"workload"`
 	// settle is how long no pod may be bound or end, after the last
@@ -109,6 +116,9 @@ var TraceMetricKeys = []string{
 	"unallocated_gpu_pct", "unallocated_gpu_pct_curve", "gpu_allocation_rate",
 	"pending_pods", "inexpressible_pods", "pods_per_second",
 }
+
+// MaxTopologySlowdown bounds a scenario's topologySlowdown.
+const MaxTopologySlowdown = 10
 
 // DefaultSettle is the settle of a scenario that gives none.
 const DefaultSettle = 3 * time.Second

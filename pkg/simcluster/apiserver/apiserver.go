@@ -47,7 +47,7 @@ func start(ctx context.Context, opts simcluster.Options) (simcluster.Cluster, er
 		SchedulerConfig:        opts.SchedulerConfig,
 		Services:               opts.Services,
 		DiscardSchedulerEvents: opts.DiscardSchedulerEvents,
-		Nodes:                  nodesim.Options{NodesOnly: opts.NodesOnly, MetricsInterval: opts.MetricsInterval},
+		Nodes:                  nodesim.Options{NodesOnly: opts.NodesOnly, MetricsInterval: opts.MetricsInterval, Slowdown: opts.Slowdown},
 	})
 	if err != nil {
 		return nil, errors.Join(err, os.RemoveAll(dir))
