@@ -60,11 +60,11 @@ workload:
       topology.aisched.io/slice-size: "2"
 `
 
-// A run with topologies keeps every gang inside its domains and slices
-// whole; the same workload with ignoreTopology spreads the rack gang over
-// two racks, and the metrics, judged by what the gangs asked, say so.
-func TestTopologyRun(t *testing.T) {
-	s, err := scenario.Parse("topology.yaml", []byte(topologyScenario))
+// runByPolicy runs the scenario src on the fast engine and returns each
+// policy's result of its one seed.
+func runByPolicy(t *testing.T, src string) map[string]metrics.Result {
+	t.Helper()
+	s, err := scenario.Parse("topology.yaml", []byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,6 +76,14 @@ func TestTopologyRun(t *testing.T) {
 	for _, p := range rep.Policies {
 		results[p.Name] = p.Runs[0].Result
 	}
+	return results
+}
+
+// A run with topologies keeps every gang inside its domains and slices
+// whole; the same workload with ignoreTopology spreads the rack gang over
+// two racks, and the metrics, judged by what the gangs asked, say so.
+func TestTopologyRun(t *testing.T) {
+	results := runByPolicy(t, topologyScenario)
 	value := func(policy, name string, v *float64) float64 {
 		t.Helper()
 		if v == nil {
@@ -114,18 +122,7 @@ func TestTopologySlowdown(t *testing.T) {
 	// the cards the scheduler chose (none is refused, which would end it
 	// at once).
 	src = strings.ReplaceAll(src, `nvidia.com/gpu: "1"}}`, `nvidia.com/gpu: "1"}, annotations: {gpu.aisched.io/assigned: "3"}}`)
-	s, err := scenario.Parse("slowdown.yaml", []byte(src))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := Run(context.Background(), s, Options{Engine: simcluster.Fast, Parallel: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	results := map[string]metrics.Result{}
-	for _, p := range rep.Policies {
-		results[p.Name] = p.Runs[0].Result
-	}
+	results := runByPolicy(t, src)
 	with, without := results["aisched"], results["aisched-no-topology"]
 	for _, r := range []metrics.Result{with, without} {
 		if r.MakespanSeconds == nil || r.GPUBusyPct == nil || r.GPUWorkPct == nil {
