@@ -50,26 +50,18 @@ type queueSource struct {
 // change of a queue or a namespace's labels.
 func (s *queueSource) start(ctx context.Context, client versioned.Interface, dyn dynamic.Interface, factory informers.SharedInformerFactory, onChange func()) error {
 	s.stale = true
-	changed := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(interface{}) { s.invalidate(); onChange() },
-		UpdateFunc: func(interface{}, interface{}) { s.invalidate(); onChange() },
-		DeleteFunc: func(interface{}) { s.invalidate(); onChange() },
-	}
+	changed := crdwatch.OnChange(func() { s.invalidate(); onChange() })
 	if client != nil {
-		informer, err := crdwatch.Start(ctx, client, aischedv1alpha1.SchemeGroupVersion.WithResource("aischedqueues"), queueSyncTimeout,
+		indexer, synced, err := crdwatch.Watch(ctx, client, aischedv1alpha1.SchemeGroupVersion.WithResource("aischedqueues"), queueSyncTimeout,
 			func(f externalversions.SharedInformerFactory) cache.SharedIndexInformer {
 				return f.Aisched().V1alpha1().AischedQueues().Informer()
-			})
+			}, changed)
 		if err != nil {
 			return err
 		}
-		if informer != nil {
-			reg, err := informer.AddEventHandler(changed)
-			if err != nil {
-				return err
-			}
-			s.aisched = informer.GetIndexer()
-			s.synced = append(s.synced, reg.HasSynced)
+		if indexer != nil {
+			s.aisched = indexer
+			s.synced = append(s.synced, synced)
 		}
 		for _, peer := range []struct {
 			into *cache.Indexer

@@ -83,20 +83,6 @@ func (r *record) observe(ev simcluster.PodEvent) {
 	}
 }
 
-func later(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
-
-func earlier(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
-}
-
 // measure reads the cluster at the end of a run into the metrics.
 func (r *record) measure(ctx context.Context, c simcluster.Cluster, firstArrival time.Time) (metrics.Result, error) {
 	s := r.scenario
@@ -140,7 +126,7 @@ func (r *record) measure(ctx context.Context, c simcluster.Cluster, firstArrival
 		// Pods of items bound to a node directly never met the scheduler.
 		if seen, ok := r.pods.Pod(pod.Namespace + "/" + pod.Name); ok && !seen.Bound.IsZero() && !directlyBound(s, pod) {
 			scheduled++
-			lastBind = later(lastBind, seen.Bound)
+			lastBind = metrics.Later(lastBind, seen.Bound)
 		}
 		r, gpuErr := gpu.ParseRequest(pod)
 		isGPU := gpuErr == nil && r.Count > 0

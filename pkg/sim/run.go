@@ -290,11 +290,11 @@ func runOne(ctx context.Context, s *scenario.Scenario, cfg *config.KubeScheduler
 	// got there, and the pods still running with it.)
 	lastArrival := c.Now()
 	for {
-		last := later(lastArrival, pods.LastChange())
+		last := metrics.Later(lastArrival, pods.LastChange())
 		if c.Now().Sub(last) >= opts.Settle {
 			break
 		}
-		if err := sub.runUntil(ctx, earlier(last.Add(opts.Settle), c.Now().Add(200*time.Millisecond))); err != nil {
+		if err := sub.runUntil(ctx, metrics.Earlier(last.Add(opts.Settle), c.Now().Add(200*time.Millisecond))); err != nil {
 			return metrics.Result{}, err
 		}
 	}

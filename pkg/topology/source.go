@@ -42,25 +42,17 @@ func (s *Source) Start(ctx context.Context, client versioned.Interface, dyn dyna
 	if client == nil {
 		return nil
 	}
-	changed := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(interface{}) { s.invalidate(); onChange() },
-		UpdateFunc: func(interface{}, interface{}) { s.invalidate(); onChange() },
-		DeleteFunc: func(interface{}) { s.invalidate(); onChange() },
-	}
-	informer, err := crdwatch.Start(ctx, client, aischedv1alpha1.SchemeGroupVersion.WithResource("aischedtopologies"), syncTimeout,
+	changed := crdwatch.OnChange(func() { s.invalidate(); onChange() })
+	indexer, synced, err := crdwatch.Watch(ctx, client, aischedv1alpha1.SchemeGroupVersion.WithResource("aischedtopologies"), syncTimeout,
 		func(f externalversions.SharedInformerFactory) cache.SharedIndexInformer {
 			return f.Aisched().V1alpha1().AischedTopologies().Informer()
-		})
+		}, changed)
 	if err != nil {
 		return err
 	}
-	if informer != nil {
-		reg, err := informer.AddEventHandler(changed)
-		if err != nil {
-			return err
-		}
-		s.aisched = informer.GetIndexer()
-		s.synced = append(s.synced, reg.HasSynced)
+	if indexer != nil {
+		s.aisched = indexer
+		s.synced = append(s.synced, synced)
 	}
 	return s.startPeers(ctx, client, dyn, changed)
 }

@@ -258,7 +258,7 @@ func (t *Teams) advance(at time.Time) {
 		t.measure()
 	}
 	dt := at.Sub(t.now).Seconds()
-	if lo, hi := later(t.now, t.from), earlier(at, t.to); hi.After(lo) {
+	if lo, hi := Later(t.now, t.from), Earlier(at, t.to); hi.After(lo) {
 		t.heldInWindow += float64(t.held) * hi.Sub(lo).Seconds()
 	}
 	lasted := at.Sub(t.now) >= t.minLasting
@@ -429,14 +429,16 @@ func abs(x int64) int64 {
 	return x
 }
 
-func later(a, b time.Time) time.Time {
+// Later returns the later of two times.
+func Later(a, b time.Time) time.Time {
 	if a.After(b) {
 		return a
 	}
 	return b
 }
 
-func earlier(a, b time.Time) time.Time {
+// Earlier returns the earlier of two times.
+func Earlier(a, b time.Time) time.Time {
 	if a.Before(b) {
 		return a
 	}

@@ -48,6 +48,31 @@ func Start(ctx context.Context, client versioned.Interface, gvr schema.GroupVers
 	return informer, waitSynced(ctx, informer, gvr, timeout)
 }
 
+// Watch starts the informer that pick chooses, as Start does, calls
+// handler's functions on its changes, and returns its indexer and the
+// handler's HasSynced; all nil when gvr is not served.
+func Watch(ctx context.Context, client versioned.Interface, gvr schema.GroupVersionResource, timeout time.Duration,
+	pick func(externalversions.SharedInformerFactory) cache.SharedIndexInformer, handler cache.ResourceEventHandler) (cache.Indexer, cache.InformerSynced, error) {
+	informer, err := Start(ctx, client, gvr, timeout, pick)
+	if informer == nil || err != nil {
+		return nil, nil, err
+	}
+	reg, err := informer.AddEventHandler(handler)
+	if err != nil {
+		return nil, nil, err
+	}
+	return informer.GetIndexer(), reg.HasSynced, nil
+}
+
+// OnChange is a handler that calls f on every add, update and delete.
+func OnChange(f func()) cache.ResourceEventHandlerFuncs {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(interface{}) { f() },
+		UpdateFunc: func(interface{}, interface{}) { f() },
+		DeleteFunc: func(interface{}) { f() },
+	}
+}
+
 // StartDynamic returns a started and synced informer of gvr through the
 // dynamic client, calling handler's functions if it is not nil; nil when
 // gvr is not served, or dyn is nil (a simulator without an apiserver).
