@@ -143,7 +143,7 @@ func (m *queueMetrics) record(plan Plan, groups map[string]*Group) {
 			reason = string(ReasonAdmitted)
 		}
 		m.groups.WithLabelValues(g.Namespace, reason).Inc()
-		if len(g.Bound) > 0 && len(g.Bound)+g.Succeeded < g.MinAvailable {
+		if len(g.Bound)+len(g.HeldClaims) > 0 && len(g.Bound)+g.Succeeded < g.MinAvailable {
 			partial++
 		}
 	}
