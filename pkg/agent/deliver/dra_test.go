@@ -49,7 +49,8 @@ func draContainer(claimUID string, minor int64) *api.Container {
 }
 
 // TestHookLeavesDRADevices: under DRA the driver prepares the devices. A
-// container whose pod gets its GPU through a claim passes through the
+// container whose pod gets its GPU through a claim, or whose
+// nvidia.com/gpu the scheduler backed with a claim, passes through the
 // hook as the driver's CDI edits made it (the hook injects no card, no
 // environment, no isolation layer, and refuses nothing), also after the
 // hook's restart; a pod aisched placed on a card by the device plugin's
@@ -94,6 +95,15 @@ func TestHookLeavesDRADevices(t *testing.T) {
 	}
 
 	createDRA(draPod("dra"))
+	// A pod that asks for nvidia.com/gpu on a node whose DRA driver's
+	// device class backs it (KEP-5004): the scheduler gave it a claim
+	// (status.extendedResourceClaimStatus) and the driver prepared the
+	// card; a card assignment on it too is not delivered over the
+	// driver's.
+	extended := gpuPod("extended", 1, assigned(2))
+	extended.Status.ExtendedResourceClaimStatus = &corev1.PodExtendedResourceClaimStatus{ResourceClaimName: "extended-extended-resources-abcde",
+		RequestMappings: []corev1.ContainerExtendedResourceRequest{{ContainerName: "main", ResourceName: "nvidia.com/gpu", RequestName: "container-0-request-0"}}}
+	createDRA(extended)
 	// Beside it, a pod aisched placed on card 0; the device plugin picked
 	// card 2, and the hook gives the scheduler's choice.
 	placed := gpuPod("placed", 1, assigned(0))
@@ -105,9 +115,10 @@ func TestHookLeavesDRADevices(t *testing.T) {
 	if got, _ := envOf(spec, VisibleDevicesEnv); got != testCards[0].UUID {
 		t.Errorf("the placed pod: %s=%q, want card 0's %s", VisibleDevicesEnv, got, testCards[0].UUID)
 	}
-	// The hook counts the containers of pods it places cards for; the DRA
-	// container is none of them.
-	for result, want := range map[string]float64{resultDelivered: 1, resultRefused: 0, resultNoGPU: 0} {
+	// The hook counts the containers of pods aisched placed on cards: the
+	// placed pod's, delivered, and the extended one's, which gets none
+	// from the hook.
+	for result, want := range map[string]float64{resultDelivered: 1, resultRefused: 0, resultNoGPU: 1} {
 		if got, err := testutil.GetCounterMetricValue(first.containers.WithLabelValues(result)); err != nil || got != want {
 			t.Errorf("gpu_containers_total{result=%q} = %v (%v), want %v", result, got, err, want)
 		}
@@ -115,7 +126,7 @@ func TestHookLeavesDRADevices(t *testing.T) {
 	delivered := func(when string, h *Hook) {
 		t.Helper()
 		for _, hd := range h.Holdings().All() {
-			if (hd.Pod == "default/dra" || hd.Pod == "default/dra-2") && hd.Delivered {
+			if hd.Pod != "default/placed" && hd.Delivered {
 				t.Errorf("%s: the holdings record the DRA container as the hook's delivery: %+v", when, hd)
 			}
 		}
