@@ -27,14 +27,13 @@ type draGangState struct{ allocated, bound int }
 
 // TestDRAGangSchedulerCrash kills `aisched scheduler` (SIGKILL) as soon as
 // the first claim of a 24-member gang of DRA GPU pods is allocated, so
-// that some members' claims are allocated (some of them bound, some not)
-// and the others' are not, twice. First with the devices for the rest
-// still free: the restarted scheduler completes the gang, each device
-// given once and prepared by the simulated kubelets. Then with those
-// devices taken while the scheduler is down: after partialGroupSeconds the
-// job queue releases the bound members and the claims allocated to the
-// members that cannot run, so that no device stays held by a gang that
-// cannot run.
+// that some members' claims are allocated (bound or not) and the others'
+// are not, twice. First with the devices for the rest still free: the
+// restarted scheduler completes the gang, each device given once and
+// prepared by the simulated kubelets. Then with those devices taken while
+// the scheduler is down: after partialGroupSeconds the job queue deletes
+// the bound members and deallocates the claims of the pending ones, so
+// that no device stays held by a gang that cannot run.
 func TestDRAGangSchedulerCrash(t *testing.T) {
 	t.Parallel()
 	c := startWithoutAisched(t, `  - {name: dra, count: 3, cpu: "64", memory: 256Gi, maxPods: 200, gpus: {count: 8, model: NVIDIA-A100-SXM4-80GB, memoryMiB: 81920, computeCapability: "8.0", dra: {}}}
@@ -66,22 +65,21 @@ func TestDRAGangSchedulerCrash(t *testing.T) {
 		}
 		createPods(t, c, pods...)
 	}
-	// killMidway kills the scheduler when the first claim of the gang is
-	// allocated, and returns the state once the writes in flight at the
-	// kill have settled.
-	killMidway := func(s *command, ns, name string) draGangState {
-		t.Helper()
-		return killOnFirst(t, s, "the first claim of "+name+" allocated",
-			func(ctx context.Context) (watch.Interface, error) {
-				return c.Client.ResourceV1().ResourceClaims(ns).Watch(ctx, metav1.ListOptions{})
-			},
-			func(obj runtime.Object) bool {
-				cl, ok := obj.(*resourcev1.ResourceClaim)
-				return ok && cl.Status.Allocation != nil
-			},
-			func() draGangState {
-				return draGangState{allocated: len(allocatedClaims(t, c, ns)), bound: boundMembers(t, c, ns, name)}
-			})
+	watchClaims := func(ns string) func(context.Context) (watch.Interface, error) {
+		return func(ctx context.Context) (watch.Interface, error) {
+			return c.Client.ResourceV1().ResourceClaims(ns).Watch(ctx, metav1.ListOptions{})
+		}
+	}
+	claimAllocated := func(obj runtime.Object) bool {
+		cl, ok := obj.(*resourcev1.ResourceClaim)
+		return ok && cl.Status.Allocation != nil
+	}
+	// state is how far the gang got, read once the writes in flight at a
+	// kill have settled (killOnFirst).
+	state := func(ns, name string) func() draGangState {
+		return func() draGangState {
+			return draGangState{allocated: len(allocatedClaims(t, c, ns)), bound: boundMembers(t, c, ns, name)}
+		}
 	}
 	var namespaces []string
 	t.Cleanup(func() {
@@ -98,7 +96,7 @@ func TestDRAGangSchedulerCrash(t *testing.T) {
 	namespaces = append(namespaces, ns)
 	s := start()
 	gang(ns, "a")
-	at := killMidway(s, ns, "a")
+	at := killOnFirst(t, s, "the first claim of a allocated", watchClaims(ns), claimAllocated, state(ns, "a"))
 	t.Logf("gang a: %d of %d members with their claim allocated, %d bound, at the kill", at.allocated, size, at.bound)
 	if at.bound == size {
 		t.Fatalf("gang a was bound whole before the kill landed; the test needs a kill between its allocations")
@@ -119,10 +117,10 @@ func TestDRAGangSchedulerCrash(t *testing.T) {
 	ns = createNamespace(t, c.Client)
 	namespaces = append(namespaces, ns)
 	gang(ns, "b")
-	at = killMidway(s, ns, "b")
+	at = killOnFirst(t, s, "the first claim of b allocated", watchClaims(ns), claimAllocated, state(ns, "b"))
 	t.Logf("gang b: %d of %d members with their claim allocated, %d bound, at the kill", at.allocated, size, at.bound)
-	if at.bound == size {
-		t.Fatalf("gang b was bound whole before the kill landed; the test needs a kill between its allocations")
+	if at.allocated == size {
+		t.Fatalf("gang b's claims were all allocated before the kill landed; the test needs devices left to take")
 	}
 	halfAllocated += at.allocated - at.bound
 	// Pods of upstream's scheduler take every device the gang did not.
