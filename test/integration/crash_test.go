@@ -32,12 +32,7 @@ func TestGangSchedulerCrash(t *testing.T) {
 	c := startWithoutAisched(t, `  - {name: gpu, count: 6, cpu: "64", memory: 256Gi, maxPods: 200, gpus: {count: 8, model: NVIDIA-A100-SXM4-40GB, memoryMiB: 40960}}
 `)
 	ctx := context.Background()
-	startScheduler := externalScheduler(t, c, "--set", "scheduler.services.jobQueue.partialGroupSeconds=10", "--set", "scheduler.replicas=1")
-	start := func() *command {
-		s := startScheduler()
-		waitOutput(t, s, acquired)
-		return s
-	}
+	start := leadingScheduler(t, c)
 	const size = 48
 	gang := func(ns, name string) {
 		t.Helper()
@@ -128,6 +123,19 @@ func TestGangSchedulerCrash(t *testing.T) {
 	}
 	if said != bound {
 		t.Errorf("%d members say why they were released, want the %d bound", said, bound)
+	}
+}
+
+// leadingScheduler installs the chart's scheduler with one replica and
+// partialGroupSeconds=10, and returns what starts an `aisched scheduler`
+// process and waits until it leads.
+func leadingScheduler(t *testing.T, c *local.Cluster) func() *command {
+	t.Helper()
+	startScheduler := externalScheduler(t, c, "--set", "scheduler.services.jobQueue.partialGroupSeconds=10", "--set", "scheduler.replicas=1")
+	return func() *command {
+		s := startScheduler()
+		waitOutput(t, s, acquired)
+		return s
 	}
 }
 

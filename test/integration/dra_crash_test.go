@@ -39,12 +39,7 @@ func TestDRAGangSchedulerCrash(t *testing.T) {
 	c := startWithoutAisched(t, `  - {name: dra, count: 3, cpu: "64", memory: 256Gi, maxPods: 200, gpus: {count: 8, model: NVIDIA-A100-SXM4-80GB, memoryMiB: 81920, computeCapability: "8.0", dra: {}}}
 `)
 	ctx := context.Background()
-	startScheduler := externalScheduler(t, c, "--set", "scheduler.services.jobQueue.partialGroupSeconds=10", "--set", "scheduler.replicas=1")
-	start := func() *command {
-		s := startScheduler()
-		waitOutput(t, s, acquired)
-		return s
-	}
+	start := leadingScheduler(t, c)
 	const size, perNode = 24, 8
 	gang := func(ns, name string) {
 		t.Helper()
