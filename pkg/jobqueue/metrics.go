@@ -56,7 +56,7 @@ func newQueueMetrics() *queueMetrics {
 		}),
 		partial: metrics.NewGauge(&metrics.GaugeOpts{
 			Namespace: "aisched", Subsystem: "gang", Name: "partial_groups",
-			Help:           "Pod groups with some members bound but fewer than min-available bound or succeeded.",
+			Help:           "Pod groups with some members bound, or DRA claims of pending members allocated, but fewer than min-available bound or succeeded.",
 			StabilityLevel: metrics.ALPHA,
 		}),
 		reservationHeld: metrics.NewGauge(&metrics.GaugeOpts{
