@@ -2,14 +2,17 @@ package console
 
 import (
 	"context"
+	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/aisched/aisched/pkg/gpuledger"
+	"github.com/aisched/aisched/pkg/podgroup"
 )
 
 // DRAObjects are the DRA objects the GPU map reads: ResourceSlices and
@@ -54,14 +57,22 @@ func listDRA(ctx context.Context, client kubernetes.Interface, opts metav1.ListO
 
 // addDRAHolders adds the claims that hold a DRA node's devices to its
 // holders: a whole GPU to the pods it is reserved for, a MIG device or a
-// share of a shared device by its name, profile and claim.
-func addDRAHolders(out map[int]cardHolders, dra map[int][]gpuledger.DRAHolder) {
+// share of a shared device by its name, profile and claim; with the pod
+// groups of those pods (pods: the node's, by namespace/name).
+func addDRAHolders(out map[int]cardHolders, dra map[int][]gpuledger.DRAHolder, pods map[string]*corev1.Pod) {
 	for card, list := range dra {
 		h := out[card]
 		for _, d := range list {
 			who := strings.Join(d.Pods, ", ")
 			if who == "" {
 				who = d.Claim
+			}
+			for _, name := range d.Pods {
+				if p := pods[name]; p != nil {
+					if group, ok := podgroup.KeyOf(p); ok && !slices.Contains(h.groups, group) {
+						h.groups = append(h.groups, group)
+					}
+				}
 			}
 			if d.Share.IsZero() && !d.Device.MIG {
 				h.whole = who

@@ -125,7 +125,11 @@ func LayOutGPUs(nodes []corev1.Node, inventories []aischedv1alpha1.GPUInventory,
 			n.Drift, n.CheckTime, n.DriftFindings = inv.Status.Drift, inv.Status.CheckTime, inv.Status.DriftCount
 		} else if _, ok := ledger.DRA(node.Name); ok {
 			n.Source = "ResourceSlices"
-			addDRAHolders(holders, ledger.DRAHolders(node.Name))
+			byName := make(map[string]*corev1.Pod, len(onNode))
+			for _, p := range onNode {
+				byName[p.Namespace+"/"+p.Name] = p
+			}
+			addDRAHolders(holders, ledger.DRAHolders(node.Name), byName)
 		}
 		usage := ledger.UsageOf(node.Name, onNode)
 		// Cards of unlocated pods are held, though nobody knows which: the

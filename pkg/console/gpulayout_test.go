@@ -14,6 +14,7 @@ import (
 	aischedv1alpha1 "github.com/aisched/aisched/apis/aisched/v1alpha1"
 	"github.com/aisched/aisched/pkg/gpu"
 	"github.com/aisched/aisched/pkg/gpu/nvidiadra"
+	"github.com/aisched/aisched/pkg/podgroup"
 )
 
 func gpuNode(name string) corev1.Node {
@@ -195,6 +196,7 @@ func TestLayOutGPUsDRA(t *testing.T) {
 	wholePool, migPool := dra.Slices[0].Spec.Pool.Name, migSlices[0].Spec.Pool.Name
 	dra.Claims = []resourcev1.ResourceClaim{draClaim("train", wholePool, "gpu-0"), draClaim("small", migPool, small)}
 	pods := []corev1.Pod{gpuPod("train", "whole", 0, "", nil), gpuPod("small", "mig", 0, "", nil)}
+	pods[0].Labels = map[string]string{podgroup.NameLabel: "job"}
 
 	laid := LayOutGPUs([]corev1.Node{gpuNode("whole"), gpuNode("mig")}, nil, pods, dra)
 	if len(laid) != 2 {
@@ -203,6 +205,9 @@ func TestLayOutGPUsDRA(t *testing.T) {
 	mig, whole := laid[0], laid[1]
 	if whole.Source != "ResourceSlices" || len(whole.Cards) != 2 || whole.Cards[0].State != CardWhole || whole.Cards[0].Whole != "ml/train" || whole.Cards[1].State != CardFree {
 		t.Errorf("node whole: %+v, want card 0 held whole by ml/train, card 1 free", whole)
+	}
+	if got := whole.Cards[0].Groups; len(got) != 1 || got[0] != "ml/job" {
+		t.Errorf("card 0 of node whole is held by groups %v, want ml/job (its pod's)", got)
 	}
 	if mig.Source != "ResourceSlices" || len(mig.Cards) != 2 || mig.Cards[0].State != CardFree || mig.Cards[1].State != CardShared {
 		t.Fatalf("node mig: %+v, want card 0 free, card 1 shared", mig)
