@@ -67,7 +67,7 @@ func rackCluster(t *testing.T) []GPUNode {
 		inNamespace(gpuPod("infer", "b2-r4-0", 0, "0", map[string]string{gpu.MilliAnnotation: "500", gpu.GPUMemAnnotation: "4096"}), "team-b"),
 		inNamespace(gpuPod("solo", "loose", 1, "3", nil), "team-b"),
 	}
-	return LayOutGPUs(nodes, invs, pods)
+	return LayOutGPUs(nodes, invs, pods, DRAObjects{})
 }
 
 // outline writes domains a line each, indented by level: ID, name,

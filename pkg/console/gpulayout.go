@@ -35,8 +35,9 @@ type GPUNode struct {
 type NodeRow struct {
 	Name  string `json:"name"`
 	Ready bool   `json:"ready"`
-	// Source is where the cards come from: GPUInventory (the node agent)
-	// or labels (GPU Feature Discovery).
+	// Source is where the cards come from: GPUInventory (the node agent),
+	// ResourceSlices (the GPU's DRA driver), or labels (GPU Feature
+	// Discovery).
 	Source string     `json:"source"`
 	Counts CardCounts `json:"counts"`
 	// DriftFindings counts the node agent's drift findings on the node.
@@ -70,25 +71,35 @@ type GPUCard struct {
 	counted CardState
 }
 
-// CardShare is a pod's share of a card.
+// CardShare is a pod's share of a card. Under DRA it is a claim's device:
+// a MIG device (Device, Profile) or a share of a shared device's
+// capacity.
 type CardShare struct {
 	Pod    string `json:"pod"`
 	Milli  int64  `json:"milli"`
 	MemMiB int64  `json:"memMiB"`
+	// Claim is the DRA claim (namespace/name) that holds the share, Device
+	// the device it was allocated, and Profile the MIG profile of a MIG
+	// device (1g.10gb); empty for a share outside DRA.
+	Claim   string `json:"claim,omitempty"`
+	Device  string `json:"device,omitempty"`
+	Profile string `json:"profile,omitempty"`
 }
 
 // LayOutGPUs lays out the cards of nodes from the GPU ledger (gpuledger),
 // fed with the objects given: the cards of each node's GPUInventory (or
-// GPU Feature Discovery labels) and the holdings of its running pods.
+// the DRA driver's ResourceSlices, or GPU Feature Discovery labels), the
+// holdings of its running pods, and the devices allocated claims hold.
 // Nodes without cards are left out; the rest come in name order, each
 // with its cards counted.
-func LayOutGPUs(nodes []corev1.Node, inventories []aischedv1alpha1.GPUInventory, pods []corev1.Pod) []GPUNode {
+func LayOutGPUs(nodes []corev1.Node, inventories []aischedv1alpha1.GPUInventory, pods []corev1.Pod, dra DRAObjects) []GPUNode {
 	ledger := gpuledger.NewStandalone(gpuledger.Options{})
 	invByNode := map[string]*aischedv1alpha1.GPUInventory{}
 	for i := range inventories {
 		ledger.ObserveInventory(&inventories[i])
 		invByNode[inventories[i].Name] = &inventories[i]
 	}
+	dra.observe(ledger)
 	podsOn := map[string][]*corev1.Pod{}
 	for i := range pods {
 		p := &pods[i]
@@ -107,13 +118,20 @@ func LayOutGPUs(nodes []corev1.Node, inventories []aischedv1alpha1.GPUInventory,
 			continue
 		}
 		n := GPUNode{NodeRow: NodeRow{Name: node.Name, Ready: nodeReady(node), Source: "labels"}, node: node}
+		onNode := podsOn[node.Name]
+		holders := holdersOf(onNode)
 		if inv := invByNode[node.Name]; inv != nil {
 			n.Source = "GPUInventory"
 			n.Drift, n.CheckTime, n.DriftFindings = inv.Status.Drift, inv.Status.CheckTime, inv.Status.DriftCount
+		} else if _, ok := ledger.DRA(node.Name); ok {
+			n.Source = "ResourceSlices"
+			byName := make(map[string]*corev1.Pod, len(onNode))
+			for _, p := range onNode {
+				byName[p.Namespace+"/"+p.Name] = p
+			}
+			addDRAHolders(holders, ledger.DRAHolders(node.Name), byName)
 		}
-		onNode := podsOn[node.Name]
 		usage := ledger.UsageOf(node.Name, onNode)
-		holders := holdersOf(onNode)
 		// Cards of unlocated pods are held, though nobody knows which: the
 		// counts take them from the free cards, in index order.
 		unknown := int(usage.Unknown)

@@ -1,15 +1,20 @@
 package console
 
 import (
+	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	aischedv1alpha1 "github.com/aisched/aisched/apis/aisched/v1alpha1"
 	"github.com/aisched/aisched/pkg/gpu"
+	"github.com/aisched/aisched/pkg/gpu/nvidiadra"
+	"github.com/aisched/aisched/pkg/podgroup"
 )
 
 func gpuNode(name string) corev1.Node {
@@ -67,7 +72,7 @@ func TestLayOutGPUs(t *testing.T) {
 	ended.Status.Phase = corev1.PodSucceeded
 	pods = append(pods, ended)
 
-	laid := LayOutGPUs(nodes, invs, pods)
+	laid := LayOutGPUs(nodes, invs, pods, DRAObjects{})
 	if len(laid) != 2 || laid[0].Name != "n1" || laid[1].Name != "n2" {
 		t.Fatalf("nodes %+v: want n1 and n2, the nodes with cards", laid)
 	}
@@ -113,7 +118,7 @@ func TestLayOutGPUsLabels(t *testing.T) {
 	// A node without a GPUInventory, described by GPU Feature Discovery.
 	n := gpuNode("gfd")
 	n.Labels = map[string]string{gpu.GFDPresentLabel: "true", gpu.GFDProductLabel: "Tesla-T4", gpu.GFDCountLabel: "2", gpu.GFDMemoryLabel: "15360"}
-	nodes := LayOutGPUs([]corev1.Node{n}, nil, nil)
+	nodes := LayOutGPUs([]corev1.Node{n}, nil, nil, DRAObjects{})
 	if len(nodes) != 1 || nodes[0].Source != "labels" || len(nodes[0].Cards) != 2 || nodes[0].Cards[0].Model != "Tesla-T4" {
 		t.Fatalf("nodes %+v: want node gfd with two T4 cards from labels", nodes)
 	}
@@ -129,7 +134,7 @@ func TestLayOutGPUsMultiCardShare(t *testing.T) {
 	hami.Spec.Containers[0].Resources.Limits[gpu.HAMiGPUMemResource] = resource.MustParse("3000")
 	hami.Spec.Containers[0].Resources.Limits[gpu.HAMiGPUCoresResource] = resource.MustParse("30")
 	hami.Spec.Containers[0].Resources.Requests = hami.Spec.Containers[0].Resources.Limits
-	laid := LayOutGPUs(nodes, invs, []corev1.Pod{hami})
+	laid := LayOutGPUs(nodes, invs, []corev1.Pod{hami}, DRAObjects{})
 	if len(laid) != 1 {
 		t.Fatalf("nodes %+v", laid)
 	}
@@ -147,5 +152,78 @@ func TestLayOutGPUsMultiCardShare(t *testing.T) {
 	// held.
 	if n := laid[0]; n.Counts.Free != 2 || summarize(laid).Fragmentation.StrandedMilli != 1400 {
 		t.Errorf("free cards %d, stranded %d; want 2 and 1400", n.Counts.Free, summarize(laid).Fragmentation.StrandedMilli)
+	}
+}
+
+// draClaim is a claim of ml allocated the device of pool, reserved for the
+// pod of its name.
+func draClaim(name, pool, device string) resourcev1.ResourceClaim {
+	return resourcev1.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: name + "-gpu", UID: types.UID("claim-" + name)},
+		Status: resourcev1.ResourceClaimStatus{
+			Allocation: &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{
+				{Request: "gpu", Driver: nvidiadra.Driver, Pool: pool, Device: device}}}},
+			ReservedFor: []resourcev1.ResourceClaimConsumerReference{{Resource: "pods", Name: name, UID: types.UID("uid-" + name)}},
+		},
+	}
+}
+
+// TestLayOutGPUsDRA: the cards NVIDIA's DRA driver publishes are on the
+// map: a whole GPU held by the pod its claim is reserved for, and a MIG
+// device named by its profile and device, with its claim.
+func TestLayOutGPUsDRA(t *testing.T) {
+	cards := []gpu.Card{
+		{Index: 0, UUID: "GPU-0", Model: "NVIDIA A100-SXM4-80GB", MemoryMiB: 81920, ComputeCapability: 8, Healthy: true},
+		{Index: 1, UUID: "GPU-1", Model: "NVIDIA A100-SXM4-80GB", MemoryMiB: 81920, ComputeCapability: 8, Healthy: true},
+	}
+	var dra DRAObjects
+	for _, sl := range nvidiadra.Slices("whole", cards, nvidiadra.Options{}) {
+		dra.Slices = append(dra.Slices, *sl)
+	}
+	migSlices := nvidiadra.Slices("mig", cards, nvidiadra.Options{MIG: []string{"3g.40gb", "1g.10gb"}})
+	var small string
+	for _, sl := range migSlices {
+		dra.Slices = append(dra.Slices, *sl)
+		for _, d := range sl.Spec.Devices {
+			if strings.HasPrefix(d.Name, "gpu-1-mig-1g10gb") {
+				small = d.Name
+			}
+		}
+	}
+	if small == "" {
+		t.Fatal("no 1g.10gb device of gpu-1 in the driver's slices")
+	}
+	wholePool, migPool := dra.Slices[0].Spec.Pool.Name, migSlices[0].Spec.Pool.Name
+	dra.Claims = []resourcev1.ResourceClaim{draClaim("train", wholePool, "gpu-0"), draClaim("small", migPool, small)}
+	pods := []corev1.Pod{gpuPod("train", "whole", 0, "", nil), gpuPod("small", "mig", 0, "", nil)}
+	pods[0].Labels = map[string]string{podgroup.NameLabel: "job"}
+
+	laid := LayOutGPUs([]corev1.Node{gpuNode("whole"), gpuNode("mig")}, nil, pods, dra)
+	if len(laid) != 2 {
+		t.Fatalf("nodes %+v, want mig and whole", laid)
+	}
+	mig, whole := laid[0], laid[1]
+	if whole.Source != "ResourceSlices" || len(whole.Cards) != 2 || whole.Cards[0].State != CardWhole || whole.Cards[0].Whole != "ml/train" || whole.Cards[1].State != CardFree {
+		t.Errorf("node whole: %+v, want card 0 held whole by ml/train, card 1 free", whole)
+	}
+	if got := whole.Cards[0].Groups; len(got) != 1 || got[0] != "ml/job" {
+		t.Errorf("card 0 of node whole is held by groups %v, want ml/job (its pod's)", got)
+	}
+	if mig.Source != "ResourceSlices" || len(mig.Cards) != 2 || mig.Cards[0].State != CardFree || mig.Cards[1].State != CardShared {
+		t.Fatalf("node mig: %+v, want card 0 free, card 1 shared", mig)
+	}
+	shares := mig.Cards[1].Shares
+	if len(shares) != 1 {
+		t.Fatalf("card 1 of node mig holds %+v, want the 1g.10gb device", shares)
+	}
+	// Static MIG publishes no counters and no whole GPU: the card is as
+	// large as its devices together (40960+10240 MiB), and the 1g.10gb
+	// device holds 10240/51200 of it, 200 thousandths.
+	want := CardShare{Pod: "ml/small", Claim: "ml/small-gpu", Device: small, Profile: "1g.10gb", Milli: 200, MemMiB: 10240}
+	if diff := cmp.Diff(want, shares[0]); diff != "" {
+		t.Errorf("the MIG device on the map (-want,+got):\n%s", diff)
+	}
+	if got := mig.Cards[1].Model; got != "NVIDIA A100-SXM4-80GB" {
+		t.Errorf("the MIG card's model is %q, want its product name", got)
 	}
 }

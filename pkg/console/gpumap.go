@@ -136,7 +136,12 @@ func (s *Server) gpuNode(w http.ResponseWriter, r *http.Request, c *clients, _ i
 		writeError(w, http.StatusBadGateway, err)
 		return
 	}
-	nodes := LayOutGPUs([]corev1.Node{*node}, invs, pods.Items)
+	dra, err := listDRA(ctx, c.kube, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", name).String()})
+	if err != nil {
+		writeError(w, http.StatusBadGateway, err)
+		return
+	}
+	nodes := LayOutGPUs([]corev1.Node{*node}, invs, pods.Items, dra)
 	if len(nodes) == 0 {
 		writeJSON(w, http.StatusNotFound, apiError{Error: fmt.Sprintf("node %s has no GPU cards", name)})
 		return
@@ -196,7 +201,11 @@ func readGPUs(r *http.Request, c *clients) (gpuInputs, int, error) {
 	if invs != nil {
 		inventories = invs.Items
 	}
-	in.nodes = LayOutGPUs(nodes.Items, inventories, pods.Items)
+	dra, err := listDRA(ctx, c.kube, metav1.ListOptions{})
+	if err != nil {
+		return in, http.StatusBadGateway, err
+	}
+	in.nodes = LayOutGPUs(nodes.Items, inventories, pods.Items, dra)
 	return in, http.StatusOK, nil
 }
 

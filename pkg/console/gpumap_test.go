@@ -65,7 +65,7 @@ func everyCardBytes(t *testing.T, objs []runtime.Object) int {
 			pods = append(pods, *o)
 		}
 	}
-	b, err := json.Marshal(LayOutGPUs(nodes, invs, pods))
+	b, err := json.Marshal(LayOutGPUs(nodes, invs, pods, DRAObjects{}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -464,3 +464,49 @@ func (s *State) DRAHolders(node string) map[int][]DRAHolder {
 	}
 	return out
 }
+
+// migKey is a kind of MIG device in aisched_gpu_mig_devices.
+type migKey struct{ model, profile, state string }
+
+// migDevices counts the MIG devices of every DRA node by the model of
+// their card, profile and state: allocated when a claim holds it (pending
+// in the scheduler or written), free otherwise. A free placement of a
+// card partitioned dynamically (its devices consume the card's counters)
+// is one of several that overlap, not a device: only held ones count.
+func (s *State) migDevices() map[string]map[migKey]int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	l := &s.dra
+	out := map[string]map[migKey]int{}
+	for node, n := range l.nodes {
+		held := map[DeviceRef]bool{}
+		for _, pool := range n.pools() {
+			for uid := range l.byPool[pool] {
+				for _, r := range l.claims[uid].results {
+					held[DeviceRef{Pool: r.Pool, Device: r.Device}] = true
+				}
+			}
+		}
+		for ref, dev := range n.devices {
+			if !dev.MIG {
+				continue
+			}
+			state := cardWhole
+			if !held[ref] {
+				if len(n.raw[ref].ConsumesCounters) > 0 {
+					continue
+				}
+				state = cardFree
+			}
+			model := ""
+			if c := gpu.CardByIndex(n.set.Cards, dev.Card); c != nil {
+				model = c.Model
+			}
+			if out[node] == nil {
+				out[node] = map[migKey]int{}
+			}
+			out[node][migKey{model: model, profile: dev.Profile, state: state}]++
+		}
+	}
+	return out
+}

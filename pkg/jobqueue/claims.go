@@ -103,6 +103,40 @@ func (q *Queue) claimSolver(groups map[string]*Group) *ClaimSolver {
 	return nil
 }
 
+// HeldClaim is a claim allocated to a pending member of a group.
+type HeldClaim struct {
+	Pod   *corev1.Pod
+	Claim *resourceapi.ResourceClaim
+}
+
+// heldClaims returns the claims allocated to the pending pods that a
+// release may deallocate, as upstream's PostFilter would for an
+// unschedulable pod: reserved for no pod but the pod, and not being
+// allocated by the scheduler now. nil without DRA.
+func (q *Queue) heldClaims(pending []*corev1.Pod) []HeldClaim {
+	if q.dra == nil {
+		return nil
+	}
+	var out []HeldClaim
+	for _, pod := range pending {
+		for i := range pod.Spec.ResourceClaims {
+			name, _, err := resourceclaim.Name(pod, &pod.Spec.ResourceClaims[i])
+			if err != nil || name == nil {
+				continue
+			}
+			claim, err := q.dra.ResourceClaims().Get(pod.Namespace, *name)
+			if err != nil || claim.Status.Allocation == nil || q.dra.ResourceClaims().GetPendingAllocation(claim.UID) != nil {
+				continue
+			}
+			if slices.ContainsFunc(claim.Status.ReservedFor, func(r resourceapi.ResourceClaimConsumerReference) bool { return r.UID != pod.UID }) {
+				continue
+			}
+			out = append(out, HeldClaim{Pod: pod, Claim: claim})
+		}
+	}
+	return out
+}
+
 // claimMember is a demand whose claims the solver places.
 type claimMember struct {
 	demand int

@@ -18,6 +18,10 @@ import (
 	"k8s.io/utils/clock"
 )
 
+// ReasonClaimDeallocated is the reason of the event on a pending member
+// of a partial group whose DRA claim the queue deallocated.
+const ReasonClaimDeallocated = "ClaimDeallocated"
+
 // evictAgain is how long the queue waits before it deletes a victim again
 // (a deletion that failed, or one the informers have not shown yet).
 const evictAgain = 30 * time.Second
@@ -26,6 +30,8 @@ const evictAgain = 30 * time.Second
 // preemption does: it marks each with the DisruptionTarget condition
 // (reason PreemptionByScheduler), records an event, and deletes it with
 // its own grace period.
+// It also deallocates the DRA claims a partial group's pending members
+// hold (deallocate).
 type evictor struct {
 	client   kubernetes.Interface
 	recorder events.EventRecorder
@@ -48,17 +54,19 @@ func (e *evictor) evict(ctx context.Context, p Preemption) {
 		if v.DeletionTimestamp != nil {
 			continue
 		}
-		e.mu.Lock()
-		at, asked := e.asked[v.UID]
-		if !asked || now.Sub(at) >= evictAgain {
-			e.asked[v.UID] = now
-		}
-		e.mu.Unlock()
-		if asked && now.Sub(at) < evictAgain {
+		if !e.ask(v.UID, now) {
 			continue
 		}
 		if err := e.evictOne(ctx, v, p); err != nil {
 			klog.FromContext(ctx).Info("Preempting a pod", "pod", klog.KObj(v), "podGroup", p.Group, "err", err)
+		}
+	}
+	for _, h := range p.Deallocate {
+		if !e.ask(h.Claim.UID, now) {
+			continue
+		}
+		if err := e.deallocate(ctx, h, p); err != nil {
+			klog.FromContext(ctx).Info("Deallocating a claim", "claim", klog.KObj(h.Claim), "pod", klog.KObj(h.Pod), "podGroup", p.Group, "err", err)
 		}
 	}
 	e.mu.Lock()
@@ -70,6 +78,45 @@ func (e *evictor) evict(ctx context.Context, p Preemption) {
 	e.mu.Unlock()
 }
 
+// ask records that the object with uid is acted on now, and reports
+// whether it may be: not within evictAgain of the last time.
+func (e *evictor) ask(uid types.UID, now time.Time) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if at, asked := e.asked[uid]; asked && now.Sub(at) < evictAgain {
+		return false
+	}
+	e.asked[uid] = now
+	return true
+}
+
+// partialMessage says why a member of a partial group is released.
+func partialMessage(p Preemption) string {
+	return fmt.Sprintf("released by aisched's job queue: its pod group %s held fewer than min-available members bound for longer than partialGroupSeconds, and the rest cannot be placed (%s); the group starts over whole", p.Group, p.why)
+}
+
+// deallocate clears the allocation of a claim held by a pending member of
+// a partial group, as upstream's PostFilter does for an unschedulable pod,
+// and says so on the pod. The update carries the claim's resourceVersion:
+// a claim that changed since the pass read it is left for the next.
+func (e *evictor) deallocate(ctx context.Context, h HeldClaim, p Preemption) error {
+	claim := h.Claim.DeepCopy()
+	claim.Status.ReservedFor = nil
+	claim.Status.Allocation = nil
+	claim.Status.Devices = nil
+	if _, err := e.client.ResourceV1().ResourceClaims(claim.Namespace).UpdateStatus(ctx, claim, metav1.UpdateOptions{}); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	}
+	if e.recorder != nil {
+		e.recorder.Eventf(h.Pod, claim, corev1.EventTypeNormal, ReasonClaimDeallocated, "Deallocating",
+			"%s; its claim %s was deallocated", partialMessage(p), claim.Name)
+	}
+	return nil
+}
+
 func (e *evictor) evictOne(ctx context.Context, v *corev1.Pod, p Preemption) error {
 	msg := fmt.Sprintf("preempted by aisched's job queue for pod group %s of priority %d", p.Group, p.Priority)
 	switch {
@@ -78,7 +125,7 @@ func (e *evictor) evictOne(ctx context.Context, v *corev1.Pod, p Preemption) err
 	case p.Queue != "":
 		msg = fmt.Sprintf(takenBackFormat, p.Queue, p.Group, p.Priority, strings.Join(p.From, ", "))
 	case p.partial:
-		msg = fmt.Sprintf("released by aisched's job queue: its pod group %s held fewer than min-available members bound for longer than partialGroupSeconds, and the rest cannot be placed (%s); the group starts over whole", p.Group, p.why)
+		msg = partialMessage(p)
 	}
 	cond := corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: corev1.PodReasonPreemptionByScheduler,
 		Message: msg, LastTransitionTime: metav1.NewTime(e.clock.Now())}

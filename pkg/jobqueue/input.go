@@ -84,6 +84,9 @@ func (q *Queue) input(now time.Time) (Input, map[string]*Group, []Preemption) {
 		}
 	}
 
+	for _, g := range groups {
+		g.HeldClaims = q.heldClaims(g.Pending)
+	}
 	in := Input{Now: now, Backfill: q.opts.Backfill, Quotas: map[string][]Quota{}, DemandOf: q.demands.of, Claims: q.claimSolver(groups)}
 	if q.topologies != nil {
 		in.Topologies = q.topologies.Topologies()

@@ -56,7 +56,7 @@ func newQueueMetrics() *queueMetrics {
 		}),
 		partial: metrics.NewGauge(&metrics.GaugeOpts{
 			Namespace: "aisched", Subsystem: "gang", Name: "partial_groups",
-			Help:           "Pod groups with some members bound but fewer than min-available bound or succeeded.",
+			Help:           "Pod groups with some members bound, or DRA claims of pending members allocated, but fewer than min-available bound or succeeded.",
 			StabilityLevel: metrics.ALPHA,
 		}),
 		reservationHeld: metrics.NewGauge(&metrics.GaugeOpts{
@@ -143,7 +143,7 @@ func (m *queueMetrics) record(plan Plan, groups map[string]*Group) {
 			reason = string(ReasonAdmitted)
 		}
 		m.groups.WithLabelValues(g.Namespace, reason).Inc()
-		if len(g.Bound) > 0 && len(g.Bound)+g.Succeeded < g.MinAvailable {
+		if len(g.Bound)+len(g.HeldClaims) > 0 && len(g.Bound)+g.Succeeded < g.MinAvailable {
 			partial++
 		}
 	}

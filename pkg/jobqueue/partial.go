@@ -5,13 +5,16 @@ import (
 	"time"
 )
 
-// stuckPartial returns the groups that have held some but fewer than
-// min-available members bound, with others pending and without admission,
-// for longer than Options.PartialGroup: their bound members are deleted, so that no card
-// stays held by a group that cannot run, and the group starts over whole.
-// A group is partial so only when its placement was cut short (a
-// scheduler restart between its bindings) and the queue cannot admit the
-// rest; it completes as soon as the queue can. q.mu is held.
+// stuckPartial returns the groups that have held devices for fewer than
+// min-available members bound (bound members, or DRA claims allocated to
+// pending members), with others pending and without admission, for
+// longer than Options.PartialGroup: their bound members are deleted and
+// the claims of their pending members deallocated, so that no card or
+// device stays held by a group that cannot run, and the group starts over
+// whole. A group is partial so only when its placement was cut short (a
+// scheduler restart between its claims' allocation and its bindings) and
+// the queue cannot admit the rest; it completes as soon as the queue can.
+// q.mu is held.
 func (q *Queue) stuckPartial(plan Plan, groups map[string]*Group, now time.Time) []Preemption {
 	var stuck []Preemption
 	for key, g := range groups {
@@ -19,7 +22,7 @@ func (q *Queue) stuckPartial(plan Plan, groups map[string]*Group, now time.Time)
 		// Members pending too: the group tries to complete. One that lost
 		// a member and waits for its controller to make another is left
 		// to that controller.
-		partial := len(g.Bound) > 0 && len(g.Pending) > 0 && len(g.Bound)+g.Succeeded < g.MinAvailable && !d.Admitted
+		partial := len(g.Bound)+len(g.HeldClaims) > 0 && len(g.Pending) > 0 && len(g.Bound)+g.Succeeded < g.MinAvailable && !d.Admitted
 		if !partial || q.opts.PartialGroup <= 0 {
 			delete(q.partialSince, key)
 			continue
@@ -31,7 +34,7 @@ func (q *Queue) stuckPartial(plan Plan, groups map[string]*Group, now time.Time)
 			continue
 		}
 		if now.Sub(since) >= q.opts.PartialGroup {
-			stuck = append(stuck, Preemption{Group: key, Priority: g.Priority, Victims: g.Bound, partial: true,
+			stuck = append(stuck, Preemption{Group: key, Priority: g.Priority, Victims: g.Bound, Deallocate: g.HeldClaims, partial: true,
 				why: fmt.Sprintf("%s %s", d.Reason, d.Message)})
 			delete(q.partialSince, key)
 		}

@@ -28,6 +28,10 @@ type Group struct {
 	// Pending are the members not bound to a node, Bound the others
 	// (terminal pods are in neither).
 	Pending, Bound []*corev1.Pod
+	// HeldClaims are the DRA claims allocated to pending members (a
+	// scheduler stopped between a member's claim allocation and its
+	// binding) that a release of the group deallocates.
+	HeldClaims []HeldClaim
 	// Succeeded counts the members that completed.
 	Succeeded int
 	// Admitted is true for a group admitted by an earlier plan whose
@@ -203,6 +207,9 @@ type Preemption struct {
 	// the queue's reason for not admitting the rest.
 	partial bool
 	why     string
+	// Deallocate are the claims of pending members a partial group
+	// releases with its bound members.
+	Deallocate []HeldClaim
 	// Queue is the team queue that takes the victims back (a reclaim),
 	// From the queues they are taken from; empty for a preemption by
 	// priority.

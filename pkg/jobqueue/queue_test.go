@@ -1,11 +1,13 @@
 package jobqueue
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	testingclock "k8s.io/utils/clock/testing"
 )
@@ -88,8 +90,15 @@ func TestStuckPartial(t *testing.T) {
 		"ns/lost": {Key: "ns/lost", MinAvailable: 4, Bound: []*corev1.Pod{pod("e", "n1"), pod("f", "n1"), pod("g", "n1")}},
 		// Being placed.
 		"ns/placing": {Key: "ns/placing", MinAvailable: 2, Bound: []*corev1.Pod{pod("h", "n2")}, Pending: []*corev1.Pod{pod("i", "")}},
+		// None bound, but a pending member's DRA claim allocated.
+		"ns/claimed": {Key: "ns/claimed", MinAvailable: 2, Pending: []*corev1.Pod{pod("j", ""), pod("k", "")},
+			HeldClaims: []HeldClaim{{Pod: pod("j", ""), Claim: &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "j-gpu"}}}}},
+		// None bound, no claim allocated: waiting whole.
+		"ns/waiting": {Key: "ns/waiting", MinAvailable: 2, Pending: []*corev1.Pod{pod("l", ""), pod("m", "")}},
 	}
 	plan := Plan{Decisions: map[string]Decision{
+		"ns/claimed": {Reason: ReasonWaitingForCapacity, Message: "no devices"},
+		"ns/waiting": {Reason: ReasonWaitingForCapacity, Message: "no devices"},
 		"ns/cut":     {Reason: ReasonWaitingForCapacity, Message: "no room"},
 		"ns/lost":    {Reason: ReasonWaitingForMembers},
 		"ns/placing": admitted,
@@ -103,9 +112,17 @@ func TestStuckPartial(t *testing.T) {
 	}
 	clk.Step(time.Second)
 	stuck := q.stuckPartial(plan, groups, clk.Now())
-	if len(stuck) != 1 || stuck[0].Group != "ns/cut" || len(stuck[0].Victims) != 2 || !stuck[0].partial || !strings.Contains(stuck[0].why, "no room") {
-		t.Fatalf("released %+v, want the bound members of ns/cut with the reason", stuck)
+	slices.SortFunc(stuck, func(a, b Preemption) int { return strings.Compare(a.Group, b.Group) })
+	if len(stuck) != 2 {
+		t.Fatalf("released %+v, want ns/claimed and ns/cut", stuck)
 	}
+	if c := stuck[0]; c.Group != "ns/claimed" || len(c.Victims) != 0 || len(c.Deallocate) != 1 || c.Deallocate[0].Claim.Name != "j-gpu" || !c.partial {
+		t.Errorf("released %+v, want the claim of ns/claimed's pending member deallocated, no pod deleted", c)
+	}
+	if c := stuck[1]; c.Group != "ns/cut" || len(c.Victims) != 2 || len(c.Deallocate) != 0 || !c.partial || !strings.Contains(c.why, "no room") {
+		t.Fatalf("released %+v, want the bound members of ns/cut with the reason", c)
+	}
+	delete(groups, "ns/claimed")
 	// Whole again, then cut short again: the wait starts over.
 	groups["ns/cut"].Pending = nil
 	_ = q.stuckPartial(plan, groups, clk.Now())

@@ -10,6 +10,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/aisched/aisched/pkg/local"
 	"github.com/aisched/aisched/pkg/local/localtest"
@@ -30,12 +32,7 @@ func TestGangSchedulerCrash(t *testing.T) {
 	c := startWithoutAisched(t, `  - {name: gpu, count: 6, cpu: "64", memory: 256Gi, maxPods: 200, gpus: {count: 8, model: NVIDIA-A100-SXM4-40GB, memoryMiB: 40960}}
 `)
 	ctx := context.Background()
-	startScheduler := externalScheduler(t, c, "--set", "scheduler.services.jobQueue.partialGroupSeconds=10", "--set", "scheduler.replicas=1")
-	start := func() *command {
-		s := startScheduler()
-		waitOutput(t, s, acquired)
-		return s
-	}
+	start := leadingScheduler(t, c)
 	const size = 48
 	gang := func(ns, name string) {
 		t.Helper()
@@ -47,37 +44,16 @@ func TestGangSchedulerCrash(t *testing.T) {
 		createPods(t, c, pods...)
 	}
 	// killMidway kills the scheduler as soon as a member of the group is
-	// bound (seen through a watch, which tells sooner than listing), and
-	// returns how many were bound once the bindings in flight at the kill
-	// have settled.
+	// bound, and returns how many were bound once the bindings in flight
+	// at the kill have settled.
 	killMidway := func(s *command, ns, name string) int {
 		t.Helper()
-		wctx, cancel := context.WithTimeout(ctx, time.Minute)
-		defer cancel()
-		w, err := c.Client.CoreV1().Pods(ns).Watch(wctx, metav1.ListOptions{LabelSelector: podgroup.NameLabel + "=" + name})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer w.Stop()
-		for ev := range w.ResultChan() {
-			if p, ok := ev.Object.(*corev1.Pod); !ok || p.Spec.NodeName == "" {
-				continue
-			}
-			if err := s.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-				t.Fatal(err)
-			}
-			_ = s.wait(ctx)
-			// A binding the apiserver received before the kill may still
-			// be written: count when the number holds for a second.
-			last := -1
-			for n := boundMembers(t, c, ns, name); n != last; n = boundMembers(t, c, ns, name) {
-				last = n
-				time.Sleep(time.Second)
-			}
-			return last
-		}
-		t.Fatalf("no member of %s bound within a minute", name)
-		return 0
+		return killOnFirst(t, s, "a member of "+name+" bound",
+			func(ctx context.Context) (watch.Interface, error) {
+				return c.Client.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{LabelSelector: podgroup.NameLabel + "=" + name})
+			},
+			func(obj runtime.Object) bool { p, ok := obj.(*corev1.Pod); return ok && p.Spec.NodeName != "" },
+			func() int { return boundMembers(t, c, ns, name) })
 	}
 
 	// The capacity stays free: the restarted scheduler completes the gang.
@@ -148,6 +124,56 @@ func TestGangSchedulerCrash(t *testing.T) {
 	if said != bound {
 		t.Errorf("%d members say why they were released, want the %d bound", said, bound)
 	}
+}
+
+// leadingScheduler installs the chart's scheduler with one replica and
+// partialGroupSeconds=10, and returns what starts an `aisched scheduler`
+// process and waits until it leads.
+func leadingScheduler(t *testing.T, c *local.Cluster) func() *command {
+	t.Helper()
+	startScheduler := externalScheduler(t, c, "--set", "scheduler.services.jobQueue.partialGroupSeconds=10", "--set", "scheduler.replicas=1")
+	return func() *command {
+		s := startScheduler()
+		waitOutput(t, s, acquired)
+		return s
+	}
+}
+
+// killOnFirst kills the scheduler s (SIGKILL) as soon as the watch that
+// start opens sends an object for which hit holds (a watch tells sooner
+// than listing), waits for it to exit, and returns the state once it holds
+// for a second: a write the apiserver received before the kill may still
+// land. It fails the test when no such object comes within two minutes.
+func killOnFirst[T comparable](t *testing.T, s *command, what string, start func(context.Context) (watch.Interface, error), hit func(runtime.Object) bool, state func() T) T {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	w, err := start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	for ev := range w.ResultChan() {
+		if !hit(ev.Object) {
+			continue
+		}
+		if err := s.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		_ = s.wait(context.Background())
+		last := state()
+		for {
+			time.Sleep(time.Second)
+			now := state()
+			if now == last {
+				return now
+			}
+			last = now
+		}
+	}
+	t.Fatalf("the scheduler was to be killed on %s, which did not happen within two minutes", what)
+	var zero T
+	return zero
 }
 
 // nodesOf lists the names of the cluster's nodes.

@@ -168,15 +168,26 @@ func (r *runtime) runPod(pod *corev1.Pod) *api.PodSandbox {
 // a device plugin's variables included) and returns its spec after the
 // plugins' adjustments.
 func (r *runtime) createContainer(sb *api.PodSandbox, name string, env ...string) (*api.Container, *rspec.Spec, error) {
+	return r.createFrom(sb, &api.Container{Name: name, Env: env})
+}
+
+// createFrom creates the container ctr describes (its name, and what the
+// runtime made of the kubelet's request: environment, device nodes, CDI
+// devices) and returns it and its spec after the plugins' adjustments.
+func (r *runtime) createFrom(sb *api.PodSandbox, ctr *api.Container) (*api.Container, *rspec.Spec, error) {
 	r.mu.Lock()
 	r.next++
-	id := fmt.Sprintf("ctr-%d", r.next)
+	ctr.Id = fmt.Sprintf("ctr-%d", r.next)
 	r.mu.Unlock()
+	ctr.PodSandboxId, ctr.State = sb.Id, api.ContainerState_CONTAINER_CREATED
+	name := ctr.Name
 	// As containerd does: a plugin being synchronised is fully registered
 	// before the runtime relays requests.
 	defer r.nri.BlockPluginSync().Unblock()
-	spec := &rspec.Spec{Process: &rspec.Process{Env: env}, Linux: &rspec.Linux{}}
-	ctr := &api.Container{Id: id, PodSandboxId: sb.Id, Name: name, State: api.ContainerState_CONTAINER_CREATED, Env: env}
+	spec := &rspec.Spec{Process: &rspec.Process{Env: slices.Clone(ctr.Env)}, Linux: &rspec.Linux{}}
+	for _, d := range ctr.GetLinux().GetDevices() {
+		spec.Linux.Devices = append(spec.Linux.Devices, rspec.LinuxDevice{Path: d.Path, Type: d.Type, Major: d.Major, Minor: d.Minor})
+	}
 	resp, err := r.nri.CreateContainer(context.Background(), &api.CreateContainerRequest{Pod: sb, Container: ctr})
 	if err != nil {
 		return nil, nil, err
@@ -196,7 +207,7 @@ func (r *runtime) createContainer(sb *api.PodSandbox, name string, env ...string
 	ctr.Env = spec.Process.Env
 	ctr.State = api.ContainerState_CONTAINER_RUNNING
 	r.mu.Lock()
-	r.ctrs[id] = ctr
+	r.ctrs[ctr.Id] = ctr
 	r.mu.Unlock()
 	return ctr, spec, nil
 }

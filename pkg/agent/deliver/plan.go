@@ -48,7 +48,11 @@ func (e *Error) Error() string {
 // Plan returns what container (a name of pod's containers or init
 // containers) gets of the cards the scheduler assigned to pod, on a node
 // with cards. A pod without gpu.aisched.io/assigned gets the zero Delivery:
-// another scheduler placed it and the node's device plugin serves it.
+// another scheduler placed it and the node's device plugin serves it, or
+// it gets its GPUs through DRA claims, which the DRA driver prepares. So
+// does a container whose nvidia.com/gpu the scheduler backed with a DRA
+// claim (the pod's status.extendedResourceClaimStatus maps it): the
+// driver prepared its devices, and cards given here would fight them.
 //
 // How the pod's cards split among its containers follows the kubelet's
 // device manager: each app container takes the next slice of the pod's
@@ -62,7 +66,7 @@ func (e *Error) Error() string {
 func Plan(pod *corev1.Pod, container string, cards []gpu.Card) (Delivery, error) {
 	a := pod.Annotations
 	assigned, ok := a[gpu.AssignedAnnotation]
-	if !ok {
+	if !ok || draServed(pod, container) {
 		return Delivery{}, nil
 	}
 	name := pod.Namespace + "/" + pod.Name
@@ -191,4 +195,15 @@ func sharesCard(pod *corev1.Pod, container string) bool {
 		return slices.ContainsFunc(pod.Spec.Containers, func(c corev1.Container) bool { return c.Name == container })
 	}
 	return slices.ContainsFunc(all, func(c corev1.Container) bool { return c.Name == container && names(c) })
+}
+
+// draServed reports whether the DRA driver serves the container's
+// nvidia.com/gpu: the scheduler backed the extended resource with a claim
+// (KEP-5004), as it does on a node whose DRA driver's device class names
+// nvidia.com/gpu and that has no device plugin for it.
+func draServed(pod *corev1.Pod, container string) bool {
+	st := pod.Status.ExtendedResourceClaimStatus
+	return st != nil && slices.ContainsFunc(st.RequestMappings, func(m corev1.ContainerExtendedResourceRequest) bool {
+		return m.ContainerName == container && m.ResourceName == string(gpu.ResourceName)
+	})
 }

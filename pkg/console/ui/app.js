@@ -294,7 +294,10 @@ function nodeRow(n) {
 function renderCard(n, c) {
   const holders = [];
   if (c.whole) holders.push(el("li", {}, c.whole));
-  for (const s of c.shares || []) holders.push(el("li", {}, s.pod + " · " + (s.milli / 10) + "%" + (s.memMiB ? ", " + gib(s.memMiB) : "")));
+  // Under DRA a share is a claim's device: a MIG device by its profile
+  // and name, or a share of a shared device's capacity.
+  for (const s of c.shares || []) holders.push(el("li", { title: s.claim ? "claim " + s.claim + (s.device ? ", device " + s.device : "") : "" },
+    s.pod + " · " + (s.profile ? "MIG " + s.profile + " (" + s.device + ")" : (s.milli / 10) + "%" + (s.memMiB ? ", " + gib(s.memMiB) : ""))));
   const what = { whole: "held whole", unhealthy: "unhealthy" }[c.state] || ("free " + (c.freeMilli / 10) + "%, " + gib(c.freeMemMiB));
   return el("div", { class: "card " + c.state, "data-card": n.name + "/" + c.index, tabindex: "0",
     "aria-label": "card " + c.index + " of " + n.name },
