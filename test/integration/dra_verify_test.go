@@ -3,15 +3,23 @@ package integration
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/utils/ptr"
 
+	"github.com/aisched/aisched/pkg/gpu"
 	"github.com/aisched/aisched/pkg/gpu/nvidiadra"
 	"github.com/aisched/aisched/pkg/local"
 )
@@ -23,27 +31,38 @@ type publishedDevice struct {
 }
 
 // checkAllocations fails the test when an allocated claim of the cluster
-// holds what upstream's allocator would not give it: a device not of
-// NVIDIA's driver, not published on the node the allocation holds the pod
-// to, not selected by the request's class and selectors (evaluated with
-// upstream's CEL library), tainted, given whole to two claims or whole and
-// shared, shared beyond its capacity, partitions beyond their card's
-// counters, a request given another count of devices, or results that
-// break a matchAttribute constraint.
+// holds what upstream's allocator would not give it (allocationErrors).
 func checkAllocations(t *testing.T, c *local.Cluster) {
 	t.Helper()
-	ctx := context.Background()
-	sliceList, err := c.Client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
+	errs, err := allocationErrors(context.Background(), c.Client)
 	if err != nil {
 		t.Fatal(err)
 	}
-	classList, err := c.Client.ResourceV1().DeviceClasses().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
+	for _, e := range errs {
+		t.Error(e)
 	}
-	claimList, err := c.Client.ResourceV1().ResourceClaims(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+}
+
+// allocationErrors says what the allocated claims hold that upstream's
+// allocator would not give them: a device not of NVIDIA's driver, not
+// published on the node the allocation holds the pod to, not selected by
+// the request's class and selectors (evaluated with upstream's CEL
+// library), tainted, given whole to two claims or whole and shared,
+// shared beyond its capacity, partitions beyond their card's counters, a
+// request given another count of devices, or results that break a
+// matchAttribute constraint.
+func allocationErrors(ctx context.Context, cs kubernetes.Interface) ([]string, error) {
+	sliceList, err := cs.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
+	}
+	classList, err := cs.ResourceV1().DeviceClasses().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	claimList, err := cs.ResourceV1().ResourceClaims(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
 	}
 	devices := map[string]publishedDevice{}
 	counters := map[string]map[string]int64{}
@@ -63,32 +82,35 @@ func checkAllocations(t *testing.T, c *local.Cluster) {
 	for i := range classList.Items {
 		classes[classList.Items[i].Name] = &classList.Items[i]
 	}
-	check := allocationCheck{t: t, devices: devices, classes: classes, cache: cel.NewCache(32, cel.Features{EnableConsumableCapacity: true}),
+	check := allocationCheck{devices: devices, classes: classes, cache: cel.NewCache(32, cel.Features{EnableConsumableCapacity: true}),
 		whole: map[string]string{}, shares: map[string]map[resourcev1.QualifiedName]int64{}, used: map[string]map[string]int64{}}
 	for i := range claimList.Items {
 		if cl := &claimList.Items[i]; cl.Status.Allocation != nil {
 			check.claim(cl)
 		}
 	}
-	for key, consumed := range check.shares {
-		for name, sum := range consumed {
+	for _, key := range slices.Sorted(maps.Keys(check.shares)) {
+		for _, name := range slices.Sorted(maps.Keys(check.shares[key])) {
+			sum := check.shares[key][name]
 			if have := devices[key].device.Capacity[name].Value; sum > have.Value() {
-				t.Errorf("device %s: its shares consume %d of %s, it has %d", key, sum, name, have.Value())
+				check.fail("device %s: its shares consume %d of %s, it has %d", key, sum, name, have.Value())
 			}
 		}
 	}
-	for set, used := range check.used {
-		for name, sum := range used {
+	for _, set := range slices.Sorted(maps.Keys(check.used)) {
+		for _, name := range slices.Sorted(maps.Keys(check.used[set])) {
+			sum := check.used[set][name]
 			if sum > counters[set][name] {
-				t.Errorf("counter set %s: its partitions consume %d of %s, it has %d", set, sum, name, counters[set][name])
+				check.fail("counter set %s: its partitions consume %d of %s, it has %d", set, sum, name, counters[set][name])
 			}
 		}
 	}
+	return check.errs, nil
 }
 
 // allocationCheck is what checkAllocations has seen of the claims so far.
 type allocationCheck struct {
-	t       *testing.T
+	errs    []string
 	devices map[string]publishedDevice
 	classes map[string]*resourcev1.DeviceClass
 	cache   *cel.Cache
@@ -102,8 +124,6 @@ type allocationCheck struct {
 
 // claim checks one allocated claim's results.
 func (a *allocationCheck) claim(cl *resourcev1.ResourceClaim) {
-	t := a.t
-	t.Helper()
 	name := cl.Namespace + "/" + cl.Name
 	node := allocatedNode(cl.Status.Allocation)
 	given := map[string]int64{}
@@ -113,40 +133,40 @@ func (a *allocationCheck) claim(cl *resourcev1.ResourceClaim) {
 		d, ok := a.devices[key]
 		switch {
 		case r.Driver != nvidiadra.Driver:
-			t.Errorf("%s: not of NVIDIA's driver", where)
+			a.fail("%s: not of NVIDIA's driver", where)
 			continue
 		case !ok:
-			t.Errorf("%s: no such device published", where)
+			a.fail("%s: no such device published", where)
 			continue
 		case d.node != node:
-			t.Errorf("%s: the device is on node %s, the allocation holds the pod to %q", where, d.node, node)
+			a.fail("%s: the device is on node %s, the allocation holds the pod to %q", where, d.node, node)
 		}
 		given[r.Request]++
 		req, err := exactRequest(cl, r.Request)
 		if err != nil {
-			t.Errorf("%s: %v", where, err)
+			a.fail("%s: %v", where, err)
 			continue
 		}
 		class := a.classes[req.DeviceClassName]
 		if class == nil {
-			t.Errorf("%s: no device class %s", where, req.DeviceClassName)
+			a.fail("%s: no device class %s", where, req.DeviceClassName)
 			continue
 		}
 		for _, sel := range append(append([]resourcev1.DeviceSelector(nil), class.Spec.Selectors...), req.Selectors...) {
 			if err := a.selects(sel, r.Driver, d.device); err != nil {
-				t.Errorf("%s: %v", where, err)
+				a.fail("%s: %v", where, err)
 			}
 		}
 		for _, taint := range d.device.Taints {
 			if taint.Effect != resourcev1.DeviceTaintEffectNone && !tolerated(req.Tolerations, taint) {
-				t.Errorf("%s: the device has the taint %s, which the request does not tolerate", where, taint.Key)
+				a.fail("%s: the device has the taint %s, which the request does not tolerate", where, taint.Key)
 			}
 		}
 		a.hold(where, key, name, r, d.device)
 	}
 	for reqName, n := range given {
 		if req, err := exactRequest(cl, reqName); err == nil && req.AllocationMode != resourcev1.DeviceAllocationModeAll && n != req.Count {
-			t.Errorf("claim %s, request %s: %d devices, the request asks for %d", name, reqName, n, req.Count)
+			a.fail("claim %s, request %s: %d devices, the request asks for %d", name, reqName, n, req.Count)
 		}
 	}
 	for _, cons := range cl.Spec.Devices.Constraints {
@@ -156,6 +176,10 @@ func (a *allocationCheck) claim(cl *resourcev1.ResourceClaim) {
 	}
 }
 
+func (a *allocationCheck) fail(format string, args ...any) {
+	a.errs = append(a.errs, fmt.Sprintf(format, args...))
+}
+
 // selects says why a selector does not select the device, nil when it does.
 func (a *allocationCheck) selects(sel resourcev1.DeviceSelector, driver string, d *resourcev1.Device) error {
 	if sel.CEL == nil {
@@ -163,13 +187,13 @@ func (a *allocationCheck) selects(sel resourcev1.DeviceSelector, driver string, 
 	}
 	expr := a.cache.GetOrCompile(sel.CEL.Expression)
 	if expr.Error != nil {
-		return fmt.Errorf("selector %q: %v", sel.CEL.Expression, expr.Error)
+		return fmt.Errorf("selector %q: %w", sel.CEL.Expression, expr.Error)
 	}
 	ok, _, err := expr.DeviceMatches(context.Background(), cel.Device{Driver: driver, AllowMultipleAllocations: d.AllowMultipleAllocations,
 		Attributes: d.Attributes, Capacity: d.Capacity})
 	switch {
 	case err != nil:
-		return fmt.Errorf("selector %q: %v", sel.CEL.Expression, err)
+		return fmt.Errorf("selector %q: %w", sel.CEL.Expression, err)
 	case !ok:
 		return fmt.Errorf("selector %q does not select the device", sel.CEL.Expression)
 	}
@@ -179,17 +203,15 @@ func (a *allocationCheck) selects(sel resourcev1.DeviceSelector, driver string, 
 // hold records that claim name holds the device of result r, whole or a
 // share, and the counters it consumes; a device given twice fails.
 func (a *allocationCheck) hold(where, key, name string, r resourcev1.DeviceRequestAllocationResult, d *resourcev1.Device) {
-	t := a.t
-	t.Helper()
 	switch {
 	case r.ShareID == nil && a.whole[key] != "" && a.whole[key] != name:
-		t.Errorf("%s: given whole twice, also to claim %s", where, a.whole[key])
+		a.fail("%s: given whole twice, also to claim %s", where, a.whole[key])
 	case r.ShareID == nil && a.shares[key] != nil:
-		t.Errorf("%s: given whole, and shared with other claims", where)
+		a.fail("%s: given whole, and shared with other claims", where)
 	case r.ShareID != nil && a.whole[key] != "":
-		t.Errorf("%s: shared, and given whole to claim %s", where, a.whole[key])
+		a.fail("%s: shared, and given whole to claim %s", where, a.whole[key])
 	case r.ShareID != nil && !ptr.Deref(d.AllowMultipleAllocations, false):
-		t.Errorf("%s: shared, but the device does not allow multiple allocations", where)
+		a.fail("%s: shared, but the device does not allow multiple allocations", where)
 	}
 	if r.ShareID == nil {
 		a.whole[key] = name
@@ -215,8 +237,6 @@ func (a *allocationCheck) hold(where, key, name string, r resourcev1.DeviceReque
 // matchAttribute checks that the results of the constraint's requests
 // (all, when it names none) have one value of its attribute.
 func (a *allocationCheck) matchAttribute(cl *resourcev1.ResourceClaim, cons resourcev1.DeviceConstraint) {
-	t := a.t
-	t.Helper()
 	domain, id := nvidiadra.Driver, string(*cons.MatchAttribute)
 	if before, after, ok := strings.Cut(id, "/"); ok {
 		domain, id = before, after
@@ -235,7 +255,7 @@ func (a *allocationCheck) matchAttribute(cl *resourcev1.ResourceClaim, cons reso
 		values[fmt.Sprint(ptr.Deref(attr.StringValue, ""), ptr.Deref(attr.VersionValue, ""), ptr.Deref(attr.IntValue, 0), ptr.Deref(attr.BoolValue, false))] = r.Device
 	}
 	if len(values) > 1 {
-		t.Errorf("claim %s/%s: its devices have %d values of %s, the constraint asks one: %v", cl.Namespace, cl.Name, len(values), *cons.MatchAttribute, values)
+		a.fail("claim %s/%s: its devices have %d values of %s, the constraint asks one: %v", cl.Namespace, cl.Name, len(values), *cons.MatchAttribute, values)
 	}
 }
 
@@ -270,4 +290,118 @@ func tolerated(list []resourcev1.DeviceToleration, taint resourcev1.DeviceTaint)
 		}
 	}
 	return false
+}
+
+// TestAllocationErrors shows that allocationErrors finds each kind of
+// allocation upstream's allocator would not make, and nothing in one it
+// would.
+func TestAllocationErrors(t *testing.T) {
+	cards := []gpu.Card{
+		{Index: 0, UUID: "GPU-0", Model: "NVIDIA A100-SXM4-40GB", MemoryMiB: 40960, ComputeCapability: 8, Healthy: true},
+		{Index: 1, UUID: "GPU-1", Model: "NVIDIA A100-SXM4-40GB", MemoryMiB: 40960, ComputeCapability: 8, Healthy: false},
+	}
+	exact := func(class, selector string, count int64) resourcev1.DeviceRequest {
+		e := &resourcev1.ExactDeviceRequest{DeviceClassName: class, AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: count}
+		if selector != "" {
+			e.Selectors = []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: selector}}}
+		}
+		return resourcev1.DeviceRequest{Name: "r", Exactly: e}
+	}
+	claim := func(name, node string, req resourcev1.DeviceRequest, results ...resourcev1.DeviceRequestAllocationResult) *resourcev1.ResourceClaim {
+		cl := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name},
+			Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{req}}}}
+		cl.Status.Allocation = &resourcev1.AllocationResult{NodeSelector: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+			MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}}}}}}
+		cl.Status.Allocation.Devices.Results = results
+		return cl
+	}
+	result := func(pool, device string) resourcev1.DeviceRequestAllocationResult {
+		return resourcev1.DeviceRequestAllocationResult{Request: "r", Driver: nvidiadra.Driver, Pool: pool, Device: device}
+	}
+	share := func(pool, device, memory string) resourcev1.DeviceRequestAllocationResult {
+		r := result(pool, device)
+		r.ShareID = ptr.To(types.UID(memory + "-" + device))
+		r.ConsumedCapacity = map[resourcev1.QualifiedName]resource.Quantity{"memory": resource.MustParse(memory)}
+		return r
+	}
+	gpuClass := func(selector string) resourcev1.DeviceRequest { return exact(nvidiadra.GPUClass, selector, 1) }
+	migClass := exact(nvidiadra.MIGClass, "", 1)
+	sameParent := func(cl *resourcev1.ResourceClaim) *resourcev1.ResourceClaim {
+		cl.Spec.Devices.Requests = append(cl.Spec.Devices.Requests, cl.Spec.Devices.Requests[0])
+		cl.Spec.Devices.Requests[1].Name = "r2"
+		cl.Status.Allocation.Devices.Results[1].Request = "r2"
+		cl.Spec.Devices.Constraints = []resourcev1.DeviceConstraint{{MatchAttribute: ptr.To[resourcev1.FullyQualifiedName]("gpu.nvidia.com/parentUUID")}}
+		return cl
+	}
+	for _, tc := range []struct {
+		name   string
+		claims []*resourcev1.ResourceClaim
+		want   []string
+	}{
+		{name: "valid", claims: []*resourcev1.ResourceClaim{
+			claim("a", "n1", gpuClass("device.attributes['gpu.nvidia.com'].productName.lowerAscii().matches('^.*a100.*$')"), result("n1", "gpu-0")),
+			claim("b", "shm", gpuClass(""), share("shm", "gpu-0", "20Gi")),
+			claim("c", "shm", gpuClass(""), share("shm", "gpu-0", "20Gi")),
+			sameParent(claim("d", "mig", migClass, result("mig", "gpu-0-mig-1g5gb-19-0"), result("mig", "gpu-0-mig-2g10gb-14-2"))),
+		}},
+		{name: "given twice", claims: []*resourcev1.ResourceClaim{
+			claim("a", "n1", gpuClass(""), result("n1", "gpu-0")), claim("b", "n1", gpuClass(""), result("n1", "gpu-0"))},
+			want: []string{"claim ns/b, request r, device gpu.nvidia.com/n1/gpu-0: given whole twice, also to claim ns/a"}},
+		{name: "not selected", claims: []*resourcev1.ResourceClaim{claim("a", "n1", gpuClass("device.attributes['gpu.nvidia.com'].productName == 'H100'"), result("n1", "gpu-0"))},
+			want: []string{`claim ns/a, request r, device gpu.nvidia.com/n1/gpu-0: selector "device.attributes['gpu.nvidia.com'].productName == 'H100'" does not select the device`}},
+		{name: "other class", claims: []*resourcev1.ResourceClaim{claim("a", "n1", migClass, result("n1", "gpu-0"))},
+			want: []string{`claim ns/a, request r, device gpu.nvidia.com/n1/gpu-0: selector "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'" does not select the device`}},
+		{name: "other node", claims: []*resourcev1.ResourceClaim{claim("a", "n2", gpuClass(""), result("n1", "gpu-0"))},
+			want: []string{`claim ns/a, request r, device gpu.nvidia.com/n1/gpu-0: the device is on node n1, the allocation holds the pod to "n2"`}},
+		{name: "tainted", claims: []*resourcev1.ResourceClaim{claim("a", "n1", gpuClass(""), result("n1", "gpu-1"))},
+			want: []string{"claim ns/a, request r, device gpu.nvidia.com/n1/gpu-1: the device has the taint gpu.nvidia.com/xid, which the request does not tolerate"}},
+		{name: "too few", claims: []*resourcev1.ResourceClaim{claim("a", "n1", exact(nvidiadra.GPUClass, "", 2), result("n1", "gpu-0"))},
+			want: []string{"claim ns/a, request r: 1 devices, the request asks for 2"}},
+		{name: "shared beyond capacity", claims: []*resourcev1.ResourceClaim{
+			claim("a", "shm", gpuClass(""), share("shm", "gpu-0", "30Gi")), claim("b", "shm", gpuClass(""), share("shm", "gpu-0", "20Gi"))},
+			want: []string{"device gpu.nvidia.com/shm/gpu-0: its shares consume 53687091200 of memory, it has 42949672960"}},
+		{name: "whole and shared", claims: []*resourcev1.ResourceClaim{
+			claim("a", "shm", gpuClass(""), share("shm", "gpu-0", "20Gi")), claim("b", "shm", gpuClass(""), result("shm", "gpu-0"))},
+			want: []string{"claim ns/b, request r, device gpu.nvidia.com/shm/gpu-0: given whole, and shared with other claims"}},
+		{name: "partitions beyond the counters", claims: []*resourcev1.ResourceClaim{
+			claim("a", "mig", gpuClass(""), result("mig", "gpu-0")), claim("b", "mig", migClass, result("mig", "gpu-0-mig-1g5gb-19-0"))},
+			// The whole card and a 1g.5gb: 40Gi+5Gi of memory, memory
+			// slice 0 twice, 98+14 multiprocessors.
+			want: []string{
+				"counter set mig/gpu-0-counter-set: its partitions consume 48318382080 of memory, it has 42949672960",
+				"counter set mig/gpu-0-counter-set: its partitions consume 2 of memory-slice-0, it has 1",
+				"counter set mig/gpu-0-counter-set: its partitions consume 112 of multiprocessors, it has 98"}},
+		{name: "two cards against matchAttribute", claims: []*resourcev1.ResourceClaim{
+			sameParent(claim("a", "mig", migClass, result("mig", "gpu-0-mig-1g5gb-19-0"), result("mig", "gpu-1-mig-1g5gb-19-0")))},
+			want: []string{"claim ns/a: its devices have 2 values of gpu.nvidia.com/parentUUID, the constraint asks one"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var objs []runtime.Object
+			for _, c := range nvidiadra.DeviceClasses() {
+				objs = append(objs, c)
+			}
+			healthy := []gpu.Card{cards[0], cards[0]}
+			healthy[1].Index, healthy[1].UUID = 1, "GPU-1"
+			for _, sl := range slices.Concat(nvidiadra.Slices("n1", cards, nvidiadra.Options{}),
+				nvidiadra.Slices("shm", cards[:1], nvidiadra.Options{ConsumableShares: nvidiadra.SharingMemory}),
+				nvidiadra.Slices("mig", healthy, nvidiadra.Options{DynamicMIG: true})) {
+				objs = append(objs, sl)
+			}
+			for _, cl := range tc.claims {
+				objs = append(objs, cl)
+			}
+			got, err := allocationErrors(context.Background(), fake.NewClientset(objs...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("got %d errors %q, want %q", len(got), got, tc.want)
+			}
+			for i := range got {
+				if !strings.HasPrefix(got[i], tc.want[i]) {
+					t.Errorf("error %d: got %q, want it to start %q", i, got[i], tc.want[i])
+				}
+			}
+		})
+	}
 }
