@@ -115,6 +115,14 @@ func decodeManifests(t *testing.T, data []byte) []*unstructured.Unstructured {
 // the apiserver to admit them without storing them.
 func applyManifests(t *testing.T, c *local.Cluster, data []byte, dryRun bool) {
 	t.Helper()
+	createObjects(t, c, decodeManifests(t, data), dryRun)
+}
+
+// createObjects creates the objects, each in its own namespace when it
+// has one, with strict field validation; dryRun asks the apiserver to
+// admit them without storing them.
+func createObjects(t *testing.T, c *local.Cluster, objs []*unstructured.Unstructured, dryRun bool) {
+	t.Helper()
 	disc, err := discovery.NewDiscoveryClientForConfig(c.Config)
 	if err != nil {
 		t.Fatal(err)
@@ -128,7 +136,7 @@ func applyManifests(t *testing.T, c *local.Cluster, data []byte, dryRun bool) {
 	if dryRun {
 		opts.DryRun = []string{metav1.DryRunAll}
 	}
-	for _, obj := range decodeManifests(t, data) {
+	for _, obj := range objs {
 		gvk := obj.GroupVersionKind()
 		mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 		if err != nil {
