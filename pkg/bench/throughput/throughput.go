@@ -124,15 +124,15 @@ type ProfileResult struct {
 
 // Result is the outcome of a run.
 type Result struct {
-	Nodes    int             `json:"nodes"`
-	Pods     int             `json:"pods"`
-	GPU      bool            `json:"gpu"`
-	Shared   bool            `json:"shared"`
-	Fill     float64         `json:"fill"`
+	Nodes  int     `json:"nodes"`
+	Pods   int     `json:"pods"`
+	GPU    bool    `json:"gpu"`
+	Shared bool    `json:"shared"`
+	Fill   float64 `json:"fill"`
 	// RackNodes is the nodes per rack; 0 without racks.
 	RackNodes int             `json:"rack_nodes,omitempty"`
-	CPUs     int             `json:"cpus"`
-	Profiles []ProfileResult `json:"profiles"`
+	CPUs      int             `json:"cpus"`
+	Profiles  []ProfileResult `json:"profiles"`
 	// Ratios are each case's pods/s over the first case's, by name.
 	Ratios map[string]float64 `json:"ratios"`
 	// Load is the lowest and the highest 1-minute load average any
