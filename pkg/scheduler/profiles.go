@@ -32,11 +32,14 @@ func ProfileNames(cfg *config.KubeSchedulerConfiguration) []string {
 // field: "Filter", "Score", "Permit".
 type ExtensionPoint string
 
-// The extension points the simulator asks about.
+// The extension points the simulator and the benchmark ask about.
 const (
 	Filter ExtensionPoint = "Filter"
 	Score  ExtensionPoint = "Score"
 	Permit ExtensionPoint = "Permit"
+	// PlacementGenerate is where a pod group's candidate placements are
+	// made (upstream's TopologyPlacementGenerator).
+	PlacementGenerate ExtensionPoint = "PlacementGenerate"
 )
 
 // ProfilePlugins returns the plugins that a running scheduler's profile

@@ -36,6 +36,8 @@ func TestFlagValidation(t *testing.T) {
 		{[]string{"agent", "--node-name", "n", "--interval", "0s"}, "--interval 0s: must be positive"},
 		{[]string{"agent", "--node-name", "n", "--interval", "10s", "--window", "20s"}, "--window 20s: longer than --interval 10s"},
 		{[]string{"agent", "--node-name", "n", "--gpu-delivery", "magic"}, `--gpu-delivery "magic": want`},
+		{[]string{"bench", "throughput", "--rack-nodes", "-1"}, "--rack-nodes -1: want 0 (no racks) to --nodes 5000"},
+		{[]string{"bench", "throughput", "--nodes", "100", "--rack-nodes", "101"}, "--rack-nodes 101: want 0 (no racks) to --nodes 100"},
 		{[]string{"bench", "gateway", "--rates", "fast"}, "--rates"},
 		{[]string{"bench", "gateway", "--connections", "0"}, "--connections 0: want at least 1"},
 		{[]string{"bench", "gateway", "--format", "xml"}, `--format "xml": want json or table`},

@@ -10,7 +10,7 @@ import (
 
 // InChild returns a MeasureFunc that measures each case in a fresh child
 // process: command (a program and its arguments) with the options'
-// cluster (--nodes, --pods, --gpu, --shared, --fill), "--measure-profile
+// cluster (--nodes, --pods, --gpu, --shared, --fill, --rack-nodes), "--measure-profile
 // <case>" and, when the measurement profiles (Options.ProfileTo),
 // "--measure-profile-to <prefix>" added; the child must run Measure with
 // those options and print its ProfileResult as JSON on stdout. The
@@ -22,7 +22,8 @@ func InChild(command ...string) MeasureFunc {
 		args := append(command[1:len(command):len(command)],
 			"--nodes="+strconv.Itoa(opts.Nodes), "--pods="+strconv.Itoa(opts.Pods),
 			"--gpu="+strconv.FormatBool(opts.GPU), "--shared="+strconv.FormatBool(opts.Shared),
-			"--fill="+strconv.FormatFloat(opts.Fill, 'g', -1, 64), "--measure-profile="+name)
+			"--fill="+strconv.FormatFloat(opts.Fill, 'g', -1, 64), "--rack-nodes="+strconv.Itoa(opts.RackNodes),
+			"--measure-profile="+name)
 		if opts.ProfileTo != "" {
 			args = append(args, "--measure-profile-to="+opts.ProfileTo)
 		}

@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/kubernetes/pkg/features"
+	"k8s.io/component-base/featuregate"
 
 	"github.com/aisched/aisched/pkg/local"
 	"github.com/aisched/aisched/pkg/local/nodesim"
@@ -28,8 +28,9 @@ const benchNamespace = "bench"
 // "profile@N") on a fresh cluster of opts.Nodes nodes in this process and
 // returns the throughput.
 //
-// The native case turns the GenericWorkload gate on in this process for
-// its duration (the gates are process-wide): the command measures every
+// The native case turns the GenericWorkload gate (and, with racks,
+// TopologyAwareWorkloadScheduling) on in this process for its duration
+// (the gates are process-wide): the command measures every
 // case in a child process of its own.
 func Measure(ctx context.Context, opts Options, name string) (_ ProfileResult, err error) {
 	bc, err := parseCase(name, opts.Pods)
@@ -38,12 +39,16 @@ func Measure(ctx context.Context, opts Options, name string) (_ ProfileResult, e
 	}
 	var apiserverArgs []string
 	if bc.native {
-		was := utilfeature.DefaultFeatureGate.Enabled(features.GenericWorkload)
-		if err := utilfeature.DefaultMutableFeatureGate.SetFromMap(map[string]bool{string(features.GenericWorkload): true}); err != nil {
+		gates := rackGates(opts.RackNodes > 0)
+		was := make(map[string]bool, len(gates))
+		for g := range gates {
+			was[g] = utilfeature.DefaultFeatureGate.Enabled(featuregate.Feature(g))
+		}
+		if err := utilfeature.DefaultMutableFeatureGate.SetFromMap(gates); err != nil {
 			return ProfileResult{}, err
 		}
 		defer func() {
-			if rerr := utilfeature.DefaultMutableFeatureGate.SetFromMap(map[string]bool{string(features.GenericWorkload): was}); rerr != nil && err == nil {
+			if rerr := utilfeature.DefaultMutableFeatureGate.SetFromMap(was); rerr != nil && err == nil {
 				err = rerr
 			}
 		}()
@@ -132,6 +137,13 @@ func schedule(ctx context.Context, c *local.Cluster, pods *simcluster.PodObserve
 	if err := c.StartScheduler(ctx); err != nil {
 		return r, err
 	}
+	racks := opts.RackNodes > 0 && bc.groupSize > 0
+	if racks && bc.native {
+		plugins, _ := c.SchedulerPlugins(bc.profile)
+		if err := checkNativeTopology(plugins); err != nil {
+			return r, err
+		}
+	}
 	first, last, n, err := waitBound(ctx, c, pods, opts)
 	if err != nil {
 		return r, err
@@ -146,6 +158,11 @@ func schedule(ctx context.Context, c *local.Cluster, pods *simcluster.PodObserve
 	r.Memory = memoryOf(heapBefore)
 	if opts.ProfileTo != "" {
 		if err := writeHeapProfile(opts.ProfileTo + ".heap.pprof"); err != nil {
+			return r, err
+		}
+	}
+	if racks {
+		if err := checkGangsInRacks(ctx, c.Client, pods, opts.Pods, bc); err != nil {
 			return r, err
 		}
 	}

@@ -16,6 +16,9 @@ type Row struct {
 	Nodes, Pods int
 	GPU, Shared bool
 	Fill        float64
+	// RackNodes puts the nodes in racks of that many and each gang inside
+	// one rack (Options.RackNodes); 0 without racks.
+	RackNodes int
 	// Baseline and Case are the cases compared, Case over Baseline.
 	Baseline, Case string
 	// Goal is the least ratio that meets the goal; with Above, the ratio
@@ -46,9 +49,10 @@ func (r Row) met(ratio float64) bool {
 // against upstream's default-scheduler (and, for gangs, aisched's
 // Coscheduling against upstream GangScheduling) on CPU, whole-card and
 // shared-card pods, on empty and busy GPU clusters, and at 15,000 nodes
-// with the scheduler's memory. Gang rows use 3,200 pods, a multiple of 4
-// and 16; the 90% row 1,000 pods, what one free card on each of 1,000
-// nodes holds.
+// with the scheduler's memory; topology gangs, each inside one rack of 16
+// nodes (128 cards), against upstream's topology-aware workload
+// scheduling. Gang rows use 3,200 pods, a multiple of 4 and 16; the 90%
+// row 1,000 pods, what one free card on each of 1,000 nodes holds.
 var Suite = []Row{
 	{Name: "CPU pods, 5,000 nodes, 10,000 pods", Nodes: 5000, Pods: 10000, Baseline: "default-scheduler", Case: "aisched", Goal: 0.95},
 	{Name: "CPU pods, 15,000 nodes, 30,000 pods", Nodes: 15000, Pods: 30000, Baseline: "default-scheduler", Case: "aisched", Goal: 0.95, Memory: true},
@@ -58,6 +62,10 @@ var Suite = []Row{
 	{Name: "shared pods (a quarter card each), 1,000 nodes, 3,000 pods", Nodes: 1000, Pods: 3000, Shared: true, Baseline: "default-scheduler", Case: "aisched", Goal: 0.95},
 	{Name: "4-pod GPU gangs, 1,000 nodes, 3,200 pods: aisched@4 vs native@4", Nodes: 1000, Pods: 3200, GPU: true, Baseline: NativeCase + "@4", Case: "aisched@4", Goal: 1},
 	{Name: "16-pod GPU gangs, 1,000 nodes, 3,200 pods: aisched@16 vs native@16", Nodes: 1000, Pods: 3200, GPU: true, Baseline: NativeCase + "@16", Case: "aisched@16", Goal: 1},
+	{Name: "4-pod GPU gangs in one rack of 16 nodes, 1,000 nodes, 3,200 pods: aisched@4 vs native@4", Nodes: 1000, Pods: 3200, GPU: true, RackNodes: 16, Baseline: NativeCase + "@4", Case: "aisched@4", Goal: 1},
+	{Name: "16-pod GPU gangs in one rack of 16 nodes, 1,000 nodes, 3,200 pods: aisched@16 vs native@16", Nodes: 1000, Pods: 3200, GPU: true, RackNodes: 16, Baseline: NativeCase + "@16", Case: "aisched@16", Goal: 1},
+	{Name: "4-pod GPU gangs in one rack of 16 nodes, 5,000 nodes, 3,200 pods: aisched@4 vs native@4", Nodes: 5000, Pods: 3200, GPU: true, RackNodes: 16, Baseline: NativeCase + "@4", Case: "aisched@4", Goal: 1},
+	{Name: "16-pod GPU gangs in one rack of 16 nodes, 5,000 nodes, 3,200 pods: aisched@16 vs native@16", Nodes: 5000, Pods: 3200, GPU: true, RackNodes: 16, Baseline: NativeCase + "@16", Case: "aisched@16", Goal: 1},
 }
 
 // RowResult is a row as measured.
@@ -75,7 +83,7 @@ func RunSuite(ctx context.Context, rows []Row, base Options) ([]RowResult, error
 	var out []RowResult
 	for i, row := range rows {
 		opts := base
-		opts.Nodes, opts.Pods, opts.GPU, opts.Shared, opts.Fill = row.Nodes, row.Pods, row.GPU, row.Shared, row.Fill
+		opts.Nodes, opts.Pods, opts.GPU, opts.Shared, opts.Fill, opts.RackNodes = row.Nodes, row.Pods, row.GPU, row.Shared, row.Fill, row.RackNodes
 		opts.Profiles = []string{row.Baseline, row.Case}
 		if base.ProfilePrefix != "" {
 			opts.ProfilePrefix = fmt.Sprintf("%s-row%d", base.ProfilePrefix, i+1)

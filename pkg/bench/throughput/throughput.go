@@ -42,6 +42,14 @@ type Options struct {
 	// by pods bound past the scheduler (0 to 0.9): a busy cluster, where
 	// more nodes are full.
 	Fill float64
+	// RackNodes, when set, puts every RackNodes consecutive nodes in a
+	// rack (node label RackLabel; the last rack holds the rest) and every
+	// gang of a grouped case inside one rack: aisched's with
+	// topology.aisched.io/required on an aisched Topology of the racks,
+	// native PodGroups with schedulingConstraints.topology
+	// (TopologyAwareWorkloadScheduling gate). 0 to Nodes; the run fails
+	// when a gang is not inside one rack. Plain cases ignore the racks.
+	RackNodes int
 	// Profiles are the cases compared, each a profile name, optionally
 	// with a pod group size: "aisched@4" puts every 4 consecutive pods in a
 	// pod group with min-available 4 (the pod-group labels); profiles without
@@ -116,13 +124,15 @@ type ProfileResult struct {
 
 // Result is the outcome of a run.
 type Result struct {
-	Nodes    int             `json:"nodes"`
-	Pods     int             `json:"pods"`
-	GPU      bool            `json:"gpu"`
-	Shared   bool            `json:"shared"`
-	Fill     float64         `json:"fill"`
-	CPUs     int             `json:"cpus"`
-	Profiles []ProfileResult `json:"profiles"`
+	Nodes  int     `json:"nodes"`
+	Pods   int     `json:"pods"`
+	GPU    bool    `json:"gpu"`
+	Shared bool    `json:"shared"`
+	Fill   float64 `json:"fill"`
+	// RackNodes is the nodes per rack; 0 without racks.
+	RackNodes int             `json:"rack_nodes,omitempty"`
+	CPUs      int             `json:"cpus"`
+	Profiles  []ProfileResult `json:"profiles"`
 	// Ratios are each case's pods/s over the first case's, by name.
 	Ratios map[string]float64 `json:"ratios"`
 	// Load is the lowest and the highest 1-minute load average any
@@ -133,7 +143,9 @@ type Result struct {
 // NativeCase is the case name of upstream gang scheduling: kube-scheduler's
 // default profile with the GenericWorkload gate on, every N pods of
 // "native@N" in a native PodGroup (scheduling.k8s.io/v1beta1, gang policy,
-// minCount N) that the upstream GangScheduling plugin gangs.
+// minCount N) that the upstream GangScheduling plugin gangs; with racks,
+// also the TopologyAwareWorkloadScheduling gate, whose
+// TopologyPlacementGenerator places each group inside one rack.
 const NativeCase = "native"
 
 // benchCase is one case of a run: "profile" or "profile@N".
@@ -189,6 +201,9 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if err := checkFill(opts); err != nil {
 		return nil, err
 	}
+	if err := checkRacks(opts); err != nil {
+		return nil, err
+	}
 	if opts.Timeout == 0 {
 		opts.Timeout = 30 * time.Minute
 	}
@@ -202,7 +217,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if opts.Measure == nil {
 		opts.Measure = Measure
 	}
-	res := &Result{Nodes: opts.Nodes, Pods: opts.Pods, GPU: opts.GPU, Shared: opts.Shared, Fill: opts.Fill, CPUs: runtime.NumCPU(), Ratios: map[string]float64{}}
+	res := &Result{Nodes: opts.Nodes, Pods: opts.Pods, GPU: opts.GPU, Shared: opts.Shared, Fill: opts.Fill, RackNodes: opts.RackNodes, CPUs: runtime.NumCPU(), Ratios: map[string]float64{}}
 	samples := make([][]ProfileResult, len(opts.Profiles))
 	for round := range opts.Rounds {
 		order := make([]int, len(opts.Profiles))

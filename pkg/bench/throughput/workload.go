@@ -3,6 +3,7 @@ package throughput
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"strconv"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/utils/ptr"
 
+	aischedv1alpha1 "github.com/aisched/aisched/apis/aisched/v1alpha1"
 	"github.com/aisched/aisched/pkg/clusterfile"
 	"github.com/aisched/aisched/pkg/gpu"
 	"github.com/aisched/aisched/pkg/local"
@@ -62,6 +64,7 @@ func benchCluster(opts Options) *clusterfile.Cluster {
 		Memory:           clusterfile.Quantity{Quantity: resource.MustParse("128Gi")},
 		EphemeralStorage: clusterfile.Quantity{Quantity: clusterfile.DefaultEphemeralStorage},
 		MaxPods:          clusterfile.DefaultMaxPods,
+		Topology:         rackLevels(opts.RackNodes),
 	}
 	if opts.GPU || opts.Shared {
 		pool.GPUs = &clusterfile.GPUs{Count: 8, Model: "NVIDIA-A100-SXM4-40GB", MemoryMiB: 40960, CUDACores: 6912,
@@ -70,26 +73,32 @@ func benchCluster(opts Options) *clusterfile.Cluster {
 	return &clusterfile.Cluster{APIVersion: clusterfile.APIVersion, Kind: clusterfile.Kind, NodePools: []clusterfile.NodePool{pool}}
 }
 
-// Measure schedules opts.Pods pods for one case ("profile" or
-// "profile@N") on a fresh cluster of opts.Nodes nodes in this process and
-// returns the throughput.
-//
-// The native case turns the GenericWorkload gate on in this process for
-// its duration (the gates are process-wide): the command measures every
 // groupName is the pod group of pod i in groups of size.
 func groupName(i, size int) string {
 	return fmt.Sprintf("group-%05d", i/size)
 }
 
-// createGroups creates the native PodGroups of a native case.
-func createGroups(ctx context.Context, c *local.Cluster, ns string, bc benchCase, pods int) error {
-	for i := 0; i < pods; i += bc.groupSize {
-		pg := &schedulingv1beta1.PodGroup{
-			ObjectMeta: metav1.ObjectMeta{Name: groupName(i, bc.groupSize), Namespace: ns},
-			Spec: schedulingv1beta1.PodGroupSpec{SchedulingPolicy: schedulingv1beta1.PodGroupSchedulingPolicy{
-				Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: int32(bc.groupSize)},
-			}},
+// nativeGroup is the native PodGroup of pod i of a native case: a gang of
+// the group size, inside one rack when racks is set.
+func nativeGroup(i int, ns string, bc benchCase, racks bool) *schedulingv1beta1.PodGroup {
+	pg := &schedulingv1beta1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Name: groupName(i, bc.groupSize), Namespace: ns},
+		Spec: schedulingv1beta1.PodGroupSpec{SchedulingPolicy: schedulingv1beta1.PodGroupSchedulingPolicy{
+			Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: int32(bc.groupSize)},
+		}},
+	}
+	if racks {
+		pg.Spec.SchedulingConstraints = &schedulingv1beta1.PodGroupSchedulingConstraints{
+			Topology: []schedulingv1beta1.TopologyConstraint{{Key: RackLabel}},
 		}
+	}
+	return pg
+}
+
+// createGroups creates the native PodGroups of a native case.
+func createGroups(ctx context.Context, c *local.Cluster, ns string, bc benchCase, opts Options) error {
+	for i := 0; i < opts.Pods; i += bc.groupSize {
+		pg := nativeGroup(i, ns, bc, opts.RackNodes > 0)
 		if _, err := c.Client.SchedulingV1beta1().PodGroups(ns).Create(ctx, pg, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("native PodGroup: %w", err)
 		}
@@ -159,10 +168,11 @@ func fill(ctx context.Context, c *local.Cluster, ns string, opts Options) error 
 func benchPodName(i int) string { return fmt.Sprintf("pod-%05d", i) }
 
 // benchPod is pod i of a case: in its group's native PodGroup, or labelled
-// with the pod-group labels, or plain.
-func benchPod(i int, ns string, bc benchCase, requests, limits corev1.ResourceList) *corev1.Pod {
+// with the pod-group labels (and, with racks, asking for one rack), or
+// plain; with the annotations given, which it does not change.
+func benchPod(i int, ns string, bc benchCase, racks bool, annotations map[string]string, requests, limits corev1.ResourceList) *corev1.Pod {
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: benchPodName(i), Namespace: ns},
+		ObjectMeta: metav1.ObjectMeta{Name: benchPodName(i), Namespace: ns, Annotations: annotations},
 		Spec: corev1.PodSpec{
 			SchedulerName: bc.profile,
 			Containers: []corev1.Container{{
@@ -180,14 +190,28 @@ func benchPod(i int, ns string, bc benchCase, requests, limits corev1.ResourceLi
 			podgroup.NameLabel:         groupName(i, bc.groupSize),
 			podgroup.MinAvailableLabel: strconv.Itoa(bc.groupSize),
 		}
+		if racks {
+			pod.Annotations = maps.Clone(annotations)
+			if pod.Annotations == nil {
+				pod.Annotations = map[string]string{}
+			}
+			pod.Annotations[aischedv1alpha1.TopologyRequiredKey] = RackLabel
+		}
 	}
 	return pod
 }
 
-// createPods creates the pods (and native PodGroups) with 32 concurrent clients.
+// createPods creates the pods (and native PodGroups, or the rack
+// topology of aisched's gangs) with 32 concurrent clients.
 func createPods(ctx context.Context, c *local.Cluster, ns string, bc benchCase, opts Options) error {
-	if bc.native {
-		if err := createGroups(ctx, c, ns, bc, opts.Pods); err != nil {
+	racks := opts.RackNodes > 0 && bc.groupSize > 0
+	switch {
+	case bc.native:
+		if err := createGroups(ctx, c, ns, bc, opts); err != nil {
+			return err
+		}
+	case racks:
+		if err := createRackTopology(ctx, c.Config); err != nil {
 			return err
 		}
 	}
@@ -207,8 +231,7 @@ func createPods(ctx context.Context, c *local.Cluster, ns string, bc benchCase, 
 	for range 32 {
 		wg.Go(func() {
 			for i := range next {
-				pod := benchPod(i, ns, bc, requests, limits)
-				pod.Annotations = annotations
+				pod := benchPod(i, ns, bc, racks, annotations, requests, limits)
 				if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 					select {
 					case errs <- err:

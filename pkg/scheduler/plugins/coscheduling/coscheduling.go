@@ -208,9 +208,10 @@ func (pl *Coscheduling) PreFilter(_ context.Context, state fwk.CycleState, pod *
 	}
 	// This pod first: it is the one about to be placed.
 	pending = append([]*corev1.Pod{pod}, pending...)
+	nodes, where := pl.withinDomain(ref.Key(), nodes)
 	if fit := pl.placeable(pending, nodes, need); fit < need {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable,
-			fmt.Sprintf("pod group %s needs %d more pods placed at once, the free resources of the nodes hold %d of them", ref.Key(), need, fit))
+			fmt.Sprintf("pod group %s needs %d more pods placed at once, the free resources of %s hold %d of them", ref.Key(), need, where, fit))
 	}
 	return pl.preFilterDomain(state, pod, ref)
 }

@@ -84,6 +84,30 @@ func (pl *Coscheduling) preFilterDomain(state fwk.CycleState, pod *corev1.Pod, r
 	return &fwk.PreFilterResult{NodeNames: nodes}, nil
 }
 
+// withinDomain returns the nodes of nodes a group's members may use and
+// their words for a message: those of the domain the job queue placed the
+// group in (domainNodes), or all of them ("the nodes"). The group's
+// members must fit there, not anywhere in the cluster; and checking a
+// rack's nodes rather than every node keeps PreFilter's check cheap on
+// large clusters.
+func (pl *Coscheduling) withinDomain(key string, nodes []fwk.NodeInfo) ([]fwk.NodeInfo, string) {
+	placed := pl.queue.Placed(key)
+	if placed == nil {
+		return nodes, "the nodes"
+	}
+	names, ok := pl.domainNodes(key, placed)
+	if !ok {
+		return nodes, "the nodes"
+	}
+	out := make([]fwk.NodeInfo, 0, names.Len())
+	for _, ni := range nodes {
+		if n := ni.Node(); n != nil && names.Has(n.Name) {
+			out = append(out, ni)
+		}
+	}
+	return out, placed.Words
+}
+
 // asksDomain reports whether the group of pod asks for a topology domain,
 // on its PodGroup or on the pod (as the job queue reads it: constraintOf).
 // A form the queue cannot read counts as asking: the queue refuses it.
