@@ -67,7 +67,7 @@ up: ## Build bin/aisched (listing packages as they compile) and run a whole simu
 # BENCH_ARGS adds flags to make bench, e.g. BENCH_ARGS='--rows 3,4 --rounds 5'.
 BENCH_ARGS ?=
 .PHONY: bench
-bench: ## The throughput table (pkg/bench/throughput Suite): aisched against upstream on CPU, GPU, shared, busy-cluster and gang cases, 15,000 nodes with memory; markdown with the core count (an hour or more on 2 cores).
+bench: ## The throughput table (pkg/bench/throughput Suite): aisched against upstream on CPU, GPU, shared, busy-cluster, gang and DRA cases, 15,000 nodes with memory; markdown with the core count (an hour or more on 2 cores).
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/aisched ./cmd/aisched
 	bin/aisched bench throughput --suite --format table $(BENCH_ARGS)
 

@@ -1,6 +1,7 @@
 package gpuledger
 
 import (
+	"cmp"
 	"context"
 	"maps"
 	"slices"
@@ -38,11 +39,12 @@ type draLedger struct {
 	// by the pools of their devices.
 	claims map[types.UID]*draClaim
 	byPool map[string]map[types.UID]bool
-	// usage is what the claims hold of each node's cards; gen changes
-	// whenever a node's devices or usage do.
-	usage map[string]Usage
-	gen   map[string]uint64
-	next  uint64
+	// usage is what the claims hold of each node's cards. next counts the
+	// changes of a node's devices or usage, and changed lists the last
+	// ones, oldest first (DRAChangedSince).
+	usage   map[string]Usage
+	next    uint64
+	changed []draChange
 	// named are the claims by namespace/name and classes the device
 	// classes: what pods ask for (RequestOf, NeverFits).
 	named   map[string]*resourceapi.ResourceClaim
@@ -68,7 +70,7 @@ func newDRALedger(driver string) draLedger {
 	}
 	return draLedger{driver: driver, slices: map[string]*resourceapi.ResourceSlice{}, byNode: map[string]map[string]bool{},
 		nodes: map[string]*draNode{}, poolNode: map[string]string{}, claims: map[types.UID]*draClaim{},
-		byPool: map[string]map[types.UID]bool{}, usage: map[string]Usage{}, gen: map[string]uint64{},
+		byPool: map[string]map[types.UID]bool{}, usage: map[string]Usage{},
 		named: map[string]*resourceapi.ResourceClaim{}, classes: map[string]*resourceapi.DeviceClass{}, shapes: newShapeIndex(driver)}
 }
 
@@ -322,7 +324,10 @@ func (s *State) setClaimLocked(uid types.UID, c *draClaim) {
 func (s *State) recomputeDRAUsageLocked(node string) {
 	l := &s.dra
 	l.next++
-	l.gen[node] = l.next
+	if len(l.changed) == maxDRAChanges {
+		l.changed = append(l.changed[:0], l.changed[maxDRAChanges/2:]...)
+	}
+	l.changed = append(l.changed, draChange{gen: l.next, node: node})
 	n := l.nodes[node]
 	var u Usage
 	if n != nil {
@@ -336,9 +341,6 @@ func (s *State) recomputeDRAUsageLocked(node string) {
 				}
 			}
 		}
-	}
-	if n == nil {
-		delete(l.gen, node)
 	}
 	if u.used == 0 {
 		delete(l.usage, node)
@@ -405,14 +407,13 @@ func (u Usage) merged(o Usage) Usage {
 }
 
 // DRAView is what the ledger knows of a node whose cards the GPU driver
-// publishes: its cards, its devices, what claims hold of the cards, and a
-// generation that changes whenever any of them does. It is shared:
-// callers must not modify it.
+// publishes: its cards, its devices, and what claims hold of the cards
+// (DRAChangedSince says when any of them changed). It is shared: callers
+// must not modify it.
 type DRAView struct {
 	Cards   *gpu.Set
 	Devices map[DeviceRef]*Device
 	Usage   Usage
-	Gen     uint64
 }
 
 // DRA returns the view of a node whose cards the GPU driver publishes; ok
@@ -424,7 +425,38 @@ func (s *State) DRA(node string) (view DRAView, ok bool) {
 	if n == nil {
 		return DRAView{}, false
 	}
-	return DRAView{Cards: n.set, Devices: n.devices, Usage: s.dra.usage[node], Gen: s.dra.gen[node]}, true
+	return DRAView{Cards: n.set, Devices: n.devices, Usage: s.dra.usage[node]}, true
+}
+
+// draChange is one change of a node's view: its generation, and the node.
+type draChange struct {
+	gen  uint64
+	node string
+}
+
+// maxDRAChanges bounds the changes DRAChangedSince can report: a reader
+// further behind reads every node again.
+const maxDRAChanges = 4096
+
+// DRAChangedSince returns the nodes whose view (DRA) changed after
+// generation gen, and the generation now, for a reader that keeps
+// something per node; ok is false when the changes since gen are no
+// longer all known (the reader must read every node again).
+func (s *State) DRAChangedSince(gen uint64) (nodes []string, now uint64, ok bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	l := &s.dra
+	if gen == l.next {
+		return nil, gen, true
+	}
+	if gen > l.next || len(l.changed) == 0 || l.changed[0].gen > gen+1 {
+		return nil, l.next, false
+	}
+	i, _ := slices.BinarySearchFunc(l.changed, gen+1, func(c draChange, g uint64) int { return cmp.Compare(c.gen, g) })
+	for _, c := range l.changed[i:] {
+		nodes = append(nodes, c.node)
+	}
+	return nodes, l.next, true
 }
 
 // DRAHolder is a claim's hold on one device of a node.

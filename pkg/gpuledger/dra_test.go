@@ -1,6 +1,7 @@
 package gpuledger
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -312,5 +313,33 @@ func TestDRANeverFits(t *testing.T) {
 				t.Error("the message does not name the request")
 			}
 		})
+	}
+}
+
+// DRAChangedSince names the nodes whose view changed after a generation,
+// and says when it no longer knows them all.
+func TestDRAChangedSince(t *testing.T) {
+	s := draState(t, draCards(gpu.Card{MemoryMiB: 40960, Healthy: true}), nvidiadra.Options{})
+	if nodes, _, ok := s.DRAChangedSince(0); !ok || !slices.Contains(nodes, "n1") {
+		t.Errorf("since 0: %v, %v; want n1, whose slice came", nodes, ok)
+	}
+	_, g, _ := s.DRAChangedSince(0)
+	if nodes, now, ok := s.DRAChangedSince(g); !ok || len(nodes) != 0 || now != g {
+		t.Errorf("since now: %v, %d, %v; want nothing, %d", nodes, now, ok, g)
+	}
+	s.ObserveClaim(allocated("c1", "c1", result("gpu-0")))
+	nodes, now, ok := s.DRAChangedSince(g)
+	if !ok || !slices.Equal(nodes, []string{"n1"}) || now <= g {
+		t.Errorf("after a claim on n1: %v, %d, %v; want n1 and a later generation than %d", nodes, now, ok, g)
+	}
+	// More changes than the ledger keeps: a reader at g must read again.
+	for i := range maxDRAChanges {
+		s.ObserveClaim(allocated("c1", "c1", result(fmt.Sprintf("gpu-%d", i%2))))
+	}
+	if _, _, ok := s.DRAChangedSince(g); ok {
+		t.Errorf("%d changes later: ok, want the reader told to read every node", maxDRAChanges)
+	}
+	if _, _, ok := s.DRAChangedSince(now + 1<<40); ok {
+		t.Errorf("a generation from the future: ok, want the reader told to read every node")
 	}
 }

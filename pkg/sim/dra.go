@@ -3,14 +3,11 @@ package sim
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	resourcev1client "k8s.io/client-go/kubernetes/typed/resource/v1"
-	"k8s.io/utils/ptr"
 
 	"github.com/aisched/aisched/pkg/clusterfile"
 	"github.com/aisched/aisched/pkg/gpu/nvidiadra"
@@ -50,41 +47,21 @@ func draPod(ctx context.Context, claims resourcev1client.ResourceClaimInterface,
 	if _, err := claims.Create(ctx, claim, metav1.CreateOptions{}); err != nil {
 		return nil, fmt.Errorf("claim of pod %s: %w", tp.Name, err)
 	}
-	pod.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To(claim.Name)}}
-	pod.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "gpu"}}
+	nvidiadra.UseClaim(pod, claim.Name)
 	return pod, nil
 }
 
-// draClaim is the claim of a GPU pod of the trace, named name.
+// draClaim is the claim of a GPU pod of the trace, named name: its cards,
+// each with its shares, of the trace's models.
 func draClaim(name string, tp trace.Pod) *resourceapi.ResourceClaim {
-	count, milli := int64(tp.NumGPU), tp.GPUMilli
+	r := nvidiadra.ClaimRequest{Count: int64(tp.NumGPU), Shares: tp.GPUMilli}
 	if tp.Shared() {
-		count = 1
+		r.Count = 1
 	}
-	req := &resourceapi.ExactDeviceRequest{
-		DeviceClassName: nvidiadra.GPUClass, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: count,
-		Capacity: &resourceapi.CapacityRequirements{Requests: map[resourceapi.QualifiedName]resource.Quantity{
-			"shares": *resource.NewQuantity(milli, resource.DecimalSI)}},
+	for _, m := range tp.GPUSpec {
+		r.Models = append(r.Models, trace.NodeModel(m))
 	}
-	if len(tp.GPUSpec) > 0 {
-		models := make([]string, len(tp.GPUSpec))
-		for i, m := range tp.GPUSpec {
-			models[i] = fmt.Sprintf("'%s'", trace.NodeModel(m))
-		}
-		req.Selectors = []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
-			Expression: fmt.Sprintf("device.attributes['%s'].productName in [%s]", nvidiadra.Driver, strings.Join(models, ", "))}}}
-	}
-	claim := &resourceapi.ResourceClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceDefault},
-		Spec:       resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{Name: "gpu", Exactly: req}}}},
-	}
-	if count > 1 {
-		// Shared devices may be given twice to one request: the cards of a
-		// multi-card pod must differ.
-		claim.Spec.Devices.Constraints = []resourceapi.DeviceConstraint{{
-			Requests: []string{"gpu"}, DistinctAttribute: ptr.To(resourceapi.FullyQualifiedName(nvidiadra.Driver + "/uuid"))}}
-	}
-	return claim
+	return nvidiadra.Claim(metav1.NamespaceDefault, name, r)
 }
 
 // claimedMilli sums the shares the claims of the bound pods were given, in
@@ -94,33 +71,6 @@ func claimedMilli(ctx context.Context, claims resourcev1client.ResourceClaimInte
 	if err != nil {
 		return 0, err
 	}
-	byName := map[string]*resourceapi.ResourceClaim{}
-	for i := range list.Items {
-		byName[list.Items[i].Name] = &list.Items[i]
-	}
-	var sum int64
-	perCard := map[string]int64{}
-	for i := range pods {
-		p := &pods[i]
-		if p.Spec.NodeName == "" || len(p.Spec.ResourceClaims) == 0 {
-			continue
-		}
-		c := byName[ptr.Deref(p.Spec.ResourceClaims[0].ResourceClaimName, "")]
-		if c == nil || c.Status.Allocation == nil {
-			return 0, fmt.Errorf("pod %s is bound without its claim allocated", p.Name)
-		}
-		for _, r := range c.Status.Allocation.Devices.Results {
-			q, ok := r.ConsumedCapacity["shares"]
-			if !ok {
-				return 0, fmt.Errorf("claim %s: device %s/%s given without a count of shares", c.Name, r.Pool, r.Device)
-			}
-			card := r.Pool + "/" + r.Device
-			perCard[card] += q.Value()
-			if perCard[card] > DRAShares {
-				return 0, fmt.Errorf("device %s is given %d of its %d shares", card, perCard[card], DRAShares)
-			}
-			sum += q.Value()
-		}
-	}
-	return sum, nil
+	g, err := nvidiadra.CheckGiven(pods, list.Items, DRAShares)
+	return g.Shares, err
 }

@@ -9,6 +9,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 
@@ -34,20 +35,22 @@ func TestDRAClaim(t *testing.T) {
 	}
 }
 
-// allocated is a claim named name given shares of each device.
+// allocated is a claim named name, reserved for the pod of that name,
+// given shares of each device.
 func allocated(name string, shares int64, devices ...string) *resourceapi.ResourceClaim {
 	c := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
-		Status: resourceapi.ResourceClaimStatus{Allocation: &resourceapi.AllocationResult{}}}
+		Status: resourceapi.ResourceClaimStatus{Allocation: &resourceapi.AllocationResult{},
+			ReservedFor: []resourceapi.ResourceClaimConsumerReference{{Resource: "pods", Name: name, UID: types.UID(name)}}}}
 	for _, d := range devices {
 		c.Status.Allocation.Devices.Results = append(c.Status.Allocation.Devices.Results, resourceapi.DeviceRequestAllocationResult{
-			Request: "gpu", Driver: "gpu.nvidia.com", Pool: "n1", Device: d,
+			Request: "gpu", Driver: "gpu.nvidia.com", Pool: "n1", Device: d, ShareID: ptr.To(types.UID(name + "-" + d)),
 			ConsumedCapacity: map[resourceapi.QualifiedName]resource.Quantity{"shares": *resource.NewQuantity(shares, resource.DecimalSI)}})
 	}
 	return c
 }
 
 func boundPod(name string) corev1.Pod {
-	return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{NodeName: "n1",
+	return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID(name)}, Spec: corev1.PodSpec{NodeName: "n1",
 		ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To(name)}}}}
 }
 
@@ -59,10 +62,10 @@ func TestClaimedMilli(t *testing.T) {
 	if err != nil || sum != 2600 {
 		t.Errorf("claimedMilli = %d, %v; want 2600", sum, err)
 	}
-	if _, err := claimedMilli(ctx, claims, []corev1.Pod{boundPod("b"), boundPod("c")}); err == nil || !strings.Contains(err.Error(), "n1/gpu-2 is given 1100 of its 1000 shares") {
+	if _, err := claimedMilli(ctx, claims, []corev1.Pod{boundPod("b"), boundPod("c")}); err == nil || !strings.Contains(err.Error(), "device n1/gpu-2: given 1100 of its 1000 shares") {
 		t.Errorf("an overcommitted device: err %v, want it named", err)
 	}
-	if _, err := claimedMilli(ctx, claims, []corev1.Pod{boundPod("d")}); err == nil || !strings.Contains(err.Error(), "pod d is bound without its claim allocated") {
+	if _, err := claimedMilli(ctx, claims, []corev1.Pod{boundPod("d")}); err == nil || !strings.Contains(err.Error(), "pod d is bound without its claim default/d allocated") {
 		t.Errorf("a pod bound without its claim: err %v", err)
 	}
 }

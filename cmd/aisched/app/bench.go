@@ -116,11 +116,12 @@ rack, 15,000 nodes with memory; --rows picks some) and, with --format table, pri
 	fs.IntVar(&opts.Pods, "pods", opts.Pods, "pods per profile")
 	fs.BoolVar(&opts.GPU, "gpu", false, "GPU nodes (8 A100 each) and whole-GPU pods (1 GPU each)")
 	fs.BoolVar(&opts.Shared, "shared", false, "GPU nodes (8 A100 each) and pods that share a card (a quarter of one each, gpu.aisched.io/milli: 250)")
+	fs.BoolVar(&opts.DRA, "dra", false, "with --gpu, the nodes publish their cards through NVIDIA's DRA driver (ResourceSlices) and each pod claims one through a ResourceClaim instead of nvidia.com/gpu; fails unless every claim is allocated and no device given twice")
 	fs.Float64Var(&opts.Fill, "fill", 0, "share of every node's cards held before the pods come (0 to 0.9), by pods bound past the scheduler")
 	fs.IntVar(&opts.RackNodes, "rack-nodes", 0, "put every N nodes in a rack (node label "+throughput.RackLabel+") and each gang of the grouped cases inside one rack: aisched's with topology.aisched.io/required, native@N's PodGroups with schedulingConstraints.topology (TopologyAwareWorkloadScheduling gate); 0 to --nodes, 0 for no racks")
 	fs.IntVar(&opts.Rounds, "rounds", 3, "measurements per profile, in alternating order; the median counts")
 	fs.StringVar(&profiles, "profiles", "default-scheduler,"+scheduler.AischedProfile, "comma-separated cases: a profile, or profile@N to put every N pods in a pod group with min-available N, or native@N for upstream GangScheduling with native PodGroups of N (GenericWorkload gate); ratios are against the first")
-	fs.BoolVar(&suite, "suite", false, "measure the rows of the benchmark table (make bench) instead of --nodes, --pods, --gpu, --shared, --fill, --rack-nodes and --profiles")
+	fs.BoolVar(&suite, "suite", false, "measure the rows of the benchmark table (make bench) instead of --nodes, --pods, --gpu, --shared, --dra, --fill, --rack-nodes and --profiles")
 	fs.StringVar(&rows, "rows", "", "with --suite, the rows to measure, comma-separated numbers from 1 (default: every row)")
 	fs.StringVar(&format, "format", "json", "output: json, or table (markdown; with --suite)")
 	fs.DurationVar(&opts.Timeout, "timeout", 30*time.Minute, "longest time to schedule one profile's pods")
@@ -142,7 +143,7 @@ func childArgs(flags *pflag.FlagSet) []string {
 	var args []string
 	flags.Visit(func(f *pflag.Flag) {
 		switch f.Name {
-		case "rounds", "profiles", "suite", "rows", "format", "profile", "nodes", "pods", "gpu", "shared", "fill", "rack-nodes":
+		case "rounds", "profiles", "suite", "rows", "format", "profile", "nodes", "pods", "gpu", "shared", "fill", "rack-nodes", "dra":
 			return
 		}
 		args = append(args, "--"+f.Name+"="+f.Value.String())

@@ -41,6 +41,8 @@ func TestFlagValidation(t *testing.T) {
 		{[]string{"bench", "gateway", "--rates", "fast"}, "--rates"},
 		{[]string{"bench", "gateway", "--connections", "0"}, "--connections 0: want at least 1"},
 		{[]string{"bench", "gateway", "--format", "xml"}, `--format "xml": want json or table`},
+		{[]string{"bench", "throughput", "--dra"}, "--dra publishes the cards of GPU nodes through NVIDIA's DRA driver: give --gpu too"},
+		{[]string{"bench", "throughput", "--gpu", "--dra", "--fill", "0.5"}, "--fill 0.5 with --dra"},
 		{[]string{"console", "--session-ttl", "0s"}, "--session-ttl 0s: want more than 0 and at most 168h"},
 		{[]string{"console", "--whatif-horizon", "9000h"}, "--whatif-horizon 9000h0m0s: want more than 0 and at most 8760h"},
 		{[]string{"console", "--tls-cert-file", "c.pem"}, "--tls-cert-file and --tls-private-key-file go together"},

@@ -10,9 +10,10 @@ import (
 
 // InChild returns a MeasureFunc that measures each case in a fresh child
 // process: command (a program and its arguments) with the options'
-// cluster (--nodes, --pods, --gpu, --shared, --fill, --rack-nodes), "--measure-profile
-// <case>" and, when the measurement profiles (Options.ProfileTo),
-// "--measure-profile-to <prefix>" added; the child must run Measure with
+// cluster (--nodes, --pods, --gpu, --shared, --fill, --rack-nodes),
+// "--measure-profile <case>", "--dra" when the options ask for DRA, and,
+// when the measurement profiles (Options.ProfileTo), "--measure-profile-to
+// <prefix>" added; the child must run Measure with
 // those options and print its ProfileResult as JSON on stdout. The
 // cluster goes with each call because a suite measures a different one in
 // each row. Its stderr goes to the options' Progress. The command
@@ -24,6 +25,9 @@ func InChild(command ...string) MeasureFunc {
 			"--gpu="+strconv.FormatBool(opts.GPU), "--shared="+strconv.FormatBool(opts.Shared),
 			"--fill="+strconv.FormatFloat(opts.Fill, 'g', -1, 64), "--rack-nodes="+strconv.Itoa(opts.RackNodes),
 			"--measure-profile="+name)
+		if opts.DRA {
+			args = append(args, "--dra")
+		}
 		if opts.ProfileTo != "" {
 			args = append(args, "--measure-profile-to="+opts.ProfileTo)
 		}

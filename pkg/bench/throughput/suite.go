@@ -27,6 +27,8 @@ type Row struct {
 	Above bool
 	// Memory reports the memory of both cases in a table of its own.
 	Memory bool
+	// DRA claims the cards through DRA (Options.DRA).
+	DRA bool
 }
 
 // goal writes the goal as the table shows it.
@@ -52,7 +54,10 @@ func (r Row) met(ratio float64) bool {
 // with the scheduler's memory; topology gangs, each inside one rack of 16
 // nodes (128 cards), against upstream's topology-aware workload
 // scheduling. Gang rows use 3,200 pods, a multiple of 4 and 16; the 90%
-// row 1,000 pods, what one free card on each of 1,000 nodes holds.
+// row 1,000 pods, what one free card on each of 1,000 nodes holds. The
+// DRA rows claim each pod's card through NVIDIA's DRA driver
+// (Options.DRA), upstream's DynamicResources against aisched's
+// GPUClaims, on 500 and 5,000 nodes.
 var Suite = []Row{
 	{Name: "CPU pods, 5,000 nodes, 10,000 pods", Nodes: 5000, Pods: 10000, Baseline: "default-scheduler", Case: "aisched", Goal: 0.95},
 	{Name: "CPU pods, 15,000 nodes, 30,000 pods", Nodes: 15000, Pods: 30000, Baseline: "default-scheduler", Case: "aisched", Goal: 0.95, Memory: true},
@@ -66,6 +71,9 @@ var Suite = []Row{
 	{Name: "16-pod GPU gangs in one rack of 16 nodes, 1,000 nodes, 3,200 pods: aisched@16 vs native@16", Nodes: 1000, Pods: 3200, GPU: true, RackNodes: 16, Baseline: NativeCase + "@16", Case: "aisched@16", Goal: 1},
 	{Name: "4-pod GPU gangs in one rack of 16 nodes, 5,000 nodes, 3,200 pods: aisched@4 vs native@4", Nodes: 5000, Pods: 3200, GPU: true, RackNodes: 16, Baseline: NativeCase + "@4", Case: "aisched@4", Goal: 1},
 	{Name: "16-pod GPU gangs in one rack of 16 nodes, 5,000 nodes, 3,200 pods: aisched@16 vs native@16", Nodes: 5000, Pods: 3200, GPU: true, RackNodes: 16, Baseline: NativeCase + "@16", Case: "aisched@16", Goal: 1},
+	// DRA: upstream's DynamicResources (first fit) against GPUClaims.
+	{Name: "DRA whole-GPU pods (a ResourceClaim each), 500 nodes x 8 A100, 2,000 pods", Nodes: 500, Pods: 2000, GPU: true, DRA: true, Baseline: "default-scheduler", Case: "aisched", Goal: 1},
+	{Name: "DRA whole-GPU pods (a ResourceClaim each), 5,000 nodes x 8 A100, 2,000 pods", Nodes: 5000, Pods: 2000, GPU: true, DRA: true, Baseline: "default-scheduler", Case: "aisched", Goal: 1},
 }
 
 // RowResult is a row as measured.
@@ -85,6 +93,7 @@ func RunSuite(ctx context.Context, rows []Row, base Options) ([]RowResult, error
 		opts := base
 		opts.Nodes, opts.Pods, opts.GPU, opts.Shared, opts.Fill, opts.RackNodes = row.Nodes, row.Pods, row.GPU, row.Shared, row.Fill, row.RackNodes
 		opts.Profiles = []string{row.Baseline, row.Case}
+		opts.DRA = row.DRA
 		if base.ProfilePrefix != "" {
 			opts.ProfilePrefix = fmt.Sprintf("%s-row%d", base.ProfilePrefix, i+1)
 		}

@@ -50,6 +50,12 @@ type Options struct {
 	// (TopologyAwareWorkloadScheduling gate). 0 to Nodes; the run fails
 	// when a gang is not inside one rack. Plain cases ignore the racks.
 	RackNodes int
+	// DRA makes the GPU nodes of GPU publish their cards through NVIDIA's
+	// DRA driver, and each pod claim one whole card through a
+	// ResourceClaim of its own instead of nvidia.com/gpu; the run fails
+	// unless every claim is allocated and no device is given twice. Needs
+	// GPU, and neither Shared nor Fill.
+	DRA bool
 	// Profiles are the cases compared, each a profile name, optionally
 	// with a pod group size: "aisched@4" puts every 4 consecutive pods in a
 	// pod group with min-available 4 (the pod-group labels); profiles without
@@ -138,6 +144,8 @@ type Result struct {
 	// Load is the lowest and the highest 1-minute load average any
 	// measurement began or ended at.
 	Load [2]float64 `json:"load"`
+	// DRA is whether the pods claimed their cards through DRA.
+	DRA bool `json:"dra,omitempty"`
 }
 
 // NativeCase is the case name of upstream gang scheduling: kube-scheduler's
@@ -192,6 +200,9 @@ func parseCase(c string, pods int) (benchCase, error) {
 func Run(ctx context.Context, opts Options) (*Result, error) {
 	if opts.Nodes < 1 || opts.Pods < 1 || len(opts.Profiles) < 1 {
 		return nil, errors.New("need at least one node, one pod and one profile")
+	}
+	if err := checkDRA(opts); err != nil {
+		return nil, err
 	}
 	for _, c := range opts.Profiles {
 		if _, err := parseCase(c, opts.Pods); err != nil {
@@ -253,6 +264,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 			res.Ratios[p.Name] = p.PodsPerSecond / first
 		}
 	}
+	res.DRA = opts.DRA
 	return res, nil
 }
 

@@ -70,6 +70,7 @@ func benchCluster(opts Options) *clusterfile.Cluster {
 		pool.GPUs = &clusterfile.GPUs{Count: 8, Model: "NVIDIA-A100-SXM4-40GB", MemoryMiB: 40960, CUDACores: 6912,
 			ComputeCapability: "8.0", MemoryBandwidthGBps: 1555, MaxClockMHz: 1410}
 	}
+	draPool(&pool, opts)
 	return &clusterfile.Cluster{APIVersion: clusterfile.APIVersion, Kind: clusterfile.Kind, NodePools: []clusterfile.NodePool{pool}}
 }
 
@@ -219,6 +220,8 @@ func createPods(ctx context.Context, c *local.Cluster, ns string, bc benchCase, 
 	limits := corev1.ResourceList{}
 	var annotations map[string]string
 	switch {
+	case opts.DRA:
+		// The card is claimed (claimPod).
 	case opts.GPU:
 		requests[gpu.ResourceName] = resource.MustParse("1")
 		limits[gpu.ResourceName] = resource.MustParse("1")
@@ -232,7 +235,11 @@ func createPods(ctx context.Context, c *local.Cluster, ns string, bc benchCase, 
 		wg.Go(func() {
 			for i := range next {
 				pod := benchPod(i, ns, bc, racks, annotations, requests, limits)
-				if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+				err := claimPod(ctx, c.Client, opts, pod)
+				if err == nil {
+					_, err = c.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+				}
+				if err != nil {
 					select {
 					case errs <- err:
 					default:

@@ -1,9 +1,12 @@
 // Package nvidiadra builds the DRA objects of NVIDIA's GPU driver
 // (kubernetes-sigs/dra-driver-nvidia-gpu, driver gpu.nvidia.com) for a
 // node's cards, in the shape that driver publishes them: the
-// ResourceSlices of its kubelet plugin and its device classes. The
-// simulated nodes of `aisched up` and the simulator play the driver with
-// it (pkg/local/nodesim), and tests build clusters with it.
+// ResourceSlices of its kubelet plugin and its device classes; and the
+// claims that ask for its GPUs, with the check of what they were given
+// (claims.go). The simulated nodes of `aisched up` and the simulator
+// play the driver with it (pkg/local/nodesim), the simulator's replays and
+// the throughput benchmark claim its GPUs, and tests build clusters with
+// it.
 //
 // The shape, as the driver's cmd/gpu-kubelet-plugin publishes it:
 //

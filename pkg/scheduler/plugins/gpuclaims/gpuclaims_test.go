@@ -236,3 +236,46 @@ func TestNeverFits(t *testing.T) {
 		t.Errorf("status %v, want UnschedulableAndUnresolvable naming claim ns/c and request gpu", status)
 	}
 }
+
+// The steerer's cache of ordered slices keeps a slice's copy while its
+// node's view is unchanged, orders it again when the view changes, and
+// drops the copies of slices no longer
+// listed (an updated slice is a new object) instead of growing.
+func TestSteeredCache(t *testing.T) {
+	// The smaller card goes first: the slice is reordered, a copy.
+	f, gpus := cluster(t, []gpu.Card{{MemoryMiB: 81920}, {MemoryMiB: 40960}}, nvidiadra.Options{})
+	s := newSteerer(gpus, f)
+	list := func() []*resourceapi.ResourceSlice {
+		t.Helper()
+		defer s.begin(podWith("p", "c"), nil)()
+		out, err := s.ResourceSlices().ListWithDeviceTaintRules()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	first := list()
+	if first[0] == f.Slices[0] {
+		t.Fatalf("the slice is not reordered: %v", first[0].Spec.Devices)
+	}
+	if again := list(); again[0] != first[0] {
+		t.Errorf("the same slice, its node unchanged: a new copy, want the cached one")
+	}
+	// A claim takes a card of the node: its slice is ordered again.
+	taken := claim("c", &resourceapi.ExactDeviceRequest{DeviceClassName: nvidiadra.GPUClass})
+	taken.Status.Allocation = &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{{
+		Request: "gpu", Driver: nvidiadra.Driver, Pool: node, Device: "gpu-1"}}}}
+	gpus.ObserveClaim(taken)
+	if after := list(); after[0] == first[0] {
+		t.Errorf("the node's view changed: the cached copy, want the slice ordered again")
+	}
+	for range 10 {
+		for i, sl := range f.Slices {
+			f.Slices[i] = sl.DeepCopy()
+		}
+		list()
+		if n := len(s.ordered); n > 2*len(f.Slices)+1 {
+			t.Fatalf("%d slices cached for %d listed, want at most twice as many", n, len(f.Slices))
+		}
+	}
+}

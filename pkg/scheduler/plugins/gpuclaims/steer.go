@@ -31,21 +31,27 @@ type steerer struct {
 	// pod is set while the pod's PreFilter runs; plan is its gang plan.
 	pod  *corev1.Pod
 	plan *gpuledger.ClaimPlan
-	// ordered caches the reordered copy of each slice at the generation
-	// of its node's view, so that a slice is copied once per change of its
-	// node, not once per pod.
+	// ordered caches what each slice listed is steered to (its
+	// reordered copy, or itself), and byNode the slices cached of each
+	// node, as of the ledger's generation gen: a pod's listing looks each
+	// slice up, and only the slices of the nodes whose view changed since
+	// are ordered again, so that a pod costs one lookup per slice, not a
+	// reading of every slice and every node's view.
 	ordered map[*resourceapi.ResourceSlice]orderedSlice
+	byNode  map[string][]*resourceapi.ResourceSlice
+	gen     uint64
 }
 
+// orderedSlice is what a slice of a node is steered to.
 type orderedSlice struct {
-	gen   uint64
+	node  string
 	slice *resourceapi.ResourceSlice
 }
 
 var _ fwk.SharedDRAManager = &steerer{}
 
 func newSteerer(gpus *gpuledger.State, inner fwk.SharedDRAManager) *steerer {
-	return &steerer{gpus: gpus, inner: inner, ordered: map[*resourceapi.ResourceSlice]orderedSlice{}}
+	return &steerer{gpus: gpus, inner: inner}
 }
 
 // begin steers the slices for pod (and its gang plan, nil for none) until
@@ -92,52 +98,72 @@ func (s *steerer) steered(list []*resourceapi.ResourceSlice) []*resourceapi.Reso
 	if s.pod == nil {
 		return list
 	}
-	driver := s.gpus.DRADriver()
+	s.update(len(list))
 	out := make([]*resourceapi.ResourceSlice, len(list))
-	kept := make(map[*resourceapi.ResourceSlice]orderedSlice, len(s.ordered))
-	views := map[string]*gpuledger.DRAView{}
 	var allocated sets.Set[structured.DeviceID]
 	for i, sl := range list {
-		out[i] = sl
-		node := ptr.Deref(sl.Spec.NodeName, "")
-		if sl.Spec.Driver != driver || node == "" || len(sl.Spec.Devices) == 0 {
+		o, ok := s.ordered[sl]
+		if !ok {
+			o = s.order(sl)
+		}
+		out[i] = o.slice
+		if s.plan == nil || o.node != s.plan.Node || o.node == "" {
 			continue
 		}
-		v, seen := views[node]
-		if !seen {
-			if view, ok := s.gpus.DRA(node); ok {
-				v = &view
+		if _, ok := s.gpus.DRA(o.node); !ok {
+			continue
+		}
+		if allocated == nil {
+			state, err := s.inner.ResourceClaims().GatherAllocatedState()
+			if err != nil {
+				// Unsteered, rather than risk hiding a device whose
+				// counters the allocator must count.
+				out[i] = sl
+				continue
 			}
-			views[node] = v
+			allocated = gpuledger.AllocatedDevices(state)
 		}
-		if v == nil {
-			continue
-		}
-		if s.plan != nil && s.plan.Node == node {
-			if allocated == nil {
-				state, err := s.inner.ResourceClaims().GatherAllocatedState()
-				if err != nil {
-					// Unsteered, rather than risk hiding a device whose
-					// counters the allocator must count.
-					continue
-				}
-				allocated = gpuledger.AllocatedDevices(state)
-			}
-			out[i] = planned(sl, s.plan, allocated)
-			continue
-		}
-		if c, ok := s.ordered[sl]; ok && c.gen == v.Gen {
-			out[i] = c.slice
-			kept[sl] = c
-			continue
-		}
-		o := v.Ordered(sl)
-		kept[sl] = orderedSlice{gen: v.Gen, slice: o}
-		out[i] = o
+		out[i] = planned(sl, s.plan, allocated)
 	}
-	// Slices no longer listed are dropped from the cache.
-	s.ordered = kept
 	return out
+}
+
+// update forgets what is cached of the nodes whose view changed since the
+// last listing (of every node, when the ledger no longer knows which, or
+// when the cache holds more than twice the listed slices: slices no longer
+// listed, as an updated slice is a new object).
+func (s *steerer) update(listed int) {
+	changed, now, ok := s.gpus.DRAChangedSince(s.gen)
+	s.gen = now
+	if !ok || s.ordered == nil || len(s.ordered) > 2*listed {
+		s.ordered = map[*resourceapi.ResourceSlice]orderedSlice{}
+		s.byNode = map[string][]*resourceapi.ResourceSlice{}
+		return
+	}
+	for _, node := range changed {
+		for _, sl := range s.byNode[node] {
+			delete(s.ordered, sl)
+		}
+		delete(s.byNode, node)
+	}
+}
+
+// order steers a slice: the GPU driver's devices of a node the ledger
+// has a view of in its order for the node; any other slice as it is.
+func (s *steerer) order(sl *resourceapi.ResourceSlice) orderedSlice {
+	o := orderedSlice{slice: sl}
+	node := ptr.Deref(sl.Spec.NodeName, "")
+	if sl.Spec.Driver == s.gpus.DRADriver() && node != "" && len(sl.Spec.Devices) > 0 {
+		o.node = node
+		if v, ok := s.gpus.DRA(node); ok {
+			o.slice = v.Ordered(sl)
+		}
+	}
+	s.ordered[sl] = o
+	if o.node != "" {
+		s.byNode[o.node] = append(s.byNode[o.node], sl)
+	}
+	return o
 }
 
 // planned returns the slice with only the devices of the plan, and those

@@ -278,9 +278,11 @@ func (pl *LoadAware) PreScore(ctx context.Context, cs fwk.CycleState, pod *corev
 // Score implements fwk.ScorePlugin: 100 * S * (1 - L).
 func (pl *LoadAware) Score(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, ni fwk.NodeInfo) (int64, *fwk.Status) {
 	st, ok := pl.stateOf(cs)
-	yield := pl.yields(pod)
-	if ok {
-		yield = st.yield
+	yield := st.yield
+	if !ok {
+		// Asked once per cycle in PreScore, not once per node: it parses
+		// the pod's request.
+		yield = pl.yields(pod)
 	}
 	if yield && ni.GetAllocatable().GetScalarResources()[gpu.ResourceName] > 0 {
 		return 0, nil
