@@ -198,22 +198,23 @@ func (pl *Coscheduling) PreFilter(_ context.Context, state fwk.CycleState, pod *
 			pending = append(pending, m)
 		}
 	}
+	result, status := pl.preFilterDomain(state, pod, ref)
 	need := ref.MinAvailable - placed
-	if need <= 0 || placed > 0 {
-		// Complete, or being placed: the check passed for the first member
-		// of this attempt, and a member that finds no node now releases
-		// the others (PostFilter). Checking once per attempt keeps the
-		// cost per group, not per member.
-		return pl.preFilterDomain(state, pod, ref)
+	if status != nil || need <= 0 || placed > 0 {
+		// Refused, complete, or being placed: the check passed for the
+		// first member of this attempt, and a member that finds no node
+		// now releases the others (PostFilter). Checking once per attempt
+		// keeps the cost per group, not per member.
+		return result, status
 	}
 	// This pod first: it is the one about to be placed.
 	pending = append([]*corev1.Pod{pod}, pending...)
-	nodes, where := pl.withinDomain(ref.Key(), nodes)
+	nodes, where := withinDomain(state, nodes)
 	if fit := pl.placeable(pending, nodes, need); fit < need {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable,
 			fmt.Sprintf("pod group %s needs %d more pods placed at once, the free resources of %s hold %d of them", ref.Key(), need, where, fit))
 	}
-	return pl.preFilterDomain(state, pod, ref)
+	return result, nil
 }
 
 // batchSign is what Coscheduling's Filter reads of a pod that is not a

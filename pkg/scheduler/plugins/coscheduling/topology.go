@@ -85,27 +85,23 @@ func (pl *Coscheduling) preFilterDomain(state fwk.CycleState, pod *corev1.Pod, r
 }
 
 // withinDomain returns the nodes of nodes a group's members may use and
-// their words for a message: those of the domain the job queue placed the
-// group in (domainNodes), or all of them ("the nodes"). The group's
-// members must fit there, not anywhere in the cluster; and checking a
-// rack's nodes rather than every node keeps PreFilter's check cheap on
-// large clusters.
-func (pl *Coscheduling) withinDomain(key string, nodes []fwk.NodeInfo) ([]fwk.NodeInfo, string) {
-	placed := pl.queue.Placed(key)
-	if placed == nil {
+// their words for a message: those of the domain preFilterDomain noted in
+// state, or all of them ("the nodes"). The group's members must fit
+// there, not anywhere in the cluster; and checking a rack's nodes rather
+// than every node keeps PreFilter's check cheap on large clusters.
+func withinDomain(state fwk.CycleState, nodes []fwk.NodeInfo) ([]fwk.NodeInfo, string) {
+	data, err := state.Read(domainKey)
+	if err != nil {
 		return nodes, "the nodes"
 	}
-	names, ok := pl.domainNodes(key, placed)
-	if !ok {
-		return nodes, "the nodes"
-	}
-	out := make([]fwk.NodeInfo, 0, names.Len())
+	d := data.(*domainState)
+	out := make([]fwk.NodeInfo, 0, d.nodes.Len())
 	for _, ni := range nodes {
-		if n := ni.Node(); n != nil && names.Has(n.Name) {
+		if n := ni.Node(); n != nil && d.nodes.Has(n.Name) {
 			out = append(out, ni)
 		}
 	}
-	return out, placed.Words
+	return out, d.words
 }
 
 // asksDomain reports whether the group of pod asks for a topology domain,
