@@ -76,10 +76,10 @@ func Registry(svc *Services) frameworkruntime.Registry {
 			return fgd.New(ctx, obj, h, svc.GPUs)
 		}),
 		loadaware.Name: with(func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-			return loadaware.New(ctx, obj, h, svc.NodeMetrics, svc.Clock, svc.Workload)
+			return loadaware.New(ctx, obj, h, svc.NodeMetrics, svc.Clock, svc.Workload, svc.GPUs)
 		}),
 		pccbalance.Name: with(func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-			return pccbalance.New(ctx, obj, h, svc.Workload)
+			return pccbalance.New(ctx, obj, h, svc.Workload, svc.GPUs)
 		}),
 		coscheduling.Name: with(func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 			return coscheduling.New(ctx, obj, h, svc.Groups, svc.Queue, svc.GPUs, svc.Clock)

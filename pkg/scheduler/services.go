@@ -141,7 +141,7 @@ func (s *Services) startOnce(ctx context.Context, h fwk.Handle) error {
 		Recorder: recorder, Activate: activate, DRA: h.SharedDRAManager(), DRAFeatures: dynamicresources.AllocatorFeatures(fts)}); err != nil {
 		return fmt.Errorf("job queue: %w", err)
 	}
-	if err := s.Workload.Start(factory); err != nil {
+	if err := s.Workload.Start(factory, s.GPUs); err != nil {
 		return fmt.Errorf("workload: %w", err)
 	}
 	nodeMetrics, err := crdwatch.Start(ctx, client, aischedv1alpha1.SchemeGroupVersion.WithResource("nodemetrics"), syncTimeout,

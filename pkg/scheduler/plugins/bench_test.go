@@ -193,7 +193,7 @@ func BenchmarkScore(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	pcc, err := pccbalance.New(ctx, nil, f.handle, nil)
+	pcc, err := pccbalance.New(ctx, nil, f.handle, nil, f.state)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -226,7 +226,7 @@ func BenchmarkScore(b *testing.B) {
 	}
 	// LoadAware without NodeMetrics: every node scored from its pods'
 	// requests, as on a cluster without aisched's agent.
-	loadAware, err := loadaware.New(ctx, nil, f.handle, nil, clock.RealClock{}, nil)
+	loadAware, err := loadaware.New(ctx, nil, f.handle, nil, clock.RealClock{}, nil, f.state)
 	if err != nil {
 		b.Fatal(err)
 	}

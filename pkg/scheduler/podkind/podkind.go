@@ -12,10 +12,18 @@ import (
 	"github.com/aisched/aisched/pkg/gpu"
 )
 
-// Of returns the kind of a pod. A pod with an invalid GPU request is a CPU
-// pod here: GPUFit refuses it before anything scores it.
-func Of(pod *corev1.Pod) config.PodKind {
-	r, err := gpu.ParseRequest(pod)
+// Requests tells what a pod asks of GPUs: the GPU ledger's
+// gpuledger.State.RequestOf, which reads a DRA pod's claims, so that a pod
+// asking for GPUs through claims is a GPU pod like one asking through
+// nvidia.com/gpu.
+type Requests interface {
+	RequestOf(pod *corev1.Pod) (gpu.Request, error)
+}
+
+// Of returns the kind of a pod that asks r of GPUs (err: its request could
+// not be read). A pod with an invalid GPU request is a CPU pod here: GPUFit
+// refuses it before anything scores it.
+func Of(r gpu.Request, err error) config.PodKind {
 	switch {
 	case err != nil || r.Count == 0:
 		return config.PodKindCPU
@@ -25,16 +33,22 @@ func Of(pod *corev1.Pod) config.PodKind {
 	return config.PodKindWholeGPU
 }
 
-// Set is the kinds a plugin ranks nodes for. Its zero value holds every
-// kind, as a plugin without a podKinds argument ranks every pod.
-type Set struct{ noCPU, noWhole, noShared bool }
+// Set is the kinds a plugin ranks nodes for, and how it tells a pod's
+// kind. Its zero value holds every kind, as a plugin without a podKinds
+// argument ranks every pod, and reads pods without their claims.
+type Set struct {
+	noCPU, noWhole, noShared bool
+	requests                 Requests
+}
 
-// NewSet returns the set of kinds; none given is every kind.
-func NewSet(kinds []config.PodKind) Set {
+// NewSet returns the set of kinds (none given is every kind) that tells a
+// pod's kind from requests (nil: from the pod alone, without its claims).
+func NewSet(kinds []config.PodKind, requests Requests) Set {
+	s := Set{requests: requests}
 	if len(kinds) == 0 {
-		return Set{}
+		return s
 	}
-	s := Set{true, true, true}
+	s.noCPU, s.noWhole, s.noShared = true, true, true
 	for _, k := range kinds {
 		switch k {
 		case config.PodKindCPU:
@@ -49,7 +63,7 @@ func NewSet(kinds []config.PodKind) Set {
 }
 
 // All reports whether the set holds every kind.
-func (s Set) All() bool { return s == Set{} }
+func (s Set) All() bool { return !s.noCPU && !s.noWhole && !s.noShared }
 
 // Has reports whether the set holds kind k.
 func (s Set) Has(k config.PodKind) bool {
@@ -64,5 +78,13 @@ func (s Set) Has(k config.PodKind) bool {
 	return false
 }
 
+// Of returns the kind of pod.
+func (s Set) Of(pod *corev1.Pod) config.PodKind {
+	if s.requests == nil {
+		return Of(gpu.ParseRequest(pod))
+	}
+	return Of(s.requests.RequestOf(pod))
+}
+
 // Ranks reports whether a plugin with the set ranks nodes for pod.
-func (s Set) Ranks(pod *corev1.Pod) bool { return s.All() || s.Has(Of(pod)) }
+func (s Set) Ranks(pod *corev1.Pod) bool { return s.All() || s.Has(s.Of(pod)) }

@@ -34,12 +34,15 @@ type Workload struct {
 // New returns an empty view; Start connects it to a scheduler.
 func New() *Workload { return &Workload{} }
 
-// Start follows the pods the scheduler's informer sees arrive.
-func (w *Workload) Start(factory informers.SharedInformerFactory) error {
+// Start follows the pods the scheduler's informer sees arrive; requests
+// tells what each asks of GPUs (the GPU ledger, which reads a DRA pod's
+// claims; a claim made from a template after the pod arrived is not yet
+// there, and such a pod counts as a CPU pod).
+func (w *Workload) Start(factory informers.SharedInformerFactory, requests podkind.Requests) error {
 	_, err := factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj interface{}) {
 			if pod, ok := obj.(*corev1.Pod); ok && pod.Spec.NodeName == "" {
-				w.Observe(podkind.Of(pod) != config.PodKindCPU)
+				w.Observe(podkind.Of(requests.RequestOf(pod)) != config.PodKindCPU)
 			}
 		},
 	})

@@ -64,7 +64,7 @@ func New(_ context.Context, obj runtime.Object, h fwk.Handle, state *gpuledger.S
 	if len(args.TypicalPods) > 0 {
 		shapes = newFixedWindow(args.TypicalPods, args.CoveragePercent)
 	}
-	pl := &FGD{state: state, shapes: shapes, exact: args.Resolution == config.FGDExact, kinds: podkind.NewSet(args.PodKinds)}
+	pl := &FGD{state: state, shapes: shapes, exact: args.Resolution == config.FGDExact, kinds: podkind.NewSet(args.PodKinds, state)}
 	if err := state.SetProposer(h, Name, pl); err != nil {
 		return nil, err
 	}

@@ -46,7 +46,7 @@ func newVectors(plugin string, obj runtime.Object, state *gpuledger.State) (vect
 	if err := config.Decode(plugin, obj, args); err != nil {
 		return vectors{}, err
 	}
-	return vectors{state: state, maxCPU: float64(args.MaxMilliCPU), maxGPU: float64(args.MaxGPUs * gpu.WholeCardMilli), kinds: podkind.NewSet(args.PodKinds),
+	return vectors{state: state, maxCPU: float64(args.MaxMilliCPU), maxGPU: float64(args.MaxGPUs * gpu.WholeCardMilli), kinds: podkind.NewSet(args.PodKinds, state),
 		gpuFree: gpuledger.NewNodeMemo[struct{}, int64](state)}, nil
 }
 

@@ -50,7 +50,7 @@ func New(_ context.Context, obj runtime.Object, h fwk.Handle, state *gpuledger.S
 		return nil, err
 	}
 	return &HeteroPriority{handle: h, state: state, weights: *args.CardWeights,
-		tier: args.CPUPodScore == config.CPUPodScoreTier, kinds: podkind.NewSet(args.PodKinds),
+		tier: args.CPUPodScore == config.CPUPodScoreTier, kinds: podkind.NewSet(args.PodKinds, state),
 		scores: gpuledger.NewNodeMemo[scoreKey, int64](state)}, nil
 }
 
@@ -64,8 +64,10 @@ type podRequest struct {
 	Memory   int64
 }
 
-func requestOf(pod *corev1.Pod) (podRequest, error) {
-	req, err := gpu.ParseRequest(pod)
+// requestOf reads a pod's request; its GPU request is the ledger's
+// (gpuledger.State.RequestOf), which reads a DRA pod's claims.
+func (pl *HeteroPriority) requestOf(pod *corev1.Pod) (podRequest, error) {
+	req, err := pl.state.RequestOf(pod)
 	if err != nil {
 		return podRequest{}, err
 	}
@@ -77,7 +79,7 @@ func requestOf(pod *corev1.Pod) (podRequest, error) {
 // its CPU, memory and GPU request only. The cluster-wide terms (the share
 // of GPU nodes, the best card values) do not change when a pod is placed.
 func (pl *HeteroPriority) SignPod(_ context.Context, pod *corev1.Pod) ([]fwk.SignFragment, *fwk.Status) {
-	r, err := requestOf(pod)
+	r, err := pl.requestOf(pod)
 	if err != nil {
 		return nil, fwk.NewStatus(fwk.Unschedulable, err.Error())
 	}
@@ -120,7 +122,7 @@ func (pl *HeteroPriority) PreScore(_ context.Context, cs fwk.CycleState, pod *co
 }
 
 func (pl *HeteroPriority) preScore(pod *corev1.Pod) (*preScoreState, error) {
-	req, err := requestOf(pod)
+	req, err := pl.requestOf(pod)
 	if err != nil {
 		// GPUFit rejects such pods first; without GPUFit score them as CPU pods.
 		req = podRequest{}

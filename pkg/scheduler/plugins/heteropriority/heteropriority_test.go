@@ -174,7 +174,7 @@ func TestCPUPodScoreOrder(t *testing.T) {
 func TestTierAndPodKinds(t *testing.T) {
 	pl := newPlugin(t)
 	pl.tier = true
-	pl.kinds = podkind.NewSet([]config.PodKind{config.PodKindCPU})
+	pl.kinds = podkind.NewSet([]config.PodKind{config.PodKindCPU}, pl.state)
 	cpu := st.MakePod().Name("c").UID("c").Req(map[corev1.ResourceName]string{corev1.ResourceCPU: "4"}).Obj()
 	cs := framework.NewCycleState()
 	if s := pl.PreScore(context.Background(), cs, cpu, nil); !s.IsSuccess() {

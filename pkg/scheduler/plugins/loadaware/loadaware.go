@@ -76,15 +76,17 @@ var (
 
 // New builds the plugin; metrics is the scheduler's NodeMetrics store (nil
 // when the CRD is not served: every node is scored from its pods'
-// requests), clk its clock and work its view of the arriving pods, all
-// scheduler-wide services.
-func New(_ context.Context, obj runtime.Object, h fwk.Handle, metrics cache.Indexer, clk clock.PassiveClock, work *workload.Workload) (fwk.Plugin, error) {
+// requests), clk its clock, work its view of the arriving pods and
+// requests what a pod asks of GPUs (the GPU ledger; nil: read from the pod
+// alone), all scheduler-wide services.
+func New(_ context.Context, obj runtime.Object, h fwk.Handle, metrics cache.Indexer, clk clock.PassiveClock, work *workload.Workload, requests podkind.Requests) (fwk.Plugin, error) {
 	args := &config.LoadAwareArgs{}
 	if err := config.Decode(Name, obj, args); err != nil {
 		return nil, err
 	}
 	pl := newPlugin(h, args, clk)
 	pl.metrics, pl.work = metrics, work
+	pl.kinds = podkind.NewSet(args.PodKinds, requests)
 	registerMetrics()
 	return pl, nil
 }
@@ -98,7 +100,7 @@ func newPlugin(h fwk.Handle, args *config.LoadAwareArgs, clk clock.PassiveClock)
 		weights:    [numResources]float64{float64(w.CPU), float64(w.Memory), float64(w.Network), float64(w.Disk)},
 		thresholds: [numResources]float64{float64(th.CPU) / 100, float64(th.Memory) / 100, float64(th.Network) / 100, float64(th.Disk) / 100},
 		ttl:        time.Duration(*args.MetricsTTLSeconds) * time.Second,
-		kinds:      podkind.NewSet(args.PodKinds),
+		kinds:      podkind.NewSet(args.PodKinds, nil),
 
 		yieldGPUNodes: args.CPUPodsOnGPUNodes == config.CPUPodsOnGPUNodesWithoutGPUWork,
 	}
@@ -135,7 +137,7 @@ func (pl *LoadAware) SignPod(_ context.Context, pod *corev1.Pod) ([]fwk.SignFrag
 	}
 	// Whether the plugin ranks the pod's kind, and whether it is a CPU pod
 	// (which may yield GPU nodes).
-	return []fwk.SignFragment{{Key: "aisched.io/" + Name + "/ranks", Value: [2]bool{pl.kinds.Ranks(pod), podkind.Of(pod) == config.PodKindCPU}}}, nil
+	return []fwk.SignFragment{{Key: "aisched.io/" + Name + "/ranks", Value: [2]bool{pl.kinds.Ranks(pod), pl.kinds.Of(pod) == config.PodKindCPU}}}, nil
 }
 
 // PreFilterExtensions implements fwk.PreFilterPlugin.

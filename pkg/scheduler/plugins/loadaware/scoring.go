@@ -12,7 +12,6 @@ import (
 	"github.com/aisched/aisched/apis/config"
 	"github.com/aisched/aisched/pkg/gpu"
 	"github.com/aisched/aisched/pkg/podload"
-	"github.com/aisched/aisched/pkg/scheduler/podkind"
 )
 
 // The load terms, in the order of the weights.
@@ -312,5 +311,5 @@ func (pl *LoadAware) ScoreExtensions() fwk.ScoreExtensions { return nil }
 // score the same for (cpuPodsOnGPUNodes: WithoutGPUWork, and GPU pods
 // arrive).
 func (pl *LoadAware) yields(pod *corev1.Pod) bool {
-	return pl.yieldGPUNodes && pl.work != nil && podkind.Of(pod) == config.PodKindCPU && pl.work.GPUWork()
+	return pl.yieldGPUNodes && pl.work != nil && pl.kinds.Of(pod) == config.PodKindCPU && pl.work.GPUWork()
 }

@@ -45,13 +45,15 @@ var (
 )
 
 // New builds the plugin from its pluginConfig arguments; work is the
-// scheduler's view of the arriving pods (nil: no pod asks for GPUs).
-func New(_ context.Context, obj runtime.Object, _ fwk.Handle, work *workload.Workload) (fwk.Plugin, error) {
+// scheduler's view of the arriving pods (nil: no pod asks for GPUs), and
+// requests tells what a pod asks of GPUs (the GPU ledger; nil: read from
+// the pod alone).
+func New(_ context.Context, obj runtime.Object, _ fwk.Handle, work *workload.Workload, requests podkind.Requests) (fwk.Plugin, error) {
 	args := &config.PCCBalanceArgs{}
 	if err := config.Decode(Name, obj, args); err != nil {
 		return nil, err
 	}
-	pl := &PCCBalance{mode: args.Mode, kinds: podkind.NewSet(args.PodKinds), work: work,
+	pl := &PCCBalance{mode: args.Mode, kinds: podkind.NewSet(args.PodKinds, requests), work: work,
 		yieldGPUNodes: args.CPUPodsOnGPUNodes == config.CPUPodsOnGPUNodesWithoutGPUWork}
 	for _, r := range args.Resources {
 		pl.resources = append(pl.resources, corev1.ResourceName(r))
@@ -79,7 +81,7 @@ func (s *preScoreState) Clone() fwk.StateData { return s }
 func (pl *PCCBalance) SignPod(_ context.Context, pod *corev1.Pod) ([]fwk.SignFragment, *fwk.Status) {
 	sign := []fwk.SignFragment{{Key: "aisched.io/" + Name, Value: pl.podRequests(pod)}}
 	if !pl.kinds.All() || pl.yieldGPUNodes {
-		sign = append(sign, fwk.SignFragment{Key: "aisched.io/" + Name + "/ranks", Value: [2]bool{pl.kinds.Ranks(pod), podkind.Of(pod) == config.PodKindCPU}})
+		sign = append(sign, fwk.SignFragment{Key: "aisched.io/" + Name + "/ranks", Value: [2]bool{pl.kinds.Ranks(pod), pl.kinds.Of(pod) == config.PodKindCPU}})
 	}
 	return sign, nil
 }
@@ -149,7 +151,7 @@ func (pl *PCCBalance) ScoreExtensions() fwk.ScoreExtensions { return nil }
 // score the same for (cpuPodsOnGPUNodes: WithoutGPUWork, and GPU pods
 // arrive).
 func (pl *PCCBalance) yields(pod *corev1.Pod) bool {
-	return pl.yieldGPUNodes && pl.work != nil && podkind.Of(pod) == config.PodKindCPU && pl.work.GPUWork()
+	return pl.yieldGPUNodes && pl.work != nil && pl.kinds.Of(pod) == config.PodKindCPU && pl.work.GPUWork()
 }
 
 // amount reads one resource of a scheduler Resource: millicores for CPU,

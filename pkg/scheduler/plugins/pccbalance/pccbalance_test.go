@@ -102,7 +102,7 @@ func TestScore(t *testing.T) {
 }
 
 func TestNewRejectsBadArgs(t *testing.T) {
-	_, err := New(context.Background(), &runtime.Unknown{Raw: []byte(`{"mode":"square"}`)}, nil, nil)
+	_, err := New(context.Background(), &runtime.Unknown{Raw: []byte(`{"mode":"square"}`)}, nil, nil, nil)
 	if err == nil || !strings.Contains(err.Error(), "pluginConfig[PCCBalance].args.mode") {
 		t.Errorf("New with mode square: %v, want an error naming the field", err)
 	}
@@ -128,7 +128,7 @@ func newPlugin(t *testing.T, args string) *PCCBalance {
 	if args != "" {
 		obj = &runtime.Unknown{Raw: []byte(args)}
 	}
-	pl, err := New(context.Background(), obj, nil, nil)
+	pl, err := New(context.Background(), obj, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +170,7 @@ func TestPodKinds(t *testing.T) {
 // (0) once a GPU pod arrived, and as usual before and on CPU nodes.
 func TestCPUPodsOnGPUNodes(t *testing.T) {
 	work := workload.New()
-	pl, err := New(context.Background(), &runtime.Unknown{Raw: []byte(`{"cpuPodsOnGPUNodes":"WithoutGPUWork"}`)}, nil, work)
+	pl, err := New(context.Background(), &runtime.Unknown{Raw: []byte(`{"cpuPodsOnGPUNodes":"WithoutGPUWork"}`)}, nil, work, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
