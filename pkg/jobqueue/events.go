@@ -2,6 +2,7 @@ package jobqueue
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/aisched/aisched/pkg/podgroup"
@@ -26,11 +27,21 @@ func (q *Queue) podAdded(obj interface{}) {
 // podUpdate: a pod bound, running or ending. Binding changes no
 // admission (admitted members were placed on paper already): a pass soon,
 // for the status. A bound pod being deleted frees capacity: a pass now if
-// a group waits.
+// a group waits. An unbound member whose claims made from templates got
+// their names (the resourceclaim controller writes them to the pod's
+// status after it creates them) may complete a group that waited for
+// them: a pass now.
 func (q *Queue) podUpdate(old, obj interface{}) {
 	o, ok1 := old.(*corev1.Pod)
 	n, ok2 := obj.(*corev1.Pod)
-	if !ok1 || !ok2 || (o.Spec.NodeName == n.Spec.NodeName && o.Status.Phase == n.Status.Phase && o.DeletionTimestamp.Equal(n.DeletionTimestamp)) {
+	if !ok1 || !ok2 {
+		return
+	}
+	if _, inGroup := podgroup.KeyOf(n); inGroup && n.Spec.NodeName == "" &&
+		!apiequality.Semantic.DeepEqual(o.Status.ResourceClaimStatuses, n.Status.ResourceClaimStatuses) {
+		q.Kick()
+	}
+	if o.Spec.NodeName == n.Spec.NodeName && o.Status.Phase == n.Status.Phase && o.DeletionTimestamp.Equal(n.DeletionTimestamp) {
 		return
 	}
 	if n.DeletionTimestamp != nil && n.Spec.NodeName != "" {

@@ -10,6 +10,9 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	testingclock "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/aisched/aisched/pkg/podgroup"
 )
 
 func TestFence(t *testing.T) {
@@ -74,6 +77,35 @@ func TestFence(t *testing.T) {
 	q.plan.Store(&Plan{})
 	if f := q.Fence("", 0); f != nil {
 		t.Error("fenced without a waiting group")
+	}
+}
+
+// TestPodUpdateClaimsNamed: the pass that finds a member's claim made
+// from a template but not yet named on the pod says the group waits for
+// it; the pod's status naming the claim must ask for a pass, or the group
+// waits until something else happens.
+func TestPodUpdateClaimsNamed(t *testing.T) {
+	q := New(nil, nil, Options{})
+	old := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m-0", Labels: map[string]string{podgroup.NameLabel: "g"}}}
+	old.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("gpu")}}
+	named := old.DeepCopy()
+	named.Status.ResourceClaimStatuses = []corev1.PodResourceClaimStatus{{Name: "gpu", ResourceClaimName: ptr.To("m-0-gpu-x7k2p")}}
+
+	q.podUpdate(old, old.DeepCopy())
+	if len(q.kick) != 0 {
+		t.Fatal("an update that changes nothing the queue reads asked for a pass")
+	}
+	q.podUpdate(old, named)
+	if len(q.kick) != 1 {
+		t.Fatal("a member's claim named on its status asked for no pass")
+	}
+	<-q.kick
+	bound := named.DeepCopy()
+	bound.Spec.NodeName = "n1"
+	bound.Status.ResourceClaimStatuses = nil
+	q.podUpdate(named, bound)
+	if len(q.kick) != 0 {
+		t.Error("a bound member's claim statuses asked for a pass now")
 	}
 }
 
