@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aisched/aisched/pkg/util/certs"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,6 +18,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/util/keyutil"
+
+	"github.com/aisched/aisched/pkg/util/certs"
 )
 
 func TestWebhookCerts(t *testing.T) {
