@@ -22,7 +22,9 @@ func TestWatch(t *testing.T) {
 	}
 	dir := t.TempDir()
 	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	issue := func(name string) *x509.Certificate {
+	// issue writes a new certificate for name, and returns it and a
+	// function that writes its files again.
+	issue := func(name string) (*x509.Certificate, func()) {
 		t.Helper()
 		leaf, key, err := SignLeaf(&x509.Certificate{Subject: pkix.Name{CommonName: name}, DNSNames: []string{name}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}},
 			ca, caKey, time.Now(), time.Hour)
@@ -33,15 +35,18 @@ func TestWatch(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
-			t.Fatal(err)
+		write := func() {
+			if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(certFile, EncodeCert(leaf), 0o600); err != nil {
+				t.Fatal(err)
+			}
 		}
-		if err := os.WriteFile(certFile, EncodeCert(leaf), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return leaf
+		write()
+		return leaf, write
 	}
-	first := issue("first")
+	first, _ := issue("first")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	get, err := Watch(ctx, certFile, keyFile)
@@ -58,13 +63,17 @@ func TestWatch(t *testing.T) {
 	if !bytes.Equal(served(), first.Raw) {
 		t.Fatal("the getter does not return the files' certificate")
 	}
-	second := issue("second")
+	// Written again until seen: the watch of the files starts in the
+	// background, and a change before it is seen only at certwatcher's
+	// next poll, 10s later.
+	second, writeAgain := issue("second")
 	deadline := time.Now().Add(20 * time.Second)
 	for !bytes.Equal(served(), second.Raw) {
 		if time.Now().After(deadline) {
 			t.Fatal("the getter still returns the first certificate 20s after the files changed")
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond)
+		writeAgain()
 	}
 }
 
