@@ -14,4 +14,8 @@
 // cluster do not hammer an apiserver that is down. The agent serves its own
 // Prometheus metrics and a /healthz that fails when it has not published
 // for three intervals (see Agent.Handler).
+//
+// With delivery on (Agent.StartDelivery), the agent also runs the NRI hook
+// of pkg/agent/deliver, which gives each container of an aisched-placed
+// pod its cards, and its drift checker, on an informer of the node's pods.
 package agent

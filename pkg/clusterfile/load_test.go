@@ -201,3 +201,21 @@ func TestTopologyLabels(t *testing.T) {
 		}
 	}
 }
+
+func TestDescribe(t *testing.T) {
+	c := &Cluster{NodePools: []NodePool{
+		{Name: "cpu", Count: 4},
+		{Name: "a100", Count: 2, GPUs: &GPUs{Count: 8, Model: "NVIDIA-A100-SXM4-40GB"}},
+		{Name: "none", Count: 0, GPUs: &GPUs{Count: 8, Model: "H100"}},
+		{Name: "t4", Count: 2, GPUs: &GPUs{Count: 4, Model: "Tesla-T4"}},
+		{Name: "zero-cards", Count: 1, GPUs: &GPUs{}},
+	}}
+	want := "9 nodes: 5 CPU-only, 2 with 8 nvidia.com/gpu cards per node (NVIDIA-A100-SXM4-40GB), 2 with 4 nvidia.com/gpu cards per node (Tesla-T4)"
+	if got := c.Describe(); got != want {
+		t.Errorf("Describe() = %q, want %q", got, want)
+	}
+	gpuOnly := &Cluster{NodePools: []NodePool{{Name: "t4", Count: 1, GPUs: &GPUs{Count: 1, Model: "Tesla-T4"}}}}
+	if got, want := gpuOnly.Describe(), "1 nodes: 1 with 1 nvidia.com/gpu cards per node (Tesla-T4)"; got != want {
+		t.Errorf("Describe() = %q, want %q", got, want)
+	}
+}

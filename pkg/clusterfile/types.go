@@ -15,6 +15,7 @@ import (
 	"go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/aisched/aisched/pkg/gpu"
 	"github.com/aisched/aisched/pkg/gpu/nvidiadra"
 )
 
@@ -180,6 +181,29 @@ func (c *Cluster) NodeCount() int {
 		n += p.Count
 	}
 	return n
+}
+
+// Describe says what nodes the cluster has, the cards counted per node:
+// "8 nodes: 4 CPU-only, 2 with 8 nvidia.com/gpu cards per node
+// (NVIDIA-A100-SXM4-40GB), 2 with 4 nvidia.com/gpu cards per node
+// (Tesla-T4)".
+func (c *Cluster) Describe() string {
+	cpuOnly := 0
+	var gpuPools []string
+	for _, p := range c.NodePools {
+		switch {
+		case p.Count == 0:
+		case p.GPUs == nil || p.GPUs.Count == 0:
+			cpuOnly += p.Count
+		default:
+			gpuPools = append(gpuPools, fmt.Sprintf("%d with %d %s cards per node (%s)", p.Count, p.GPUs.Count, gpu.ResourceName, p.GPUs.Model))
+		}
+	}
+	parts := gpuPools
+	if cpuOnly > 0 {
+		parts = append([]string{fmt.Sprintf("%d CPU-only", cpuOnly)}, gpuPools...)
+	}
+	return fmt.Sprintf("%d nodes: %s", c.NodeCount(), strings.Join(parts, ", "))
 }
 
 // MaxTopologyLevels bounds a pool's topology levels, as a Topology's.

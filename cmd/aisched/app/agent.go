@@ -10,22 +10,13 @@ import (
 	"os"
 	"os/signal"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
 	"github.com/aisched/aisched/pkg/agent"
@@ -33,6 +24,7 @@ import (
 	"github.com/aisched/aisched/pkg/agent/deliver"
 	"github.com/aisched/aisched/pkg/agent/nvidiasmi"
 	"github.com/aisched/aisched/pkg/generated/clientset/versioned"
+	"github.com/aisched/aisched/pkg/util/httpserve"
 )
 
 // agentRequestTimeout bounds each request of the agent to the apiserver, so
@@ -250,96 +242,59 @@ func runAgent(o agentOptions) error {
 			return fmt.Errorf("--metrics-bind-address: %w", err)
 		}
 		srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 10 * time.Second}
+		serveCtx, stopServing := context.WithCancel(ctx)
+		served := make(chan struct{})
 		go func() {
-			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			defer close(served)
+			if err := httpserve.Serve(serveCtx, srv, ln, 5*time.Second); err != nil {
 				klog.ErrorS(err, "Serving metrics failed", "address", o.metricsAddr)
 			}
 		}()
 		defer func() {
-			shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_ = srv.Shutdown(shutdownCtx)
+			stopServing()
+			<-served
 		}()
 	}
 	klog.InfoS("Starting the node agent", "node", o.nodeName, "interval", o.interval, "window", o.window, "root", o.root, "metrics", o.metricsAddr, "gpuDelivery", o.delivery.mode)
 	if o.delivery.mode == deliveryNRI {
-		stopHook, err := startDelivery(ctx, o, cfg, a, kubeClient, client)
+		stopDelivery, err := o.delivery.start(ctx, cfg, a)
 		if err != nil {
 			return err
 		}
-		defer stopHook()
+		defer stopDelivery()
 	}
 	a.Run(ctx)
 	klog.InfoS("Stopped the node agent")
 	return nil
 }
 
-// startDelivery runs the NRI hook with an informer of the node's pods and
-// an event recorder; the returned function stops them.
-func startDelivery(ctx context.Context, o agentOptions, cfg *rest.Config, a *agent.Agent, kubeClient kubernetes.Interface, aischedClient versioned.Interface) (stop func(), err error) {
+// start starts the agent's delivery (Agent.StartDelivery) with a client
+// for watches and the kubelet's PodResources API of the flags; the
+// returned function stops it.
+func (d deliveryOptions) start(ctx context.Context, cfg *rest.Config, a *agent.Agent) (stop func(), err error) {
 	// Watches outlive agentRequestTimeout: their client has none.
 	watchCfg := rest.CopyConfig(cfg)
 	watchCfg.Timeout = 0
-	client, err := kubernetes.NewForConfig(watchCfg)
+	watchClient, err := kubernetes.NewForConfig(watchCfg)
 	if err != nil {
 		return nil, fmt.Errorf("--kubeconfig: %w", err)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
-		lo.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", o.nodeName).String()
-	}))
-	pods := factory.Core().V1().Pods().Lister()
-	factory.Start(ctx.Done())
-
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
-	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "aisched-agent", Host: o.nodeName})
-
-	hookOpts := deliver.HookOptions{
-		Pods:       deliver.ListerPods{Lister: pods},
-		Cards:      a.Cards,
-		Layer:      o.delivery.layer(),
-		SocketPath: o.delivery.nriSocket,
-		Recorder: func(pod *corev1.Pod, eventType, reason, message string) {
-			recorder.Event(pod, eventType, reason, message)
-		},
-	}
-	hook, err := deliver.NewHook(hookOpts)
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	checkerOpts := deliver.CheckerOptions{
-		NodeName: o.nodeName, Pods: pods, Holdings: hook.Holdings(), Cards: a.Cards,
-		Client: kubeClient, Inventories: aischedClient, Recorder: hookOpts.Recorder,
-	}
-	var closer io.Closer = io.NopCloser(nil)
-	if o.delivery.podResources != "" {
-		if checkerOpts.PodResources, closer, err = deliver.DialPodResources(o.delivery.podResources); err != nil {
-			cancel()
+	opts := agent.DeliveryOptions{WatchClient: watchClient, Layer: d.layer(), SocketPath: d.nriSocket}
+	closePodResources := func() {}
+	if d.podResources != "" {
+		var closer io.Closer
+		if opts.PodResources, closer, err = deliver.DialPodResources(d.podResources); err != nil {
 			return nil, fmt.Errorf("--pod-resources-socket: %w", err)
 		}
+		closePodResources = func() { _ = closer.Close() }
 	}
-	checker, err := deliver.NewChecker(checkerOpts)
+	stopDelivery, err := a.StartDelivery(ctx, opts)
 	if err != nil {
-		cancel()
+		closePodResources()
 		return nil, err
 	}
-	a.MustRegister(checker.Metrics()...)
-	a.MustRegister(hook.Metrics()...)
-
-	var wg sync.WaitGroup
-	wg.Go(func() { _ = hook.Run(ctx) })
-	wg.Go(func() {
-		if cache.WaitForCacheSync(ctx.Done(), factory.Core().V1().Pods().Informer().HasSynced) {
-			checker.Run(ctx, o.interval)
-		}
-	})
 	return func() {
-		cancel()
-		wg.Wait()
-		_ = closer.Close()
-		factory.Shutdown()
-		broadcaster.Shutdown()
+		stopDelivery()
+		closePodResources()
 	}, nil
 }

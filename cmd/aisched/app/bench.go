@@ -1,14 +1,11 @@
 package app
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"os/signal"
 	"strconv"
 	"strings"
@@ -196,12 +193,8 @@ stderr.
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			if backend != "" {
-				// A child serves until its parent closes its stdin, or
-				// dies: a killed benchmark leaves no gateway behind.
-				go func() {
-					_, _ = io.Copy(io.Discard, cmd.InOrStdin())
-					stop()
-				}()
+				ctx, cancel := latency.UntilStdinCloses(ctx, cmd.InOrStdin())
+				defer cancel()
 				if err := latency.ServeGateway(ctx, backend, cmd.OutOrStdout()); err != nil {
 					return fmt.Errorf("--serve-gateway: %w", err)
 				}
@@ -224,7 +217,14 @@ stderr.
 				return fmt.Errorf("--format %q: want json or table", format)
 			}
 			opts.Progress = cmd.ErrOrStderr()
-			res, err := runGatewayBench(ctx, opts)
+			self, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			res, err := latency.GatewayLatencyInChildren(ctx, opts, latency.Processes{
+				Backend: []string{self, "demo-model", "--bind-address", "127.0.0.1:0"},
+				Gateway: []string{self, "bench", "gateway", "--serve-gateway"},
+			})
 			if err != nil {
 				return err
 			}
@@ -246,109 +246,4 @@ stderr.
 	fs.StringVar(&backend, "serve-gateway", "", "serve the bench gateway in front of this backend address and print its addresses (what the gateway child process does)")
 	_ = fs.MarkHidden("serve-gateway")
 	return cmd
-}
-
-// runGatewayBench starts the backend and the gateway as child processes
-// of this binary, measures, and kills them.
-func runGatewayBench(ctx context.Context, opts latency.GatewayOptions) (*latency.GatewayResult, error) {
-	backend, line, err := startChild(ctx, opts.Progress, "demo-model", "--bind-address", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	defer backend.stop()
-	addr, ok := strings.CutPrefix(line, "serving model demo on http://")
-	if !ok {
-		return nil, fmt.Errorf("aisched demo-model printed %q, want its address", line)
-	}
-	opts.Backend = addr
-	gw, line, err := startChild(ctx, opts.Progress, "bench", "gateway", "--serve-gateway", opts.Backend)
-	if err != nil {
-		return nil, err
-	}
-	defer gw.stop()
-	opts.GatewayPID = gw.cmd.Process.Pid
-	if err := json.Unmarshal([]byte(line), &opts.Gateway); err != nil {
-		return nil, fmt.Errorf("the bench gateway printed %q: %w", line, err)
-	}
-	fmt.Fprintf(opts.Progress, "backend on %s, gateway on %s (admin %s)\n", opts.Backend, opts.Gateway.Traffic, opts.Gateway.Admin)
-	return latency.GatewayLatency(ctx, opts)
-}
-
-// childStartTimeout bounds the wait for a child's first line.
-const childStartTimeout = 30 * time.Second
-
-// child is a process of this binary that serves until stopped.
-type child struct {
-	cmd    *exec.Cmd
-	stdin  io.Closer
-	exited chan error
-}
-
-// startChild runs "aisched args..." and returns it with the first line it
-// prints on stdout; the rest of its stdout is dropped, its stderr goes to
-// stderr.
-func startChild(ctx context.Context, stderr io.Writer, args ...string) (*child, string, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return nil, "", err
-	}
-	name := "aisched " + strings.Join(args, " ")
-	cmd := exec.CommandContext(ctx, self, args...)
-	// Not the *os.File itself: the child writes into a pipe of this
-	// process, so a child that outlives it holds nothing of whoever reads
-	// this process's stderr.
-	cmd.Stderr = struct{ io.Writer }{stderr}
-	first := &firstLine{line: make(chan string, 1)}
-	cmd.Stdout = first
-	cmd.WaitDelay = time.Second
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, "", err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, "", fmt.Errorf("%s: %w", name, err)
-	}
-	c := &child{cmd: cmd, stdin: stdin, exited: make(chan error, 1)}
-	go func() { c.exited <- cmd.Wait() }()
-	select {
-	case line := <-first.line:
-		return c, line, nil
-	case err := <-c.exited:
-		c.exited <- err
-		return nil, "", fmt.Errorf("%s exited before it served: %w", name, err)
-	case <-time.After(childStartTimeout):
-		c.stop()
-		return nil, "", fmt.Errorf("%s printed nothing within %s", name, childStartTimeout)
-	case <-ctx.Done():
-		c.stop()
-		return nil, "", ctx.Err()
-	}
-}
-
-// stop kills the child and waits for it.
-func (c *child) stop() {
-	_ = c.stdin.Close()
-	_ = c.cmd.Process.Kill()
-	err := <-c.exited
-	c.exited <- err
-}
-
-// firstLine is a child's stdout: it passes on the first line and drops the
-// rest.
-type firstLine struct {
-	buf  []byte
-	sent bool
-	line chan string
-}
-
-func (f *firstLine) Write(p []byte) (int, error) {
-	if f.sent {
-		return len(p), nil
-	}
-	f.buf = append(f.buf, p...)
-	if i := bytes.IndexByte(f.buf, '\n'); i >= 0 {
-		f.line <- strings.TrimSpace(string(f.buf[:i]))
-		f.sent, f.buf = true, nil
-	}
-	return len(p), nil
 }

@@ -15,11 +15,11 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
-	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 
 	aischedconfig "github.com/aisched/aisched/apis/config"
 	"github.com/aisched/aisched/pkg/console"
 	"github.com/aisched/aisched/pkg/scheduler"
+	"github.com/aisched/aisched/pkg/util/certs"
 )
 
 // inClusterCAFile is where the chart mounts the kube-root-ca.crt ConfigMap:
@@ -160,16 +160,11 @@ func consoleAPIServer(o consoleOptions) (*rest.Config, error) {
 }
 
 // tlsListener serves TLS on l with the certificate files, read again as
-// they change (certwatcher), until ctx ends.
+// they change (certs.Watch), until ctx ends.
 func tlsListener(ctx context.Context, l net.Listener, certFile, keyFile string) (net.Listener, error) {
-	w, err := certwatcher.New(certFile, keyFile)
+	get, err := certs.Watch(ctx, certFile, keyFile)
 	if err != nil {
 		return nil, fmt.Errorf("--tls-cert-file: %w", err)
 	}
-	go func() {
-		if err := w.Start(ctx); err != nil {
-			klog.ErrorS(err, "Watching the console's certificate", "file", certFile)
-		}
-	}()
-	return tls.NewListener(l, &tls.Config{GetCertificate: w.GetCertificate, MinVersion: tls.VersionTLS12}), nil
+	return tls.NewListener(l, &tls.Config{GetCertificate: get, MinVersion: tls.VersionTLS12}), nil
 }

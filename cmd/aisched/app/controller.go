@@ -8,16 +8,13 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"syscall"
 
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
-	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 
 	"github.com/aisched/aisched/pkg/controller/platform"
 	"github.com/aisched/aisched/pkg/scheduler"
@@ -128,39 +125,25 @@ func runController(o controllerOptions) error {
 }
 
 // webhookCertificate returns the webhook's serving certificate once it is
-// there: read from --webhook-cert-dir and watched, or kept in
-// --webhook-secret with its CA put into the webhook configurations. It
-// returns nil, nil when ctx ends first.
+// there (platform.ServingCertificate): read from --webhook-cert-dir, or
+// kept in --webhook-secret. It returns nil, nil when ctx ends first.
 func webhookCertificate(ctx context.Context, cfg *rest.Config, o controllerOptions) (func(*tls.ClientHelloInfo) (*tls.Certificate, error), error) {
-	if o.webhookCerts != "" {
-		w, err := certwatcher.New(filepath.Join(o.webhookCerts, corev1.TLSCertKey), filepath.Join(o.webhookCerts, corev1.TLSPrivateKeyKey))
+	var certs *platform.WebhookCerts
+	if o.webhookCerts == "" {
+		client, err := kubernetes.NewForConfig(cfg)
 		if err != nil {
-			return nil, fmt.Errorf("--webhook-cert-dir: %w", err)
+			return nil, err
 		}
-		go func() {
-			if err := w.Start(ctx); err != nil {
-				klog.ErrorS(err, "Watching the webhook certificate", "dir", o.webhookCerts)
-			}
-		}()
-		return w.GetCertificate, nil
+		certs = &platform.WebhookCerts{Client: client, Namespace: o.namespace, Service: o.webhookSvc, Secret: o.webhookSecret, Configuration: platform.WebhookConfigurationName}
+		if o.assign {
+			certs.MutatingConfiguration = schedulername.ConfigurationName
+		}
 	}
-	client, err := kubernetes.NewForConfig(cfg)
+	get, err := platform.ServingCertificate(ctx, o.webhookCerts, certs)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("--webhook-cert-dir: %w", err)
 	}
-	certs := &platform.WebhookCerts{Client: client, Namespace: o.namespace, Service: o.webhookSvc, Secret: o.webhookSecret, Configuration: platform.WebhookConfigurationName}
-	if o.assign {
-		certs.MutatingConfiguration = schedulername.ConfigurationName
-	}
-	ready := make(chan struct{})
-	go func() { _ = certs.Run(ctx, ready) }()
-	klog.InfoS("Waiting for the webhook certificate", "secret", klog.KRef(o.namespace, o.webhookSecret))
-	select {
-	case <-ready:
-		return certs.GetCertificate, nil
-	case <-ctx.Done():
-		return nil, nil
-	}
+	return get, nil
 }
 
 // platformNamespace is where the platform's components run: the pod's

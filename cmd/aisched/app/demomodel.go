@@ -3,7 +3,6 @@ package app
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -15,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/aisched/aisched/pkg/local/modelserver"
+	"github.com/aisched/aisched/pkg/util/httpserve"
 )
 
 func newDemoModelCommand() *cobra.Command {
@@ -51,17 +51,8 @@ serves on.
 			srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			go func() {
-				<-ctx.Done()
-				shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer cancel()
-				_ = srv.Shutdown(shutdown)
-			}()
 			fmt.Fprintf(cmd.OutOrStdout(), "serving model %s on http://%s\n", model, l.Addr())
-			if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
-				return err
-			}
-			return nil
+			return httpserve.Serve(ctx, srv, l, 5*time.Second)
 		},
 	}
 	fs := cmd.Flags()

@@ -24,6 +24,10 @@ func TestFlagValidation(t *testing.T) {
 	noKind := file("nokind.yaml", "profiles: []\n")
 	badYAML := file("bad.yaml", "kind: KubeSchedulerConfiguration\nprofiles: [\n")
 	badCluster := file("cluster.yaml", "apiVersion: aisched.io/v1alpha1\nkind: Cluster\nnodePools:\n  - {name: a, count: many, cpu: \"1\", memory: 1Gi}\n")
+	kubeconfig := file("kubeconfig", "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: \"https://127.0.0.1:1\"}}]\n"+
+		"contexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\nusers: [{name: u, user: {token: t}}]\n")
+	ca := file("ca.crt", "")
+	emptyDir := t.TempDir()
 	badJob := file("job.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: [{name: c}]\n  nodeSelectr: {}\n")
 	for _, tc := range []struct {
 		args []string
@@ -36,6 +40,30 @@ func TestFlagValidation(t *testing.T) {
 		{[]string{"agent", "--node-name", "n", "--interval", "0s"}, "--interval 0s: must be positive"},
 		{[]string{"agent", "--node-name", "n", "--interval", "10s", "--window", "20s"}, "--window 20s: longer than --interval 10s"},
 		{[]string{"agent", "--node-name", "n", "--gpu-delivery", "magic"}, `--gpu-delivery "magic": want`},
+		{[]string{"agent", "--node-name", "n", "--window", "-1s"}, "--window -1s: must not be negative"},
+		{[]string{"agent", "--node-name", "n", "--root", "/nonexistent"}, "--root: stat /nonexistent"},
+		{[]string{"agent", "--node-name", "n", "--metrics-bind-address", "nohost"}, "--metrics-bind-address: address nohost: missing port"},
+		{[]string{"agent", "--node-name", "n", "--gpu-delivery", "nri", "--once"}, "--gpu-delivery=nri serves the runtime: it cannot go with --once"},
+		{[]string{"agent", "--node-name", "n", "--gpu-delivery", "nri", "--gpu-isolation", "magic"}, "--gpu-device-naming, --gpu-isolation: "},
+		{[]string{"bench", "throughput", "--rows", "1"}, "--rows: give --suite too"},
+		{[]string{"bench", "throughput", "--suite", "--rows", "1,99"}, `--rows "1,99": want numbers from 1 to`},
+		{[]string{"bench", "throughput", "--format", "table"}, "--format table: give --suite (one run's JSON has no table)"},
+		{[]string{"bench", "throughput", "--format", "xml"}, `--format "xml": want json or table`},
+		{[]string{"bench", "gateway", "--duration", "0s"}, "--duration 0s: want a positive duration"},
+		{[]string{"bench", "gateway", "--warmup", "-1s"}, "--warmup -1s: negative"},
+		{[]string{"bench", "gateway", "--idle", "-1s"}, "--idle -1s: negative"},
+		{[]string{"console", "--simulations=false", "--apiserver", "https://127.0.0.1:1", "--apiserver-ca-file", ca, "--bind-address", "127.0.0.1:0",
+			"--tls-cert-file", filepath.Join(emptyDir, "c.pem"), "--tls-private-key-file", filepath.Join(emptyDir, "k.pem")}, "--tls-cert-file: "},
+		{[]string{"console", "--simulations=false", "--apiserver", "http://127.0.0.1:1"}, `--apiserver "http://127.0.0.1:1": want https://host[:port]`},
+		{[]string{"controller", "--assign-scheduler", "--webhook-port", "0"}, "--assign-scheduler: needs the webhook (--webhook-port)"},
+		{[]string{"controller", "--kubeconfig", kubeconfig, "--webhook-cert-dir", emptyDir}, "--webhook-cert-dir: "},
+		{[]string{"sim", "run", filepath.Join(emptyDir, "gone.yaml")}, "scenario: stat " + filepath.Join(emptyDir, "gone.yaml")},
+		{[]string{"sim", "run", emptyDir}, emptyDir + ": no scenario files (*.yaml)"},
+		{[]string{"sim", "trace", "--nodes", "n.csv", "--pods", "p.csv", "--policy", "aisched", "--seeds", "9-1"}, `--seeds "9-1": want whole numbers and ranges`},
+		{[]string{"sim", "trace", "--nodes", "n.csv", "--pods", "p.csv", "--policy", "aisched", "--seeds", "1-2000"}, "(at most 1000 seeds)"},
+		{[]string{"sim", "trace", "--nodes", "n.csv", "--pods", "p.csv"}, "--policy: name at least one scheduler profile"},
+		{[]string{"sim", "trace", "--nodes", "n.csv", "--pods", "p.csv", "--policy", "aisched", "--inflate", "0"}, "--inflate "},
+		{[]string{"version", "-o", "yaml"}, `--output "yaml": want json or nothing`},
 		{[]string{"bench", "throughput", "--rack-nodes", "-1"}, "--rack-nodes -1: want 0 (no racks) to --nodes 5000"},
 		{[]string{"bench", "throughput", "--nodes", "100", "--rack-nodes", "101"}, "--rack-nodes 101: want 0 (no racks) to --nodes 100"},
 		{[]string{"bench", "gateway", "--rates", "fast"}, "--rates"},

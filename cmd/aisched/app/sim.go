@@ -16,7 +16,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"golang.org/x/term"
 
 	"github.com/aisched/aisched/pkg/scheduler"
 	"github.com/aisched/aisched/pkg/sim"
@@ -72,7 +71,7 @@ each scenario's own table. Trace scenarios need the trace's directory
 			if !ok || base == "" || candidate == "" || strings.Contains(candidate, ",") {
 				return fmt.Errorf("--compare %q: want two policies, base,candidate", compare)
 			}
-			scenarios, err := loadScenarios(args)
+			scenarios, err := scenario.LoadAll(args)
 			if err != nil {
 				return err
 			}
@@ -92,11 +91,7 @@ each scenario's own table. Trace scenarios need the trace's directory
 			matrix := &report.Matrix{Base: base, Candidate: candidate}
 			begin := time.Now()
 			for _, s := range scenarios {
-				if term.IsTerminal(int(progress.Fd())) {
-					opts.Tick = progressBar(progress, s.Name)
-				} else {
-					opts.Tick = progressLines(progress, s.Name)
-				}
+				opts.Tick = sim.Ticker(progress, s.Name)
 				rep, err := sim.Run(ctx, s, opts)
 				switch {
 				case errors.Is(err, sim.ErrNoTraceDir) && len(scenarios) > 1:
@@ -125,44 +120,6 @@ each scenario's own table. Trace scenarios need the trace's directory
 	fs.StringVar(&configPath, "scheduler-config", "", "KubeSchedulerConfiguration for the policies that name no file of their own, instead of aisched up's (to try a variant profile on every scenario)")
 	addEngineFlags(fs, &engineName, &parallel)
 	return cmd
-}
-
-// loadScenarios loads the scenario files named, each directory standing
-// for its *.yaml files in name order.
-func loadScenarios(args []string) ([]*scenario.Scenario, error) {
-	var paths []string
-	for _, a := range args {
-		info, err := os.Stat(a)
-		if err != nil {
-			return nil, fmt.Errorf("scenario: %w", err)
-		}
-		if !info.IsDir() {
-			paths = append(paths, a)
-			continue
-		}
-		files, err := filepath.Glob(filepath.Join(a, "*.yaml"))
-		if err != nil {
-			return nil, err
-		}
-		if len(files) == 0 {
-			return nil, fmt.Errorf("%s: no scenario files (*.yaml)", a)
-		}
-		paths = append(paths, files...)
-	}
-	var out []*scenario.Scenario
-	names := map[string]string{}
-	for _, p := range paths {
-		s, err := scenario.Load(p)
-		if err != nil {
-			return nil, err
-		}
-		if prev, dup := names[s.Name]; dup {
-			return nil, fmt.Errorf("%s and %s both name scenario %s", prev, p, s.Name)
-		}
-		names[s.Name] = p
-		out = append(out, s)
-	}
-	return out, nil
 }
 
 // maxParallel bounds --parallel.
@@ -244,11 +201,7 @@ cluster cannot express. With several seeds each metric is the median, and
 			}
 			defer done()
 			opts.Progress = terminal
-			if term.IsTerminal(int(terminal.Fd())) {
-				opts.Tick = progressBar(terminal, "pods")
-			} else {
-				opts.Tick = progressLines(terminal, "pods")
-			}
+			opts.Tick = sim.Ticker(terminal, "pods")
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			if cpuProfile != "" {
@@ -313,64 +266,11 @@ func parseSeeds(s string) ([]int64, error) {
 	return seeds, nil
 }
 
-// progressBar returns a Tick that redraws a bar on the terminal at most
-// ten times a second, with the time left at the pace so far, and ends the
-// line when every run is done.
-func progressBar(w io.Writer, unit string) func(done, total int) {
-	var begin, last time.Time
-	return func(done, total int) {
-		now := time.Now()
-		if begin.IsZero() {
-			begin = now
-		}
-		if done < total && now.Sub(last) < 100*time.Millisecond {
-			return
-		}
-		last = now
-		const width = 40
-		filled := width * done / max(total, 1)
-		fmt.Fprintf(w, "\r[%s%s] %d/%d %s, %s", strings.Repeat("#", filled), strings.Repeat(" ", width-filled), done, total, unit, eta(now.Sub(begin), done, total))
-		if done == total {
-			fmt.Fprintln(w)
-		}
-	}
-}
-
-// progressLines returns a Tick for a log or CI: a line at every tenth of
-// the work, with the time since it began and the time left.
-func progressLines(w io.Writer, unit string) func(done, total int) {
-	var begin time.Time
-	next := 0
-	return func(done, total int) {
-		if begin.IsZero() {
-			begin = time.Now()
-		}
-		if done < next || done == 0 {
-			return
-		}
-		next = done + max(total/10, 1)
-		elapsed := time.Since(begin)
-		fmt.Fprintf(w, "%d/%d %s after %s, %s\n", done, total, unit, elapsed.Round(time.Second), eta(elapsed, done, total))
-	}
-}
-
-// eta says how long the rest of the work takes at the pace so far.
-func eta(elapsed time.Duration, done, total int) string {
-	switch {
-	case done >= total:
-		return fmt.Sprintf("done in %s   ", elapsed.Round(time.Second))
-	case done == 0:
-		return "ETA unknown"
-	}
-	left := time.Duration(float64(elapsed) * float64(total-done) / float64(done))
-	return fmt.Sprintf("ETA %s   ", left.Round(time.Second))
-}
-
 // emit prints the report in format (table or json) and, with a directory
 // out, writes it there in every format.
 func emit(w io.Writer, rep *report.Report, format, out string) error {
 	if out != "" {
-		if err := writeReports(rep, out); err != nil {
+		if err := rep.WriteFiles(out); err != nil {
 			return err
 		}
 	}
@@ -381,54 +281,15 @@ func emit(w io.Writer, rep *report.Report, format, out string) error {
 }
 
 // emitMatrix prints the matrix in format and, with a directory out, writes
-// matrix.md and matrix.json there and each scenario's reports in a
-// subdirectory named after it.
+// its files there (Matrix.WriteFiles).
 func emitMatrix(w io.Writer, m *report.Matrix, format, out string) error {
 	if out != "" {
-		for _, r := range m.Reports {
-			if err := writeReports(r, filepath.Join(out, r.Scenario)); err != nil {
-				return err
-			}
-		}
-		for name, write := range map[string]func(io.Writer) error{"matrix.md": m.WriteMarkdown, "matrix.json": m.WriteJSON} {
-			f, err := os.Create(filepath.Join(out, name))
-			if err != nil {
-				return err
-			}
-			err = write(f)
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				return err
-			}
+		if err := m.WriteFiles(out); err != nil {
+			return err
 		}
 	}
 	if format == "json" {
 		return m.WriteJSON(w)
 	}
 	return m.WriteMarkdown(w)
-}
-
-// writeReports writes the report in every format to dir.
-func writeReports(rep *report.Report, dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	for name, write := range map[string]func(io.Writer) error{
-		"report.json": rep.WriteJSON, "report.csv": rep.WriteCSV, "report.md": rep.WriteMarkdown, "report.svg": rep.WriteSVG,
-	} {
-		f, err := os.Create(filepath.Join(dir, name))
-		if err != nil {
-			return err
-		}
-		if err := write(f); err != nil {
-			f.Close()
-			return err
-		}
-		if err := f.Close(); err != nil {
-			return err
-		}
-	}
-	return nil
 }

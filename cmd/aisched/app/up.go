@@ -1,10 +1,8 @@
 package app
 
 import (
-	"bufio"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -13,16 +11,13 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
-	"runtime/debug"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/prometheus/procfs"
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
-	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/features"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
@@ -30,7 +25,6 @@ import (
 	aischedconfig "github.com/aisched/aisched/apis/config"
 	"github.com/aisched/aisched/pkg/clusterfile"
 	"github.com/aisched/aisched/pkg/console"
-	"github.com/aisched/aisched/pkg/gpu"
 	"github.com/aisched/aisched/pkg/local"
 	"github.com/aisched/aisched/pkg/local/datadir"
 	"github.com/aisched/aisched/pkg/scheduler"
@@ -286,7 +280,7 @@ func profileNames(cfg *config.KubeSchedulerConfiguration) []string {
 }
 
 func printReady(out io.Writer, c *local.Cluster, cluster *clusterfile.Cluster, profiles []string, logPath string, took time.Duration) {
-	fmt.Fprintf(out, "aisched is ready in %.1fs: %s; scheduler profiles %s\n", took.Seconds(), describeNodes(cluster), strings.Join(profiles, ", "))
+	fmt.Fprintf(out, "aisched is ready in %.1fs: %s; scheduler profiles %s\n", took.Seconds(), cluster.Describe(), strings.Join(profiles, ", "))
 	fmt.Fprintf(out, "  kubeconfig: %s\n", c.KubeconfigPath)
 	fmt.Fprintf(out, "  apiserver:  %s\n", c.Host)
 	if u := c.GatewayURL(); u != "" {
@@ -309,28 +303,6 @@ func printReady(out io.Writer, c *local.Cluster, cluster *clusterfile.Cluster, p
 		fmt.Fprintf(out, "              examples/platform/try.sh   # a model served through the gateway\n")
 	}
 	fmt.Fprintln(out, "Press Ctrl-C to stop; objects are kept in", c.DataDir)
-}
-
-// describeNodes says what nodes the cluster has, the cards counted per
-// node: "8 nodes: 4 CPU-only, 2 with 8 cards per node (NVIDIA-A100-SXM4-40GB),
-// 2 with 4 cards per node (Tesla-T4)".
-func describeNodes(cluster *clusterfile.Cluster) string {
-	cpuOnly := 0
-	var gpuPools []string
-	for _, p := range cluster.NodePools {
-		switch {
-		case p.Count == 0:
-		case p.GPUs == nil || p.GPUs.Count == 0:
-			cpuOnly += p.Count
-		default:
-			gpuPools = append(gpuPools, fmt.Sprintf("%d with %d %s cards per node (%s)", p.Count, p.GPUs.Count, gpu.ResourceName, p.GPUs.Model))
-		}
-	}
-	parts := gpuPools
-	if cpuOnly > 0 {
-		parts = append([]string{fmt.Sprintf("%d CPU-only", cpuOnly)}, gpuPools...)
-	}
-	return fmt.Sprintf("%d nodes: %s", cluster.NodeCount(), strings.Join(parts, ", "))
 }
 
 // selfCommand is how the user runs this binary: "aisched" when it is the
@@ -362,87 +334,6 @@ func evalPath(path string) string {
 	return path
 }
 
-// setupKlog sends the components' klog output to w at verbosity v.
-func setupKlog(w io.Writer, v int) error {
-	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
-	klog.InitFlags(fs)
-	// one_output: w gets every line once, not once per severity at or
-	// below the line's (an error would be written three times).
-	for name, value := range map[string]string{"logtostderr": "false", "alsologtostderr": "false", "stderrthreshold": "FATAL", "one_output": "true", "v": strconv.Itoa(v)} {
-		if err := fs.Set(name, value); err != nil {
-			return err
-		}
-	}
-	klog.SetOutput(w)
-	// Silence client-go's deprecation warnings on the terminal; they go to the log.
-	rest.SetDefaultWarningHandler(rest.NewWarningWriter(w, rest.WarningWriterOptions{}))
-	return nil
-}
-
-// crashTo sends the report of a crash (an unrecovered panic, a fatal
-// error) to terminal as well as to stderr, while stderr goes to the log;
-// nil stops that. A library that panics then still shows on the terminal.
-func crashTo(terminal *os.File) {
-	if terminal == os.Stderr {
-		return
-	}
-	_ = debug.SetCrashOutput(terminal, debug.CrashOptions{})
-}
-
-// redirectStderr points file descriptor 2 at the log w (when w is a file
-// other than stderr), so that what libraries write to stderr through
-// loggers built at init (the apiserver's etcd client) lands in the log. It
-// returns a file for the terminal's stderr, which the caller keeps using,
-// and a function that points descriptor 2 back at the terminal, so that the
-// command's own error reaches the user.
-func redirectStderr(w io.Writer) (terminal *os.File, restore func()) {
-	f, ok := w.(*os.File)
-	if !ok || f == os.Stderr {
-		return os.Stderr, func() {}
-	}
-	saved, err := unix.Dup(2)
-	if err != nil {
-		return os.Stderr, func() {}
-	}
-	if err := unix.Dup2(int(f.Fd()), 2); err != nil {
-		unix.Close(saved)
-		return os.Stderr, func() {}
-	}
-	// The restore function holds the terminal's file: were it collected,
-	// its finalizer would close the saved descriptor, and descriptor 2
-	// could not be pointed back (the command's error would go to the log).
-	terminal = os.NewFile(uintptr(saved), "/dev/stderr")
-	return terminal, func() { _ = unix.Dup2(int(terminal.Fd()), 2) }
-}
-
-// logToFile sends the components' klog output and what libraries write to
-// stderr to the log file at path (- for stderr), for a command that
-// reports its own progress: it returns the terminal's stderr for that, and
-// a function that undoes it all.
-func logToFile(path string) (terminal *os.File, done func(), err error) {
-	logOut, closeLog, err := openLog(path)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := setupKlog(logOut, 0); err != nil {
-		closeLog()
-		return nil, nil, err
-	}
-	terminal, restore := redirectStderr(logOut)
-	return terminal, func() { restore(); closeLog() }, nil
-}
-
-func openLog(path string) (io.Writer, func(), error) {
-	if path == "-" {
-		return os.Stderr, func() {}, nil
-	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return nil, nil, fmt.Errorf("log file: %w", err)
-	}
-	return f, func() { f.Close() }, nil
-}
-
 // memoryUse reports the resident set size (Linux) and the Go heap.
 func memoryUse() string {
 	var ms runtime.MemStats
@@ -454,18 +345,16 @@ func memoryUse() string {
 	return heap
 }
 
-func residentMiB() (int64, bool) {
-	f, err := os.Open("/proc/self/status")
+// residentMiB is the process's resident set size (VmRSS), where /proc
+// has it.
+func residentMiB() (uint64, bool) {
+	p, err := procfs.Self()
 	if err != nil {
 		return 0, false
 	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		if rest, ok := strings.CutPrefix(s.Text(), "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb >> 10, err == nil
-		}
+	st, err := p.NewStatus()
+	if err != nil {
+		return 0, false
 	}
-	return 0, false
+	return st.VmRSS >> 20, true
 }

@@ -9,6 +9,7 @@ import (
 	"crypto/x509/pkix"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -232,4 +233,24 @@ func setCABundle[H any](ca []byte, hooks []H, bundle func(*H) *[]byte) bool {
 		}
 	}
 	return changed
+}
+
+// ServingCertificate returns the webhook's serving certificate once it is
+// there: with dir set, read from dir's tls.crt and tls.key (a mounted
+// cert-manager Secret) and watched; otherwise kept by w (run until ctx
+// ends) in its Secret, with the CA put into its webhook configurations.
+// It returns nil, nil when ctx ends first.
+func ServingCertificate(ctx context.Context, dir string, w *WebhookCerts) (func(*tls.ClientHelloInfo) (*tls.Certificate, error), error) {
+	if dir != "" {
+		return certs.Watch(ctx, filepath.Join(dir, corev1.TLSCertKey), filepath.Join(dir, corev1.TLSPrivateKeyKey))
+	}
+	ready := make(chan struct{})
+	go func() { _ = w.Run(ctx, ready) }()
+	klog.FromContext(ctx).Info("Waiting for the webhook certificate", "secret", klog.KRef(w.Namespace, w.Secret))
+	select {
+	case <-ready:
+		return w.GetCertificate, nil
+	case <-ctx.Done():
+		return nil, nil
+	}
 }

@@ -5,13 +5,21 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/util/keyutil"
+
+	"github.com/aisched/aisched/pkg/util/certs"
 )
 
 func TestWebhookCerts(t *testing.T) {
@@ -119,4 +127,80 @@ func parseLeaf(t *testing.T, w *WebhookCerts) *x509.Certificate {
 		t.Fatal(err)
 	}
 	return leaf
+}
+
+// TestServingCertificate: the certificate of a directory's files, or the
+// one WebhookCerts issue into their Secret; nothing when the context ends
+// before one is there.
+func TestServingCertificate(t *testing.T) {
+	// A regression that never has a certificate fails at the deadline.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	ca, caKey, err := certs.NewCA("test-ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, key, err := certs.SignLeaf(&x509.Certificate{DNSNames: []string{"ctl.sys.svc"}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}, ca, caKey, time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPEM, err := keyutil.MarshalPrivateKeyToPEM(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for name, data := range map[string][]byte{corev1.TLSCertKey: certs.EncodeCert(leaf), corev1.TLSPrivateKeyKey: keyPEM} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	get, err := ServingCertificate(ctx, dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := get(nil); err != nil || !bytes.Equal(c.Certificate[0], leaf.Raw) {
+		t.Errorf("from the directory: %v, want its certificate", err)
+	}
+	if _, err := ServingCertificate(ctx, t.TempDir(), nil); err == nil {
+		t.Error("an empty directory: no error")
+	}
+
+	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: WebhookConfigurationName}}
+	kept := &WebhookCerts{Client: fake.NewClientset(vwc), Namespace: "sys", Service: "ctl", Secret: "ctl-tls", Configuration: WebhookConfigurationName}
+	get, err = ServingCertificate(ctx, "", kept)
+	if err != nil || get == nil {
+		t.Fatalf("kept in the Secret: no certificate within 30s (%v)", err)
+	}
+	c, err := get(nil)
+	if err != nil || c == nil {
+		t.Fatalf("kept in the Secret: %v, %v", c, err)
+	}
+	secret, err := kept.Client.CoreV1().Secrets("sys").Get(ctx, "ctl-tls", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(secret.Data[corev1.TLSCertKey], certs.EncodeCert(mustParse(t, c.Certificate[0]))) {
+		t.Error("the certificate served is not the Secret's")
+	}
+
+	ended, end := context.WithCancel(ctx)
+	end()
+	// A client whose every request fails: no certificate ever.
+	failing := fake.NewClientset()
+	failing.PrependReactor("*", "*", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New("apiserver down")
+	})
+	if get, err := ServingCertificate(ended, "", &WebhookCerts{Client: failing, Namespace: "sys", Service: "ctl", Secret: "ctl-tls"}); get != nil || err != nil {
+		t.Errorf("the context ended first: %v, %v, want nil, nil", get != nil, err)
+	}
+}
+
+func mustParse(t *testing.T, der []byte) *x509.Certificate {
+	t.Helper()
+	c, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

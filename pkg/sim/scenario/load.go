@@ -49,6 +49,44 @@ func Load(path string) (*Scenario, error) {
 	return s, nil
 }
 
+// LoadAll loads the scenario files named, each directory standing for its
+// *.yaml files in name order. Two files may not name the same scenario.
+func LoadAll(paths []string) ([]*Scenario, error) {
+	var files []string
+	for _, p := range paths {
+		info, err := os.Stat(p)
+		if err != nil {
+			return nil, fmt.Errorf("scenario: %w", err)
+		}
+		if !info.IsDir() {
+			files = append(files, p)
+			continue
+		}
+		in, err := filepath.Glob(filepath.Join(p, "*.yaml"))
+		if err != nil {
+			return nil, err
+		}
+		if len(in) == 0 {
+			return nil, fmt.Errorf("%s: no scenario files (*.yaml)", p)
+		}
+		files = append(files, in...)
+	}
+	var out []*Scenario
+	names := map[string]string{}
+	for _, f := range files {
+		s, err := Load(f)
+		if err != nil {
+			return nil, err
+		}
+		if prev, dup := names[s.Name]; dup {
+			return nil, fmt.Errorf("%s and %s both name scenario %s", prev, f, s.Name)
+		}
+		names[s.Name] = f
+		out = append(out, s)
+	}
+	return out, nil
+}
+
 // Parse decodes, defaults and validates the content of a scenario file;
 // name is used in error messages.
 func Parse(name string, data []byte) (*Scenario, error) {

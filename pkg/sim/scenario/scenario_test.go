@@ -201,3 +201,66 @@ func TestShipped(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadAll: a directory stands for its *.yaml files in name order, a
+// file for itself; two files naming one scenario, a directory without
+// scenarios and a path that is not there are errors that name them.
+func TestLoadAll(t *testing.T) {
+	example, err := os.ReadFile(filepath.Join("testdata", "example.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// example without its policy of a scheduler configuration file, named name.
+	scenario := func(name string) []byte {
+		s := strings.Replace(string(example), "  - name: pcc-abs\n    schedulerConfig: pcc-abs.yaml\n    profile: pcc\n", "", 1)
+		return []byte(strings.Replace(s, "name: example\n", "name: "+name+"\n", 1))
+	}
+	dir, empty := t.TempDir(), t.TempDir()
+	write := func(name string, data []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	write("b.yaml", scenario("second"))
+	write("a.yaml", scenario("first"))
+	write("notes.txt", []byte("not a scenario"))
+	single := write("c.yml", scenario("third"))
+	twin := filepath.Join(t.TempDir(), "twin.yaml")
+	if err := os.WriteFile(twin, scenario("first"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, tc := range []struct {
+		name      string
+		paths     []string
+		wantNames []string
+		wantErr   string
+	}{
+		{name: "directory and file", paths: []string{dir, single}, wantNames: []string{"first", "second", "third"}},
+		{name: "two files, one name", paths: []string{dir, twin}, wantErr: filepath.Join(dir, "a.yaml") + " and " + twin + " both name scenario first"},
+		{name: "no scenarios", paths: []string{empty}, wantErr: empty + ": no scenario files (*.yaml)"},
+		{name: "missing", paths: []string{filepath.Join(dir, "gone.yaml")}, wantErr: "scenario: stat " + filepath.Join(dir, "gone.yaml")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := LoadAll(tc.paths)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, s := range got {
+				names = append(names, s.Name)
+			}
+			if diff := cmp.Diff(tc.wantNames, names); diff != "" {
+				t.Errorf("scenarios (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}

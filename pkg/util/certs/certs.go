@@ -1,6 +1,7 @@
 // Package certs makes the small PKIs aisched runs itself: the local
 // cluster's CA with its serving and client certificates, and the platform
-// webhook's self-managed serving certificate.
+// webhook's self-managed serving certificate; and it watches the serving
+// certificate files of a component that is given them (Watch).
 package certs
 
 import (
