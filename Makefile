@@ -17,7 +17,7 @@ UNIT_PKGS = $(shell $(GO) list ./... | grep -v /test/integration)
 # detector too: it would compile all of Kubernetes a second time,
 # instrumented, which doubles a cold build on 2 cores, for code whose own
 # concurrency is small and runs in the integration tests as well. Every other package (the scheduler's
-# services and plugins, the job queue, the simulator's fast engine, whatif,
+# shared state and plugins, the job queue, the simulator's fast engine, whatif,
 # the console, the gateway, the controller, the agent) runs with it.
 PLANE_PKGS = $(shell $(GO) list -f '{{.ImportPath}}{{range .Deps}}{{if eq . "k8s.io/kubernetes/pkg/controlplane"}} plane{{end}}{{end}}' ./... | grep ' plane$$' | cut -d' ' -f1)
 RACE_PKGS = $(filter-out $(PLANE_PKGS),$(UNIT_PKGS))

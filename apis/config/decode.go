@@ -41,7 +41,7 @@ func Decode(plugin string, obj runtime.Object, args Args) error {
 }
 
 // moved are plugin arguments that configured scheduler-wide state and now
-// belong to the services configuration (SchedulerServices), by plugin and
+// belong to the shared configuration (SharedConfiguration), by plugin and
 // argument: where they went.
 var moved = map[string]map[string]string{
 	"GPUFit": {"useFeatureDiscoveryLabels": "gpus.useFeatureDiscoveryLabels"},
@@ -53,7 +53,7 @@ var moved = map[string]map[string]string{
 }
 
 // movedField returns an error naming the new home of an argument that
-// moved to the services configuration, nil when raw has none.
+// moved to the shared configuration, nil when raw has none.
 func movedField(path *field.Path, plugin string, raw []byte) error {
 	fields := moved[plugin]
 	if len(fields) == 0 {
@@ -68,7 +68,7 @@ func movedField(path *field.Path, plugin string, raw []byte) error {
 		to := fields[name]
 		if _, ok := m[name]; ok {
 			errs = append(errs, field.Invalid(path.Child(name), m[name],
-				fmt.Sprintf("moved to the services configuration (%s, kind %s): one value serves every profile", to, ServicesKind)))
+				fmt.Sprintf("moved to the shared configuration (%s, kind %s): one value serves every profile", to, SharedKind)))
 		}
 	}
 	return errs.ToAggregate()

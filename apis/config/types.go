@@ -106,8 +106,8 @@ type CardWeights struct {
 }
 
 // GPUFitArgs are the arguments of the GPUFit plugin: none. What GPUFit
-// reads the cards from is the GPU ledger's, configured in the services
-// configuration (SchedulerServices.GPUs).
+// reads the cards from is the GPU ledger's, configured in the shared
+// configuration (SharedConfiguration.GPUs).
 type GPUFitArgs struct {
 	// apiVersion and kind may be given; they are not checked.
 	metav1.TypeMeta `json:",inline"`
@@ -115,8 +115,8 @@ type GPUFitArgs struct {
 
 // GPUClaimsArgs are the arguments of the GPUClaims plugin: those of
 // upstream's DynamicResources, which it runs (docs/dra.md). Which driver's
-// devices are GPUs is the GPU ledger's, configured in the services
-// configuration (SchedulerServices.GPUs.DRADriver).
+// devices are GPUs is the GPU ledger's, configured in the shared
+// configuration (SharedConfiguration.GPUs.DRADriver).
 type GPUClaimsArgs struct {
 	// apiVersion and kind may be given; they are not checked.
 	metav1.TypeMeta `json:",inline"`
@@ -137,7 +137,7 @@ type CoschedulingArgs struct {
 
 	// permitWaitingTimeSeconds is how long assumed members of a group wait
 	// in Permit for the rest; default 60, 1 to 3600. (The job queue's
-	// settings are the services configuration's, SchedulerServices.JobQueue.)
+	// settings are the shared configuration's, SharedConfiguration.JobQueue.)
 	PermitWaitingTimeSeconds *int64 `json:"permitWaitingTimeSeconds,omitempty"`
 }
 

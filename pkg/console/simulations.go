@@ -23,15 +23,15 @@ import (
 // Simulations configure the simulations page: the shipped scenarios that
 // need no trace run on the simulator's fast engine, and whatif runs on a
 // snapshot of the cluster read with the user's clients, simulated with
-// the cluster's own scheduler configuration and services, so that the
+// the cluster's own scheduler and shared configurations, so that the
 // console answers as `aisched whatif` does for the same cluster.
 type Simulations struct {
 	// SchedulerConfig is the cluster's scheduler configuration
 	// (scheduler.ReadConfig).
 	SchedulerConfig *config.KubeSchedulerConfiguration
-	// Services is the cluster's services configuration
-	// (config.ReadServices).
-	Services *aischedconfig.SchedulerServices
+	// SharedConfig is the cluster's shared configuration
+	// (config.ReadShared).
+	SharedConfig *aischedconfig.SharedConfiguration
 	// WhatIfHorizon is how far whatif looks ahead; default
 	// whatif.DefaultHorizon.
 	WhatIfHorizon time.Duration
@@ -100,7 +100,7 @@ func (s *Simulations) whatIf(ctx context.Context, kube kubernetes.Interface, ai 
 	if err != nil {
 		return nil, err
 	}
-	ans, err := whatif.Run(ctx, snap, job, whatif.Options{SchedulerConfig: s.SchedulerConfig, Services: s.Services, Horizon: s.WhatIfHorizon})
+	ans, err := whatif.Run(ctx, snap, job, whatif.Options{SchedulerConfig: s.SchedulerConfig, SharedConfig: s.SharedConfig, Horizon: s.WhatIfHorizon})
 	if err != nil {
 		return nil, err
 	}

@@ -16,7 +16,7 @@ import (
 )
 
 // DefaultDRADriver is the DRA driver whose devices are GPUs, unless the
-// services configuration names another (gpus.draDriver): NVIDIA's.
+// shared configuration names another (gpus.draDriver): NVIDIA's.
 const DefaultDRADriver = "gpu.nvidia.com"
 
 // draLedger is what the State knows of the GPU driver's devices and of the

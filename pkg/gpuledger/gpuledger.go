@@ -6,8 +6,8 @@
 // nodes. DRA is one more source of cards and holdings (dra.go,
 // docs/dra.md), so every count below counts DRA GPUs too.
 //
-// One State serves a whole scheduler: it is one of the scheduler-wide
-// services (package scheduler), built once from its own configuration
+// One State serves a whole scheduler: it is part of the state every
+// profile shares (scheduler.Shared), built once from its own configuration
 // before the profiles, so that two profiles never give the same card away
 // and never disagree on what a node has. Every count of cards in aisched
 // is made here: the plugins' filters, scores and reservations, the job
@@ -53,7 +53,7 @@ const InventoryEvent fwk.EventResource = "gpuinventories.v1alpha1.aisched.io"
 // syncTimeout bounds the wait for the inventory cache at scheduler start.
 const syncTimeout = 30 * time.Second
 
-// Options configure a State; they are the services configuration's gpus
+// Options configure a State; they are the shared configuration's gpus
 // section.
 type Options struct {
 	// NoFeatureDiscoveryLabels turns off the GPU Feature Discovery

@@ -184,7 +184,8 @@ type Connection struct {
 
 // Start follows pods, nodes, ResourceQuotas, PodGroups, team queues and
 // namespaces through the scheduler's informers and runs the admission
-// loop until ctx ends. It is called once, by the scheduler's services.
+// loop until ctx ends. It is called once, by the scheduler's shared state
+// (scheduler.Shared).
 func (q *Queue) Start(ctx context.Context, conn Connection) error {
 	factory, client, recorder, activate := conn.Factory, conn.Client, conn.Recorder, conn.Activate
 	q.activate = activate

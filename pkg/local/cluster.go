@@ -65,10 +65,11 @@ type Options struct {
 	Cluster *clusterfile.Cluster
 	// SchedulerConfig is the in-process scheduler's configuration; default scheduler.LocalConfig().
 	SchedulerConfig *config.KubeSchedulerConfiguration
-	// Services configures the scheduler-wide services (GPU ledger, job
-	// queue); default aischedconfig.DefaultServices(). A restarted
-	// scheduler builds them afresh from it.
-	Services *aischedconfig.SchedulerServices
+	// SharedConfig configures the state every profile of the scheduler
+	// shares (GPU ledger, job queue); default
+	// aischedconfig.DefaultShared(). A restarted scheduler builds that
+	// state afresh from it.
+	SharedConfig *aischedconfig.SharedConfiguration
 	// DeferScheduler leaves the scheduler stopped until StartScheduler, so
 	// that a benchmark can queue its pods first.
 	DeferScheduler bool
@@ -137,7 +138,7 @@ type Cluster struct {
 	schedMu         sync.Mutex
 	scheduler       *component
 	schedulerConfig *config.KubeSchedulerConfiguration
-	services        *aischedconfig.SchedulerServices
+	sharedConfig    *aischedconfig.SharedConfiguration
 	discardEvents   bool
 	// runningScheduler is the scheduler while one runs.
 	runningScheduler atomic.Pointer[kubescheduler.Scheduler]
@@ -212,8 +213,8 @@ func (opts *Options) complete() error {
 			return err
 		}
 	}
-	if opts.Services == nil {
-		opts.Services = aischedconfig.DefaultServices()
+	if opts.SharedConfig == nil {
+		opts.SharedConfig = aischedconfig.DefaultShared()
 	}
 	if opts.KubeconfigPath == "" {
 		opts.KubeconfigPath = filepath.Join(opts.DataDir, "kubeconfig")
@@ -344,7 +345,7 @@ func (c *Cluster) startComponents(ctx context.Context, opts Options, p pki) erro
 	if c.nodes, err = nodesim.New(nodeOpts); err != nil {
 		return err
 	}
-	c.schedulerConfig, c.services, c.discardEvents = opts.SchedulerConfig, opts.Services, opts.DiscardSchedulerEvents
+	c.schedulerConfig, c.sharedConfig, c.discardEvents = opts.SchedulerConfig, opts.SharedConfig, opts.DiscardSchedulerEvents
 	components := []*component{
 		{name: "controllers", run: func(ctx context.Context, started chan<- struct{}) error {
 			return runControllers(ctx, c.Config, p.CACert(), opts.AdvertiseAddress != nil, started)

@@ -21,7 +21,7 @@ import (
 )
 
 // runScheduler runs kube-scheduler with the given configuration and
-// aisched's plugins, with services built afresh, until ctx is cancelled;
+// aisched's plugins, with its shared state built afresh, until ctx is cancelled;
 // started is closed once its caches are synced and it schedules. running
 // holds the scheduler while it runs.
 //
@@ -29,7 +29,7 @@ import (
 // secure serving and the process-wide configz registration, none of which
 // an in-process scheduler wants (a second cluster in the same process would
 // collide on configz).
-func runScheduler(ctx context.Context, restCfg *rest.Config, cfg *config.KubeSchedulerConfiguration, services *aischedconfig.SchedulerServices, discardEvents bool, running *atomic.Pointer[scheduler.Scheduler], started chan<- struct{}) error {
+func runScheduler(ctx context.Context, restCfg *rest.Config, cfg *config.KubeSchedulerConfiguration, shared *aischedconfig.SharedConfiguration, discardEvents bool, running *atomic.Pointer[scheduler.Scheduler], started chan<- struct{}) error {
 	restCfg = rest.AddUserAgent(rest.CopyConfig(restCfg), "aisched-scheduler")
 	client, err := kubernetes.NewForConfig(restCfg)
 	if err != nil {
@@ -46,7 +46,7 @@ func runScheduler(ctx context.Context, restCfg *rest.Config, cfg *config.KubeSch
 
 	sched, err := aischedscheduler.Build(ctx, aischedscheduler.BuildOptions{
 		Config:          cfg,
-		Services:        aischedscheduler.NewServices(services),
+		Shared:          aischedscheduler.NewShared(shared),
 		Client:          client,
 		KubeConfig:      restCfg,
 		InformerFactory: informerFactory,
@@ -80,7 +80,7 @@ func runScheduler(ctx context.Context, restCfg *rest.Config, cfg *config.KubeSch
 
 func (c *Cluster) newSchedulerComponent() *component {
 	return &component{name: "scheduler", run: func(ctx context.Context, started chan<- struct{}) error {
-		return runScheduler(ctx, c.Config, c.schedulerConfig, c.services, c.discardEvents, &c.runningScheduler, started)
+		return runScheduler(ctx, c.Config, c.schedulerConfig, c.sharedConfig, c.discardEvents, &c.runningScheduler, started)
 	}}
 }
 

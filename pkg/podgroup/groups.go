@@ -26,7 +26,7 @@ const syncTimeout = 30 * time.Second
 // groupIndex indexes the scheduler's pod informer by group key.
 const groupIndex = "aisched.io/pod-group"
 
-// Groups is the scheduler-wide pod group service: it resolves the group of
+// Groups is the scheduler's one view of pod groups: it resolves the group of
 // a pod from the labels or annotations that name and size it, or from a
 // scheduler-plugins PodGroup (scheduling.x-k8s.io/v1alpha1) named by the
 // pod's label, lists a group's members, keeps each

@@ -60,7 +60,7 @@ func TestRunsPlugin(t *testing.T) {
 	defer broadcaster.Shutdown()
 	sched, err := Build(ctx, BuildOptions{
 		Config:          cfg,
-		Services:        NewServicesWith(aischedconfig.DefaultServices(), clocktesting.NewFakeClock(time.Now()), aischedfake.NewSimpleClientset()),
+		Shared:          NewSharedWith(aischedconfig.DefaultShared(), clocktesting.NewFakeClock(time.Now()), aischedfake.NewSimpleClientset()),
 		Client:          client,
 		InformerFactory: informers.NewSharedInformerFactory(client, 0),
 		DynamicFactory:  dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, corev1.NamespaceAll, nil),

@@ -43,14 +43,14 @@ const (
 var localConfig []byte
 
 // Registry returns the out-of-tree plugins, one entry per plugin package,
-// each handed the scheduler-wide services it uses, started. It is the only
-// place plugins are registered. Build it once per scheduler, from one
-// Services, so that every profile shares them.
-func Registry(svc *Services) frameworkruntime.Registry {
-	// with starts the services before the plugin that needs them is built.
+// each handed the parts of the shared state it uses, started. It is the
+// only place plugins are registered. Build it once per scheduler, from one
+// Shared, so that every profile shares it.
+func Registry(shared *Shared) frameworkruntime.Registry {
+	// with starts the shared state before the plugin that needs it is built.
 	with := func(f func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error)) frameworkruntime.PluginFactory {
 		return func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-			if err := svc.start(ctx, h); err != nil {
+			if err := shared.start(ctx, h); err != nil {
 				return nil, err
 			}
 			return f(ctx, obj, h)
@@ -58,31 +58,31 @@ func Registry(svc *Services) frameworkruntime.Registry {
 	}
 	return frameworkruntime.Registry{
 		gpufit.Name: with(func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-			return gpufit.New(ctx, obj, h, svc.GPUs)
+			return gpufit.New(ctx, obj, h, shared.GPUs)
 		}),
 		gpuclaims.Name: with(func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-			return gpuclaims.New(ctx, obj, h, svc.GPUs, svc.Queue)
+			return gpuclaims.New(ctx, obj, h, shared.GPUs, shared.Queue)
 		}),
 		heteropriority.Name: with(func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-			return heteropriority.New(ctx, obj, h, svc.GPUs)
+			return heteropriority.New(ctx, obj, h, shared.GPUs)
 		}),
 		fgdbaseline.BestFitName: with(func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-			return fgdbaseline.NewBestFit(ctx, obj, h, svc.GPUs)
+			return fgdbaseline.NewBestFit(ctx, obj, h, shared.GPUs)
 		}),
 		fgdbaseline.DotProdName: with(func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-			return fgdbaseline.NewDotProd(ctx, obj, h, svc.GPUs)
+			return fgdbaseline.NewDotProd(ctx, obj, h, shared.GPUs)
 		}),
 		fgd.Name: with(func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-			return fgd.New(ctx, obj, h, svc.GPUs)
+			return fgd.New(ctx, obj, h, shared.GPUs)
 		}),
 		loadaware.Name: with(func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-			return loadaware.New(ctx, obj, h, svc.NodeMetrics, svc.Clock, svc.Workload, svc.GPUs)
+			return loadaware.New(ctx, obj, h, shared.NodeMetrics, shared.Clock, shared.Workload, shared.GPUs)
 		}),
 		pccbalance.Name: with(func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-			return pccbalance.New(ctx, obj, h, svc.Workload, svc.GPUs)
+			return pccbalance.New(ctx, obj, h, shared.Workload, shared.GPUs)
 		}),
 		coscheduling.Name: with(func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-			return coscheduling.New(ctx, obj, h, svc.Groups, svc.Queue, svc.GPUs, svc.Clock)
+			return coscheduling.New(ctx, obj, h, shared.Groups, shared.Queue, shared.GPUs, shared.Clock)
 		}),
 	}
 }

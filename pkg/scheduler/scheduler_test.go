@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/klog/v2/ktesting"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins"
@@ -44,31 +45,32 @@ func TestLocalConfig(t *testing.T) {
 // aisched-scheduler on a real cluster.
 var chartDir = filepath.Join("..", "..", "charts", "aisched")
 
-// The chart's default services (scheduler.services of values.yaml) are
-// the defaults that `aisched up` runs with.
-func TestChartServicesAreDefaults(t *testing.T) {
+// The chart's default shared configuration (scheduler.shared of
+// values.yaml) is the default that `aisched up` runs with.
+func TestChartSharedIsDefaults(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join(chartDir, "values.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var values struct {
 		Scheduler struct {
-			Services map[string]any `json:"services"`
+			Shared map[string]any `json:"shared"`
 		} `json:"scheduler"`
 	}
 	if err := yaml.Unmarshal(data, &values); err != nil {
 		t.Fatalf("values.yaml: %v", err)
 	}
-	services, err := yaml.Marshal(values.Scheduler.Services)
+	shared, err := yaml.Marshal(values.Scheduler.Shared)
 	if err != nil {
 		t.Fatal(err)
 	}
-	shipped, err := aischedconfig.DecodeServices("the chart's services-config.yaml", append([]byte("apiVersion: config.aisched.io/v1alpha1\nkind: SchedulerServices\n"), services...))
+	shipped, err := aischedconfig.DecodeShared(ktesting.NewLogger(t, ktesting.NewConfig()), "the chart's shared-config.yaml",
+		append([]byte("apiVersion: config.aisched.io/v1alpha1\nkind: SharedConfiguration\n"), shared...))
 	if err != nil {
-		t.Fatalf("scheduler.services of values.yaml: %v", err)
+		t.Fatalf("scheduler.shared of values.yaml: %v", err)
 	}
-	if diff := cmp.Diff(aischedconfig.DefaultServices(), shipped); diff != "" {
-		t.Errorf("chart's services (-defaults,+chart):\n%s", diff)
+	if diff := cmp.Diff(aischedconfig.DefaultShared(), shipped); diff != "" {
+		t.Errorf("chart's shared configuration (-defaults,+chart):\n%s", diff)
 	}
 }
 
@@ -157,7 +159,7 @@ func TestConfigsUseKnownPlugins(t *testing.T) {
 func checkPlugins(t *testing.T, cfg *config.KubeSchedulerConfiguration) {
 	t.Helper()
 	inTree := plugins.NewInTreeRegistry()
-	ours := Registry(NewServices(aischedconfig.DefaultServices()))
+	ours := Registry(NewShared(aischedconfig.DefaultShared()))
 	for _, p := range cfg.Profiles {
 		for _, set := range []config.PluginSet{p.Plugins.MultiPoint, p.Plugins.Score, p.Plugins.Filter, p.Plugins.Bind} {
 			for _, pl := range append(set.Enabled, set.Disabled...) {
@@ -209,7 +211,7 @@ func TestPluginsSignPods(t *testing.T) {
 		pccbalance.Name:         &pccbalance.PCCBalance{},
 		coscheduling.Name:       &coscheduling.Coscheduling{},
 	}
-	for name := range Registry(NewServices(aischedconfig.DefaultServices())) {
+	for name := range Registry(NewShared(aischedconfig.DefaultShared())) {
 		pl, ok := plugins[name]
 		if !ok {
 			t.Errorf("plugin %s: add it to this test", name)

@@ -65,8 +65,9 @@ type Options struct {
 	NodePools []clusterfile.NodePool
 	// SchedulerConfig is the scheduler's configuration.
 	SchedulerConfig *config.KubeSchedulerConfiguration
-	// Services configures the scheduler-wide services; nil: defaults.
-	Services *aischedconfig.SchedulerServices
+	// SharedConfig configures the state every profile shares; nil:
+	// defaults.
+	SharedConfig *aischedconfig.SharedConfiguration
 	// NodesOnly registers the nodes but runs no pods: bound pods stay
 	// Pending (the FGD protocol's replay).
 	NodesOnly bool

@@ -48,11 +48,11 @@ const (
 
 // fastCluster is the fast engine's cluster.
 type fastCluster struct {
-	api   *fakeAPI
-	clock *vclock.Clock
-	sched *kubescheduler.Scheduler
-	svc   *aischedscheduler.Services
-	nodes *nodesim.Simulator
+	api    *fakeAPI
+	clock  *vclock.Clock
+	sched  *kubescheduler.Scheduler
+	shared *aischedscheduler.Shared
+	nodes  *nodesim.Simulator
 	// waiting iterates over the pods waiting in Permit (one map serves
 	// every profile).
 	waiting fwk.Handle
@@ -67,8 +67,8 @@ type fastCluster struct {
 }
 
 func startFast(ctx context.Context, opts Options) (Cluster, error) {
-	if opts.Services == nil {
-		opts.Services = aischedconfig.DefaultServices()
+	if opts.SharedConfig == nil {
+		opts.SharedConfig = aischedconfig.DefaultShared()
 	}
 	c, err := startFastAt(ctx, epoch, opts, func(*fakeAPI) error { return nil })
 	if err != nil {
@@ -133,9 +133,9 @@ func startFastAt(ctx context.Context, start time.Time, opts Options, load func(*
 	// No sink: the scheduler's Events are dropped (nobody reads them in a
 	// simulation, and they would be most of the writes).
 	broadcaster := events.NewEventBroadcasterAdapterWithContext(runCtx, api.core)
-	f.svc = aischedscheduler.NewServicesWith(opts.Services, clk, api.aisched)
+	f.shared = aischedscheduler.NewSharedWith(opts.SharedConfig, clk, api.aisched)
 	f.sched, err = aischedscheduler.Build(runCtx, aischedscheduler.BuildOptions{
-		Config: opts.SchedulerConfig, Services: f.svc, Client: api.core,
+		Config: opts.SchedulerConfig, Shared: f.shared, Client: api.core,
 		InformerFactory: informerFactory, DynamicFactory: dynFactory,
 		Recorders: func(name string) events.EventRecorderLogger { return broadcaster.NewRecorder(name) },
 	})
@@ -250,7 +250,7 @@ func (f *fastCluster) idle() bool {
 	}
 	waiting := 0
 	f.waiting.IterateOverWaitingPods(func(fwk.WaitingPod) { waiting++ })
-	return len(q.InFlightPods()) == waiting && (f.nodes == nil || f.nodes.Idle()) && f.svc.Queue.Idle() && !f.preempting()
+	return len(q.InFlightPods()) == waiting && (f.nodes == nil || f.nodes.Idle()) && f.shared.Queue.Idle() && !f.preempting()
 }
 
 // preempting reports whether a pending pod's preemption is still deleting

@@ -20,8 +20,8 @@ import (
 // starts at now. The scheduler runs with opts' configuration; the node
 // pools of opts are not used.
 func StartSnapshot(ctx context.Context, now time.Time, objects, aischedObjects []runtime.Object, opts Options) (SnapshotCluster, error) {
-	if opts.Services == nil {
-		opts.Services = aischedconfig.DefaultServices()
+	if opts.SharedConfig == nil {
+		opts.SharedConfig = aischedconfig.DefaultShared()
 	}
 	opts.NodePools = nil
 	c, err := startFastAt(ctx, now, opts, func(api *fakeAPI) error {
@@ -62,16 +62,16 @@ type SnapshotCluster interface {
 
 // QueueDecision implements SnapshotCluster.
 func (f *fastCluster) QueueDecision(key string) (jobqueue.Decision, bool) {
-	return f.svc.Queue.Decision(key)
+	return f.shared.Queue.Decision(key)
 }
 
 // QueuePlaced implements SnapshotCluster.
 func (f *fastCluster) QueuePlaced(key string) *jobqueue.Placed {
-	return f.svc.Queue.Placed(key)
+	return f.shared.Queue.Placed(key)
 }
 
 // QueueOf implements SnapshotCluster.
-func (f *fastCluster) QueueOf(pod *corev1.Pod) (string, string) { return f.svc.Queue.QueueOf(pod) }
+func (f *fastCluster) QueueOf(pod *corev1.Pod) (string, string) { return f.shared.Queue.QueueOf(pod) }
 
 // Queues implements SnapshotCluster.
-func (f *fastCluster) Queues() *queuetree.Tree { return f.svc.Queue.Queues() }
+func (f *fastCluster) Queues() *queuetree.Tree { return f.shared.Queue.Queues() }

@@ -56,8 +56,8 @@ const (
 type Options struct {
 	// SchedulerConfig is the cluster's scheduler configuration.
 	SchedulerConfig *config.KubeSchedulerConfiguration
-	// Services is its services configuration; nil: defaults.
-	Services *aischedconfig.SchedulerServices
+	// SharedConfig is its shared configuration; nil: defaults.
+	SharedConfig *aischedconfig.SharedConfiguration
 	// Horizon bounds how far ahead running pods are let end; default
 	// DefaultHorizon.
 	Horizon time.Duration
@@ -290,7 +290,7 @@ type simulation struct {
 
 // start starts the simulation of the objects, its clock at now.
 func start(ctx context.Context, now time.Time, core, aisched []runtime.Object, opts Options) (*simulation, error) {
-	c, err := simcluster.StartSnapshot(ctx, now, core, aisched, simcluster.Options{SchedulerConfig: opts.SchedulerConfig, Services: opts.Services})
+	c, err := simcluster.StartSnapshot(ctx, now, core, aisched, simcluster.Options{SchedulerConfig: opts.SchedulerConfig, SharedConfig: opts.SharedConfig})
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,7 @@ import (
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/klog/v2/ktesting"
 	"sigs.k8s.io/yaml"
 
 	aischedconfig "github.com/aisched/aisched/apis/config"
@@ -301,8 +302,10 @@ func TestChart(t *testing.T) {
 	t.Run("bad values", func(t *testing.T) {
 		for _, tc := range []struct{ set, want string }{
 			{"scheduler.replicas=0", "/scheduler/replicas"},
-			{"scheduler.services.jobQueue.backoffSeconds=0", "/scheduler/services/jobQueue/backoffSeconds"},
-			{"scheduler.services.jobQueue.maxBackoffSeconds=4000", "/scheduler/services/jobQueue/maxBackoffSeconds"},
+			{"scheduler.shared.jobQueue.backoffSeconds=0", "/scheduler/shared/jobQueue/backoffSeconds"},
+			{"scheduler.shared.jobQueue.maxBackoffSeconds=4000", "/scheduler/shared/jobQueue/maxBackoffSeconds"},
+			// The key's old name is refused, not ignored.
+			{"scheduler.services.jobQueue.backfill=false", "at '/scheduler': additional properties 'services' not allowed"},
 			{"scheduler.leaderElection.leaseDuration=15", "/scheduler/leaderElection/leaseDuration"},
 			{"agent.gpu.delivery=plugin", "/agent/gpu/delivery"},
 			{"agent.gpu.isolation=hami", "/agent/gpu/isolation"},
@@ -328,7 +331,7 @@ func TestChart(t *testing.T) {
 	t.Run("scheduler configuration from values", func(t *testing.T) {
 		manifests := renderChart(t, append(onlyComponents("scheduler"),
 			"--set", "scheduler.leaderElection.leaseDuration=30s",
-			"--set", "scheduler.services.jobQueue.backfill=false",
+			"--set", "scheduler.shared.jobQueue.backfill=false",
 			"--set-json", `scheduler.extraProfiles=[{"schedulerName":"mine","plugins":{"queueSort":{"disabled":[{"name":"*"}],"enabled":[{"name":"Coscheduling"}]},"multiPoint":{"enabled":[{"name":"GPUFit"},{"name":"FGD","weight":5}]}}}]`)...)
 		dir := configMapFiles(t, manifests, "aisched-scheduler-config")
 		cfg, err := scheduler.ReadConfig(filepath.Join(dir, "scheduler-config.yaml"))
@@ -346,12 +349,12 @@ func TestChart(t *testing.T) {
 		if !le.LeaderElect || le.ResourceName != "aisched-scheduler" || le.ResourceNamespace != systemNamespace || le.LeaseDuration.Duration != 30*time.Second {
 			t.Errorf("leader election %+v, want on, lease %s/aisched-scheduler of 30s", le, systemNamespace)
 		}
-		services, err := aischedconfig.ReadServices(filepath.Join(dir, "services-config.yaml"))
+		shared, err := aischedconfig.ReadShared(ktesting.NewLogger(t, ktesting.NewConfig()), filepath.Join(dir, "shared-config.yaml"))
 		if err != nil {
-			t.Fatalf("the chart's services configuration: %v", err)
+			t.Fatalf("the chart's shared configuration: %v", err)
 		}
-		if *services.JobQueue.Backfill {
-			t.Error("scheduler.services.jobQueue.backfill=false did not reach the services configuration")
+		if *shared.JobQueue.Backfill {
+			t.Error("scheduler.shared.jobQueue.backfill=false did not reach the shared configuration")
 		}
 	})
 

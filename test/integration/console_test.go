@@ -171,7 +171,7 @@ func TestConsole(t *testing.T) {
 	c := localtest.Start(t, local.Options{
 		Platform: &local.PlatformOptions{},
 		Console: &local.ConsoleOptions{Handler: console.ForCluster(console.Options{
-			Simulations: &console.Simulations{SchedulerConfig: sched, Services: aischedconfig.DefaultServices(), WhatIfHorizon: whatif.DefaultHorizon},
+			Simulations: &console.Simulations{SchedulerConfig: sched, SharedConfig: aischedconfig.DefaultShared(), WhatIfHorizon: whatif.DefaultHorizon},
 		})},
 	})
 	ctx := context.Background()

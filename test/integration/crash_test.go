@@ -131,7 +131,7 @@ func TestGangSchedulerCrash(t *testing.T) {
 // process and waits until it leads.
 func leadingScheduler(t *testing.T, c *local.Cluster) func() *command {
 	t.Helper()
-	startScheduler := externalScheduler(t, c, "--set", "scheduler.services.jobQueue.partialGroupSeconds=10", "--set", "scheduler.replicas=1")
+	startScheduler := externalScheduler(t, c, "--set", "scheduler.shared.jobQueue.partialGroupSeconds=10", "--set", "scheduler.replicas=1")
 	return func() *command {
 		s := startScheduler()
 		waitOutput(t, s, acquired)

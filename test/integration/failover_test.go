@@ -201,7 +201,7 @@ func externalScheduler(t *testing.T, c *local.Cluster, chartArgs ...string) func
 	kubeconfig := serviceAccountKubeconfig(t, c, systemNamespace, "aisched-scheduler")
 	return func() *command {
 		return startCommand(t, nil, "scheduler", "--kubeconfig", kubeconfig,
-			"--config", config+"/scheduler-config.yaml", "--services-config", config+"/services-config.yaml", "--secure-port", "0")
+			"--config", config+"/scheduler-config.yaml", "--shared-config", config+"/shared-config.yaml", "--secure-port", "0")
 	}
 }
 

@@ -60,7 +60,7 @@ func TestExternalScheduler(t *testing.T) {
 	sched := startCommand(t, nil, "scheduler",
 		"--kubeconfig", kubeconfig,
 		"--config", filepath.Join(config, "scheduler-config.yaml"),
-		"--services-config", filepath.Join(config, "services-config.yaml"),
+		"--shared-config", filepath.Join(config, "shared-config.yaml"),
 		"--secure-port", strconv.Itoa(port),
 		// The test has no token the scheduler could review.
 		"--authorization-always-allow-paths", "/healthz,/metrics")
@@ -80,7 +80,7 @@ func TestExternalScheduler(t *testing.T) {
 		resp.Body.Close()
 	}
 
-	// The scheduler-wide services' metrics: the GPU ledger's cards (the
+	// The shared state's metrics: the GPU ledger's cards (the
 	// default cluster's GPU nodes) and the job queue's.
 	resp, err = client.Get(fmt.Sprintf("https://127.0.0.1:%d/metrics", port))
 	if err != nil {
@@ -97,8 +97,8 @@ func TestExternalScheduler(t *testing.T) {
 			t.Errorf("/metrics of the external scheduler lacks %q", want)
 		}
 	}
-	// Every metric of the scheduler's services that the chart's alerts and
-	// dashboard use is one the scheduler serves.
+	// Every metric of the scheduler's shared state that the chart's alerts
+	// and dashboard use is one the scheduler serves.
 	monitoring := string(renderChart(t, "--set", "metrics.prometheusRule.enabled=true", "--set", "metrics.dashboard.enabled=true",
 		"--show-only", "templates/monitoring/prometheusrule.yaml", "--show-only", "templates/monitoring/dashboard.yaml"))
 	used := regexp.MustCompile(`aisched_(jobqueue|gang|gpu)_[a-z_]+`).FindAllString(monitoring, -1)

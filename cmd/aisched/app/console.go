@@ -40,7 +40,7 @@ type consoleOptions struct {
 	sessionTTL      time.Duration
 	simulations     bool
 	schedulerConfig string
-	servicesConfig  string
+	sharedConfig    string
 	verbosity       int
 	whatifHorizon   time.Duration
 }
@@ -75,7 +75,7 @@ from --kubeconfig; its credentials are ignored.
 	fs.DurationVar(&o.sessionTTL, "session-ttl", o.sessionTTL, "how long a sign-in lasts (at most 168h)")
 	fs.BoolVar(&o.simulations, "simulations", o.simulations, "offer the simulations page (scenarios and whatif run in the console's process)")
 	fs.StringVar(&o.schedulerConfig, "scheduler-config", "", "the cluster's KubeSchedulerConfiguration, which whatif simulates (default aisched up's)")
-	fs.StringVar(&o.servicesConfig, "services-config", "", "the cluster's SchedulerServices file, which whatif simulates (default: defaults)")
+	addSharedConfigFlag(fs, &o.sharedConfig, "the cluster's SharedConfiguration file, which whatif simulates (default: defaults)")
 	fs.DurationVar(&o.whatifHorizon, "whatif-horizon", o.whatifHorizon, "how far whatif looks ahead (at most 8760h)")
 	fs.IntVarP(&o.verbosity, "v", "v", 0, "log verbosity (klog level)")
 	return cmd
@@ -95,6 +95,18 @@ func runConsole(o consoleOptions) error {
 		return err
 	}
 	defer klog.Flush()
+	var sims *console.Simulations
+	if o.simulations {
+		sched, err := scheduler.ReadConfig(o.schedulerConfig)
+		if err != nil {
+			return fmt.Errorf("--scheduler-config: %w", err)
+		}
+		shared, err := aischedconfig.ReadShared(klog.Background(), o.sharedConfig)
+		if err != nil {
+			return fmt.Errorf("--shared-config: %w", err)
+		}
+		sims = &console.Simulations{SchedulerConfig: sched, SharedConfig: shared, WhatIfHorizon: o.whatifHorizon}
+	}
 	cfg, err := consoleAPIServer(o)
 	if err != nil {
 		return err
@@ -102,17 +114,7 @@ func runConsole(o consoleOptions) error {
 	opts := console.Options{
 		APIServer: cfg, GatewayURL: o.gatewayURL, SessionTTL: o.sessionTTL,
 		SecureCookies: o.secure || o.tlsCert != "", TrustAuthorizationHeader: o.trustHeader,
-	}
-	if o.simulations {
-		sched, err := scheduler.ReadConfig(o.schedulerConfig)
-		if err != nil {
-			return fmt.Errorf("--scheduler-config: %w", err)
-		}
-		services, err := aischedconfig.ReadServices(o.servicesConfig)
-		if err != nil {
-			return fmt.Errorf("--services-config: %w", err)
-		}
-		opts.Simulations = &console.Simulations{SchedulerConfig: sched, Services: services, WhatIfHorizon: o.whatifHorizon}
+		Simulations: sims,
 	}
 	srv, err := console.New(opts)
 	if err != nil {

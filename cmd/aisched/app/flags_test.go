@@ -12,14 +12,7 @@ import (
 // names the flag and says what it wants.
 func TestFlagValidation(t *testing.T) {
 	t.Setenv("NODE_NAME", "")
-	dir := t.TempDir()
-	file := func(name, content string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	file := testFiles(t)
 	configMap := file("cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n")
 	noKind := file("nokind.yaml", "profiles: []\n")
 	badYAML := file("bad.yaml", "kind: KubeSchedulerConfiguration\nprofiles: [\n")
@@ -99,5 +92,51 @@ func TestFlagValidation(t *testing.T) {
 				t.Errorf("error %v, want one containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestSharedConfigFlag gives each command that reads the shared
+// configuration a file with a bad value, under the flag's name and under
+// its deprecated old name: both reach the file (the error is the file's,
+// at its line, named as --shared-config), and only the old name prints
+// that it is deprecated.
+func TestSharedConfigFlag(t *testing.T) {
+	file := testFiles(t)
+	bad := file("shared.yaml", "apiVersion: config.aisched.io/v1alpha1\nkind: SharedConfiguration\njobQueue:\n  backoffSeconds: 0\n")
+	job := file("job.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: [{name: c, image: i}]\n")
+	wantErr := "--shared-config: " + bad + ":4: jobQueue.backoffSeconds: Invalid value: 0"
+	const deprecation = "Flag --services-config has been deprecated, use --shared-config"
+	for _, args := range [][]string{{"scheduler"}, {"whatif", "-f", job}, {"console"}} {
+		for _, flag := range []string{"--shared-config", "--services-config"} {
+			t.Run(args[0]+" "+flag, func(t *testing.T) {
+				cmd := NewCommand()
+				cmd.SetArgs(append(append([]string{}, args...), flag, bad))
+				// Cobra prints pflag's notices to the command's output,
+				// stderr unless set.
+				var output strings.Builder
+				cmd.SetOut(&output)
+				cmd.SetErr(&output)
+				err := cmd.Execute()
+				if err == nil || !strings.Contains(err.Error(), wantErr) {
+					t.Errorf("error %v, want one containing %q", err, wantErr)
+				}
+				if got, want := strings.Contains(output.String(), deprecation), flag == "--services-config"; got != want {
+					t.Errorf("output %q: deprecation notice %t, want %t", output.String(), got, want)
+				}
+			})
+		}
+	}
+}
+
+// testFiles returns a function that writes a file of the given name and
+// content in a directory of the test's, and returns its path.
+func testFiles(t *testing.T) func(name, content string) string {
+	dir := t.TempDir()
+	return func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/server"
 	"k8s.io/client-go/tools/cache"
@@ -36,7 +37,7 @@ import (
 // clientConnection.kubeconfig empty (upstream silently ignores the flag).
 func newSchedulerCommand() *cobra.Command {
 	opts := options.NewOptions()
-	var servicesConfig string
+	var sharedConfig string
 	var printConfig bool
 	cmd := &cobra.Command{
 		Use:   "scheduler",
@@ -45,9 +46,9 @@ func newSchedulerCommand() *cobra.Command {
 flag works. On a real cluster it runs as a Deployment next to (or instead of)
 kube-scheduler; pods choose a profile with spec.schedulerName.
 
-The scheduler-wide services that every profile shares (the GPU ledger, the
-job queue) have their own configuration, --services-config (kind
-SchedulerServices; defaults when absent).
+The state that every profile shares (the GPU ledger, the job queue) has its
+own configuration, --shared-config (kind SharedConfiguration; defaults when
+absent).
 
 From your machine, against a cluster (aisched's profiles beside the
 cluster's kube-scheduler):
@@ -68,12 +69,12 @@ cluster's kube-scheduler):
 				_, err = cmd.OutOrStdout().Write(cfg)
 				return err
 			}
-			return runScheduler(cmd, opts, servicesConfig)
+			return runScheduler(cmd, opts, sharedConfig)
 		},
 	}
 	nfs := opts.Flags
-	nfs.FlagSet("aisched").StringVar(&servicesConfig, "services-config", "",
-		"The SchedulerServices file (config.aisched.io/v1alpha1): GPU ledger and job queue settings shared by every profile; defaults when empty.")
+	addSharedConfigFlag(nfs.FlagSet("aisched"), &sharedConfig,
+		"The SharedConfiguration file (config.aisched.io/v1alpha1): GPU ledger and job queue settings shared by every profile; defaults when empty.")
 	nfs.FlagSet("aisched").BoolVar(&printConfig, "print-config", false,
 		"Print a KubeSchedulerConfiguration with aisched's profiles (the Helm chart's) for a scheduler run beside a cluster's kube-scheduler, and exit; pass it to --config.")
 	verflag.AddFlags(nfs.FlagSet("global"))
@@ -86,11 +87,11 @@ cluster's kube-scheduler):
 	return cmd
 }
 
-func runScheduler(cmd *cobra.Command, opts *options.Options, servicesConfig string) error {
+func runScheduler(cmd *cobra.Command, opts *options.Options, sharedConfig string) error {
 	verflag.PrintAndExitIfRequested()
-	services, err := aischedconfig.ReadServices(servicesConfig)
+	sharedCfg, err := aischedconfig.ReadShared(klog.Background(), sharedConfig)
 	if err != nil {
-		return fmt.Errorf("--services-config: %w", err)
+		return fmt.Errorf("--shared-config: %w", err)
 	}
 	if err := checkConfigKind(opts.ConfigFile); err != nil {
 		return err
@@ -119,11 +120,11 @@ func runScheduler(cmd *cobra.Command, opts *options.Options, servicesConfig stri
 	if err != nil {
 		return err
 	}
-	svc := scheduler.NewServices(services)
-	ms, collectors := svc.Metrics()
+	shared := scheduler.NewShared(sharedCfg)
+	ms, collectors := shared.Metrics()
 	legacyregistry.MustRegister(ms...)
 	legacyregistry.CustomMustRegister(collectors...)
-	cc, sched, err := kubescheduler.Setup(ctx, opts, registryOptions(svc)...)
+	cc, sched, err := kubescheduler.Setup(ctx, opts, registryOptions(shared)...)
 	// Setup has read the configuration; the merged copy is not needed any more.
 	cleanup()
 	if err != nil {
@@ -167,7 +168,7 @@ func checkConfigKind(path string) error {
 	case "ConfigMap":
 		return fmt.Errorf("--config %s: a ConfigMap (as helm template prints the chart's), not the KubeSchedulerConfiguration in it; %s"+
 			", or take the ConfigMap's (kubectl -n aisched-system get configmap aisched-scheduler-config -o jsonpath='{.data.scheduler-config\\.yaml}')"+
-			" and give its services-config.yaml to --services-config", path, instead)
+			" and give its shared-config.yaml to --shared-config", path, instead)
 	case "":
 		return fmt.Errorf("--config %s: no kind: want a KubeSchedulerConfiguration; %s", path, instead)
 	default:
@@ -198,12 +199,21 @@ func applyKubeconfigFlag(cmd *cobra.Command, opts *options.Options) (func(), err
 	return remove, nil
 }
 
-// registryOptions passes aisched's out-of-tree plugins, with the services
+// registryOptions passes aisched's out-of-tree plugins, with the state
 // they share, to the upstream command.
-func registryOptions(svc *scheduler.Services) []kubescheduler.Option {
+func registryOptions(shared *scheduler.Shared) []kubescheduler.Option {
 	var opts []kubescheduler.Option
-	for name, factory := range scheduler.Registry(svc) {
+	for name, factory := range scheduler.Registry(shared) {
 		opts = append(opts, kubescheduler.WithPlugin(name, factory))
 	}
 	return opts
+}
+
+// addSharedConfigFlag adds --shared-config to fs, set into path, and its
+// old name --services-config, deprecated: it still sets path, and pflag
+// prints that it is deprecated and names the new flag.
+func addSharedConfigFlag(fs *pflag.FlagSet, path *string, usage string) {
+	fs.StringVar(path, "shared-config", "", usage)
+	fs.StringVar(path, "services-config", "", usage)
+	_ = fs.MarkDeprecated("services-config", "use --shared-config")
 }

@@ -221,7 +221,7 @@ func consoleOf(addr string, sched *config.KubeSchedulerConfiguration) *local.Con
 	if addr == "0" {
 		return nil
 	}
-	sims := &console.Simulations{SchedulerConfig: sched, Services: aischedconfig.DefaultServices(), WhatIfHorizon: whatif.DefaultHorizon}
+	sims := &console.Simulations{SchedulerConfig: sched, SharedConfig: aischedconfig.DefaultShared(), WhatIfHorizon: whatif.DefaultHorizon}
 	return &local.ConsoleOptions{Addr: addr, Handler: console.ForCluster(console.Options{Simulations: sims})}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
 
 	aischedconfig "github.com/aisched/aisched/apis/config"
 	"github.com/aisched/aisched/pkg/generated/clientset/versioned"
@@ -21,7 +22,7 @@ import (
 )
 
 func newWhatifCommand() *cobra.Command {
-	var file, kubeconfig, schedulerConfig, servicesConfig, namespace, format, logFile string
+	var file, kubeconfig, schedulerConfig, sharedConfig, namespace, format, logFile string
 	var horizon time.Duration
 	cmd := &cobra.Command{
 		Use:   "whatif -f JOB.yaml",
@@ -58,9 +59,9 @@ up's by default.
 			if err != nil {
 				return fmt.Errorf("--scheduler-config: %w", err)
 			}
-			services, err := aischedconfig.ReadServices(servicesConfig)
+			shared, err := aischedconfig.ReadShared(klog.Background(), sharedConfig)
 			if err != nil {
-				return fmt.Errorf("--services-config: %w", err)
+				return fmt.Errorf("--shared-config: %w", err)
 			}
 			if kubeconfig == "" {
 				kubeconfig = os.Getenv("KUBECONFIG")
@@ -91,7 +92,7 @@ up's by default.
 			if err != nil {
 				return err
 			}
-			ans, err := whatif.Run(ctx, snap, job, whatif.Options{SchedulerConfig: cfg, Services: services, Horizon: horizon})
+			ans, err := whatif.Run(ctx, snap, job, whatif.Options{SchedulerConfig: cfg, SharedConfig: shared, Horizon: horizon})
 			if err != nil {
 				return err
 			}
@@ -107,7 +108,7 @@ up's by default.
 	fs.StringVarP(&file, "filename", "f", "", "the job's manifests (Pod, Job, Deployment, ReplicaSet, StatefulSet, PodGroup)")
 	fs.StringVar(&kubeconfig, "kubeconfig", "", "the cluster's kubeconfig (default $KUBECONFIG, else aisched up's)")
 	fs.StringVar(&schedulerConfig, "scheduler-config", "", "the cluster's KubeSchedulerConfiguration (default aisched up's)")
-	fs.StringVar(&servicesConfig, "services-config", "", "the cluster's SchedulerServices file (default: defaults)")
+	addSharedConfigFlag(fs, &sharedConfig, "the cluster's SharedConfiguration file (default: defaults)")
 	fs.StringVarP(&namespace, "namespace", "n", "default", "namespace of the manifests' objects that name none")
 	fs.DurationVar(&horizon, "horizon", whatif.DefaultHorizon, "how far ahead running pods are let end")
 	fs.StringVar(&format, "format", "text", "output: text or json")

@@ -19,7 +19,7 @@ type Memory struct {
 	// SchedulerHeapMiB is the Go heap live after a collection once every
 	// pod is bound, less the same just before the scheduler started: what
 	// the scheduler holds (its informers' caches, its snapshot, its
-	// plugins' and services' state), the pods it bound counted once.
+	// plugins' and shared state), the pods it bound counted once.
 	SchedulerHeapMiB float64 `json:"scheduler_heap_mib"`
 }
 

@@ -45,7 +45,7 @@ func start(ctx context.Context, opts simcluster.Options) (simcluster.Cluster, er
 		DataDir:                dir,
 		Cluster:                &clusterfile.Cluster{APIVersion: clusterfile.APIVersion, Kind: clusterfile.Kind, NodePools: opts.NodePools},
 		SchedulerConfig:        opts.SchedulerConfig,
-		Services:               opts.Services,
+		SharedConfig:           opts.SharedConfig,
 		DiscardSchedulerEvents: opts.DiscardSchedulerEvents,
 		Nodes:                  nodesim.Options{NodesOnly: opts.NodesOnly, MetricsInterval: opts.MetricsInterval, Slowdown: opts.Slowdown},
 	})

@@ -1,6 +1,6 @@
 // Package yamlfile is the one reader of the YAML files users write: the
 // cluster file and scenarios (Decode, types named by yaml tags), the
-// services configuration (DecodeObject, types of Kubernetes' conventions
+// shared configuration (DecodeObject, types of Kubernetes' conventions
 // named by json tags), the scheduler configuration (Parse for the node
 // tree and Errors for the scheduler's own decoder's and validation's
 // errors), and whatif's job manifests (Documents, a stream of Kubernetes

@@ -78,7 +78,7 @@ var (
 // when the CRD is not served: every node is scored from its pods'
 // requests), clk its clock, work its view of the arriving pods and
 // requests what a pod asks of GPUs (the GPU ledger; nil: read from the pod
-// alone), all scheduler-wide services.
+// alone), all part of the state every profile shares (scheduler.Shared).
 func New(_ context.Context, obj runtime.Object, h fwk.Handle, metrics cache.Indexer, clk clock.PassiveClock, work *workload.Workload, requests podkind.Requests) (fwk.Plugin, error) {
 	args := &config.LoadAwareArgs{}
 	if err := config.Decode(Name, obj, args); err != nil {

@@ -7,27 +7,32 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
 	"github.com/aisched/aisched/pkg/util/yamlfile"
 )
 
-// The group version and kind of a SchedulerServices file.
+// The group version and kind of a SharedConfiguration file.
 const (
-	ServicesAPIVersion = "config.aisched.io/v1alpha1"
-	ServicesKind       = "SchedulerServices"
+	SharedAPIVersion = "config.aisched.io/v1alpha1"
+	SharedKind       = "SharedConfiguration"
+	// DeprecatedSharedKind is SharedKind's old name, still read with a
+	// warning: files and Helm values written before the rename keep
+	// working.
+	DeprecatedSharedKind = "SchedulerServices"
 
 	// DefaultDRADriver is gpus.draDriver's default: NVIDIA's DRA driver.
 	DefaultDRADriver = "gpu.nvidia.com"
 )
 
-// SchedulerServices configures the state that aisched's plugins share
+// SharedConfiguration configures the state that aisched's plugins share
 // across every profile of one scheduler: the GPU view (which card each
-// pod holds), and the job queue. They are built once, from this
-// configuration, before the profiles; no plugin argument can change them,
-// so two profiles cannot disagree about them. `aisched scheduler` reads it
-// from --services-config (defaults when absent).
-type SchedulerServices struct {
+// pod holds), and the job queue. That state is built once, from this
+// configuration, before the profiles; no plugin argument can change it,
+// so two profiles cannot disagree about it. `aisched scheduler` reads it
+// from --shared-config (defaults when absent).
+type SharedConfiguration struct {
 	metav1.TypeMeta `json:",inline"`
 
 	// gpus configures the GPU view.
@@ -72,16 +77,16 @@ type JobQueueConfig struct {
 	PartialGroupSeconds *int64 `json:"partialGroupSeconds,omitempty"`
 }
 
-// DefaultServices returns the defaulted services configuration.
-func DefaultServices() *SchedulerServices {
-	s := &SchedulerServices{}
+// DefaultShared returns the defaulted shared configuration.
+func DefaultShared() *SharedConfiguration {
+	s := &SharedConfiguration{}
 	s.Default()
 	return s
 }
 
 // Default fills the fields the configuration left empty.
-func (s *SchedulerServices) Default() {
-	s.APIVersion, s.Kind = ServicesAPIVersion, ServicesKind
+func (s *SharedConfiguration) Default() {
+	s.APIVersion, s.Kind = SharedAPIVersion, SharedKind
 	if s.GPUs.UseFeatureDiscoveryLabels == nil {
 		s.GPUs.UseFeatureDiscoveryLabels = ptr.To(true)
 	}
@@ -104,13 +109,13 @@ func (s *SchedulerServices) Default() {
 }
 
 // Validate checks the defaulted configuration; every error names its field.
-func (s *SchedulerServices) Validate() field.ErrorList {
+func (s *SharedConfiguration) Validate() field.ErrorList {
 	var errs field.ErrorList
-	if s.APIVersion != ServicesAPIVersion {
-		errs = append(errs, field.NotSupported(field.NewPath("apiVersion"), s.APIVersion, []string{ServicesAPIVersion}))
+	if s.APIVersion != SharedAPIVersion {
+		errs = append(errs, field.NotSupported(field.NewPath("apiVersion"), s.APIVersion, []string{SharedAPIVersion}))
 	}
-	if s.Kind != ServicesKind {
-		errs = append(errs, field.NotSupported(field.NewPath("kind"), s.Kind, []string{ServicesKind}))
+	if s.Kind != SharedKind {
+		errs = append(errs, field.NotSupported(field.NewPath("kind"), s.Kind, []string{SharedKind}))
 	}
 	if msgs := validation.IsDNS1123Subdomain(s.GPUs.DRADriver); len(msgs) > 0 || len(s.GPUs.DRADriver) > 63 {
 		errs = append(errs, field.Invalid(field.NewPath("gpus", "draDriver"), s.GPUs.DRADriver, "must be a DNS subdomain of at most 63 characters, a DRA driver's name"))
@@ -128,18 +133,24 @@ func (s *SchedulerServices) Validate() field.ErrorList {
 	return errs
 }
 
-// DecodeServices reads a SchedulerServices document, the file name,
+// DecodeShared reads a SharedConfiguration document, the file name,
 // strictly (a misspelt field is an error), defaults and validates it; all
-// errors together, each at its line: "services.yaml:4:
-// jobQueue.backoffSeconds: Invalid value: 0: ...".
-func DecodeServices(name string, data []byte) (*SchedulerServices, error) {
-	s := &SchedulerServices{}
-	root, err := yamlfile.DecodeObject(name, data, "a "+ServicesKind+" ("+ServicesAPIVersion+")", s)
+// errors together, each at its line: "shared.yaml:4:
+// jobQueue.backoffSeconds: Invalid value: 0: ...". A document of the old
+// kind, SchedulerServices, is read as a SharedConfiguration, with a
+// warning on logger naming the new kind.
+func DecodeShared(logger klog.Logger, name string, data []byte) (*SharedConfiguration, error) {
+	s := &SharedConfiguration{}
+	root, err := yamlfile.DecodeObject(name, data, "a "+SharedKind+" ("+SharedAPIVersion+")", s)
 	if err != nil {
 		return nil, err
 	}
 	if s.APIVersion == "" && s.Kind == "" {
-		return nil, fmt.Errorf("%s: apiVersion and kind: required (%s, %s)", name, ServicesAPIVersion, ServicesKind)
+		return nil, fmt.Errorf("%s: apiVersion and kind: required (%s, %s)", name, SharedAPIVersion, SharedKind)
+	}
+	if s.Kind == DeprecatedSharedKind {
+		logger.Info("Warning: kind "+DeprecatedSharedKind+" is deprecated; name it "+SharedKind+" (same fields)", "file", name)
+		s.Kind = SharedKind
 	}
 	apiVersion, kind := s.APIVersion, s.Kind
 	s.Default()
@@ -150,15 +161,15 @@ func DecodeServices(name string, data []byte) (*SchedulerServices, error) {
 	return s, nil
 }
 
-// ReadServices reads a SchedulerServices file; the empty path gives the
-// defaults.
-func ReadServices(path string) (*SchedulerServices, error) {
+// ReadShared reads a SharedConfiguration file (DecodeShared); the empty
+// path gives the defaults.
+func ReadShared(logger klog.Logger, path string) (*SharedConfiguration, error) {
 	if path == "" {
-		return DefaultServices(), nil
+		return DefaultShared(), nil
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("services config: %w", err)
+		return nil, fmt.Errorf("shared configuration: %w", err)
 	}
-	return DecodeServices(path, data)
+	return DecodeShared(logger, path, data)
 }

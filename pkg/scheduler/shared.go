@@ -33,14 +33,14 @@ import (
 	"github.com/aisched/aisched/pkg/util/crdwatch"
 )
 
-// Services are the state that the plugins of every profile of one
-// scheduler share, as upstream shares its DRA manager: the GPU ledger, the
-// pod groups, the job queue, the nodes' measured load, and the clock. They
-// are built once, from the services configuration
-// (config.SchedulerServices), before any profile; no plugin argument
-// configures them, so two profiles cannot disagree about them. Plugins
-// receive them started and ready to use.
-type Services struct {
+// Shared is the state that the plugins of every profile of one scheduler
+// share, as upstream shares its DRA manager (SharedDRAManager) and its
+// snapshot (SharedLister): the GPU ledger, the pod groups, the job queue,
+// the nodes' measured load, and the clock. It is built once, from the
+// shared configuration (config.SharedConfiguration), before any profile;
+// no plugin argument configures it, so two profiles cannot disagree about
+// it. Plugins receive its parts started and ready to use.
+type Shared struct {
 	// GPUs is the one GPU ledger.
 	GPUs *gpuledger.State
 	// Groups resolves and indexes pod groups.
@@ -52,8 +52,8 @@ type Services struct {
 	NodeMetrics cache.Indexer
 	// Workload tells whether the pods arriving ask for GPUs.
 	Workload *workload.Workload
-	// Clock is the time of every service and plugin: the real clock, or
-	// the simulator's virtual one.
+	// Clock is the time of the shared state and of every plugin: the real
+	// clock, or the simulator's virtual one.
 	Clock clock.WithTickerAndDelayedExecution
 
 	once sync.Once
@@ -65,18 +65,18 @@ type Services struct {
 	recorders schedprofile.RecorderFactory
 }
 
-// NewServices builds the services from their configuration (defaulted and
-// validated, config.ReadServices) on the real clock; Registry hands them
-// to the plugins.
-func NewServices(cfg *config.SchedulerServices) *Services {
-	return NewServicesWith(cfg, clock.RealClock{}, nil)
+// NewShared builds the shared state from its configuration (defaulted and
+// validated, config.ReadShared) on the real clock; Registry hands it to
+// the plugins.
+func NewShared(cfg *config.SharedConfiguration) *Shared {
+	return NewSharedWith(cfg, clock.RealClock{}, nil)
 }
 
-// NewServicesWith builds the services on clk, reaching aisched's CRDs
+// NewSharedWith builds the shared state on clk, reaching aisched's CRDs
 // through client (nil: a client built from the scheduler's kubeconfig):
 // for the simulator, which runs the scheduler on a virtual clock and a
 // fake clientset.
-func NewServicesWith(cfg *config.SchedulerServices, clk clock.WithTickerAndDelayedExecution, client versioned.Interface) *Services {
+func NewSharedWith(cfg *config.SharedConfiguration, clk clock.WithTickerAndDelayedExecution, client versioned.Interface) *Shared {
 	gpus := gpuledger.New(gpuledger.Options{NoFeatureDiscoveryLabels: !*cfg.GPUs.UseFeatureDiscoveryLabels, DRADriver: cfg.GPUs.DRADriver})
 	groups := podgroup.New()
 	q := cfg.JobQueue
@@ -87,20 +87,20 @@ func NewServicesWith(cfg *config.SchedulerServices, clk clock.WithTickerAndDelay
 		PartialGroup: time.Duration(*q.PartialGroupSeconds) * time.Second,
 		Clock:        clk,
 	})
-	return &Services{GPUs: gpus, Groups: groups, Queue: queue, Workload: workload.New(), Clock: clk, client: client}
+	return &Shared{GPUs: gpus, Groups: groups, Queue: queue, Workload: workload.New(), Clock: clk, client: client}
 }
 
-// start connects the services to the scheduler, once, before the first
-// plugin that uses them is built. Every profile's framework handle has the
-// same informers, kubeconfig and pod activator (the scheduling queue), so
-// the handle that comes first gives the same services as any other:
-// nothing of a profile's configuration reaches them.
-func (s *Services) start(ctx context.Context, h fwk.Handle) error {
+// start connects the shared state to the scheduler, once, before the
+// first plugin that uses it is built. Every profile's framework handle has
+// the same informers, kubeconfig and pod activator (the scheduling queue),
+// so the handle that comes first gives the same shared state as any other:
+// nothing of a profile's configuration reaches it.
+func (s *Shared) start(ctx context.Context, h fwk.Handle) error {
 	s.once.Do(func() { s.err = s.startOnce(ctx, h) })
 	return s.err
 }
 
-func (s *Services) startOnce(ctx context.Context, h fwk.Handle) error {
+func (s *Shared) startOnce(ctx context.Context, h fwk.Handle) error {
 	client := s.client
 	if client == nil {
 		// CRDs are served in JSON only; the scheduler's own connection
@@ -166,7 +166,7 @@ func (s *Services) startOnce(ctx context.Context, h fwk.Handle) error {
 // simulator's, which drops events), else (kube-scheduler's command, whose
 // factory is made inside it) a broadcaster of its own to the events API,
 // until ctx ends.
-func (s *Services) queueRecorder(ctx context.Context, h fwk.Handle) (events.EventRecorder, error) {
+func (s *Shared) queueRecorder(ctx context.Context, h fwk.Handle) (events.EventRecorder, error) {
 	if s.recorders != nil {
 		return s.recorders(jobqueue.ReportingController), nil
 	}
@@ -178,10 +178,11 @@ func (s *Services) queueRecorder(ctx context.Context, h fwk.Handle) (events.Even
 	return broadcaster.NewRecorder(scheme.Scheme, jobqueue.ReportingController), nil
 }
 
-// Metrics returns the services' metrics and the collectors of their state,
-// for the scheduler's metrics registry: `aisched scheduler` registers them
-// with kube-scheduler's; the simulator and aisched up do not.
-func (s *Services) Metrics() ([]metrics.Registerable, []metrics.StableCollector) {
+// Metrics returns the shared state's metrics and the collectors of its
+// parts, for the scheduler's metrics registry: `aisched scheduler`
+// registers them with kube-scheduler's; the simulator and aisched up do
+// not.
+func (s *Shared) Metrics() ([]metrics.Registerable, []metrics.StableCollector) {
 	return s.Queue.Metrics(), []metrics.StableCollector{s.GPUs.Collector()}
 }
 
