@@ -40,8 +40,10 @@ const (
 	// Each bounds its own shutdown below it: the controllers at
 	// controllerShutdownTimeout, the platform's at platformShutdownTimeout.
 	componentStopTimeout = 8 * time.Second
-	// stopTimeout bounds each later stage; the whole stop stays under 15s.
-	stopTimeout = 3 * time.Second
+	// stopTimeout bounds each later stage (the apiserver's drain of its
+	// requests and watches takes more than 3s on a loaded 2-core machine);
+	// the whole stop stays under 15s.
+	stopTimeout = 6 * time.Second
 )
 
 // Options configure a local cluster.

@@ -143,6 +143,7 @@ func runningIn(domain string, parts ...string) func(*schedulingv1alpha1.PodGroup
 // required one and says so; slices are balanced; a waiting gang's rack is
 // reserved and not nibbled; preemption frees one rack.
 func TestTopologyPlacement(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, rackPools)
 	createTopology(t, c, "racks", blockLabel, rackLabel)
 	ctx := context.Background()
@@ -368,6 +369,7 @@ func podsBy(t *testing.T, c *local.Cluster, ns, prefix string) map[string]int {
 // honour is refused on the pod naming the key (a pod in no group asking
 // for a domain, Kueue's pod set groups).
 func TestTopologyPeerForms(t *testing.T) {
+	t.Parallel()
 	cluster, err := clusterfile.Parse(t.Name(), []byte("apiVersion: aisched.io/v1alpha1\nkind: Cluster\nnodePools:\n"+peerPools))
 	if err != nil {
 		t.Fatal(err)
