@@ -301,15 +301,15 @@ func TestFlowControl(t *testing.T) {
 		{at: 500 * time.Millisecond, consumer: "bob", wantReason: ReasonConsumerRateLimited, wantRetry: 500 * time.Millisecond},
 	}
 	for i, s := range steps {
-		release, rej := admit(st, rt.(*route), s.consumer, t0.Add(s.at))
+		slot, rej := admit(st, rt.(*route), s.consumer, t0.Add(s.at))
 		switch {
 		case s.wantReason == "" && rej != nil:
 			t.Fatalf("step %d (%s at %s): %v, want admitted", i, s.consumer, s.at, rej)
 		case s.wantReason != "" && (rej == nil || rej.reason != s.wantReason || rej.retryAfter != s.wantRetry || rej.code != 429):
 			t.Fatalf("step %d (%s at %s): %+v, want 429 %s retry after %s", i, s.consumer, s.at, rej, s.wantReason, s.wantRetry)
 		}
-		if release != nil {
-			release()
+		if slot {
+			rt.(*route).release()
 		}
 	}
 }
@@ -320,19 +320,19 @@ func TestConcurrencyLimit(t *testing.T) {
 	v, _ := g.routes.Load("ns/s")
 	rt := v.(*route)
 	now := time.Unix(1000, 0)
-	r1, rej1 := admit(rt.state.Load(), rt, "", now)
-	r2, rej2 := admit(rt.state.Load(), rt, "", now)
-	_, rej3 := admit(rt.state.Load(), rt, "", now)
-	if rej1 != nil || rej2 != nil || rej3 == nil || rej3.reason != ReasonTooManyConcurrent || rej3.retryAfter != time.Second {
+	slot1, rej1 := admit(rt.state.Load(), rt, "", now)
+	slot2, rej2 := admit(rt.state.Load(), rt, "", now)
+	slot3, rej3 := admit(rt.state.Load(), rt, "", now)
+	if !slot1 || !slot2 || rej1 != nil || rej2 != nil || slot3 || rej3 == nil || rej3.reason != ReasonTooManyConcurrent || rej3.retryAfter != time.Second {
 		t.Fatalf("3 calls with 2 slots: %v %v %+v, want 2 admitted and TooManyConcurrent with Retry-After 1s", rej1, rej2, rej3)
 	}
-	r1()
-	r4, rej4 := admit(rt.state.Load(), rt, "", now)
-	if rej4 != nil {
-		t.Fatalf("after a release: %v, want admitted", rej4)
+	rt.release()
+	slot4, rej4 := admit(rt.state.Load(), rt, "", now)
+	if !slot4 || rej4 != nil {
+		t.Fatalf("after a release: %v, want admitted with a slot", rej4)
 	}
-	r2()
-	r4()
+	rt.release()
+	rt.release()
 	if n := rt.inflight.Load(); n != 0 {
 		t.Errorf("in flight after every release: %d, want 0", n)
 	}
