@@ -230,14 +230,23 @@ func (r *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
 // bufferPool lends the proxy its copy buffers instead of allocating 32 KiB
-// per response.
+// per response. It keeps them as arrays: a slice put in a sync.Pool would
+// cost an allocation each time.
 type bufferPool struct{ p sync.Pool }
 
+const copyBufferSize = 32 << 10
+
+type copyBuffer [copyBufferSize]byte
+
 func (b *bufferPool) Get() []byte {
-	if v, ok := b.p.Get().(*[]byte); ok {
-		return *v
+	if v, ok := b.p.Get().(*copyBuffer); ok {
+		return v[:]
 	}
-	return make([]byte, 32<<10)
+	return new(copyBuffer)[:]
 }
 
-func (b *bufferPool) Put(buf []byte) { b.p.Put(&buf) }
+func (b *bufferPool) Put(buf []byte) {
+	if len(buf) == copyBufferSize {
+		b.p.Put((*copyBuffer)(buf))
+	}
+}
