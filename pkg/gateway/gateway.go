@@ -57,8 +57,8 @@ func New(opts Options) *Gateway {
 	g.transport = &http.Transport{
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			timeout := DefaultConnectTimeout
-			if t, ok := ctx.Value(connectTimeoutKey{}).(time.Duration); ok {
-				timeout = t
+			if t, ok := ctx.Value(targetKey{}).(*target); ok {
+				timeout = t.connectTimeout
 			}
 			ctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -31,7 +32,7 @@ func backend(t *testing.T) *httptest.Server {
 		w.Header().Set("X-Got-Api-Key", r.Header.Get("X-API-Key"))
 		w.Header().Set("X-Got-Consumer", r.Header.Get("X-Aisched-Consumer"))
 		w.Header().Set("X-Got-Forwarded-For", r.Header.Get("X-Forwarded-For"))
-		w.Header().Set("X-Got-Body-Bytes", strings.Repeat("x", len(body)))
+		w.Header().Set("X-Got-Body-Bytes", strconv.Itoa(len(body)))
 		_, _ = io.WriteString(w, "answer")
 	}))
 	t.Cleanup(s.Close)
@@ -130,7 +131,14 @@ func TestControls(t *testing.T) {
 		{name: "encoded dot segments are cleaned", svc: svc().Request(v1alpha1.RequestControl{Paths: []string{"/v2/models/*/infer"}}).Obj(), path: "/v2/models/m%2F..%2F..%2Fadmin/infer", wantCode: 404, wantReason: ReasonPathNotAllowed},
 		{name: "dot segments stay under the API path", svc: func() *v1alpha1.AIService { s := svc().Obj(); s.Spec.Path = "/api"; return s }(), path: "/../../etc/passwd", wantCode: 200,
 			wantHeader: map[string]string{"X-Got-Path": "/api/etc/passwd"}},
-		{name: "body at the limit", svc: svc().Request(v1alpha1.RequestControl{MaxBodyBytes: ptr.To[int64](5)}).Obj(), body: "12345", wantCode: 200},
+		{name: "body at the limit", svc: svc().Request(v1alpha1.RequestControl{MaxBodyBytes: ptr.To[int64](5)}).Obj(), body: "12345", wantCode: 200,
+			wantHeader: map[string]string{"X-Got-Body-Bytes": "5"}},
+		// A body up to maxBufferedBody is read whole before the pod is
+		// called, a larger one streams to it.
+		{name: "body read whole", svc: svc().Obj(), body: strings.Repeat("b", maxBufferedBody), wantCode: 200,
+			wantHeader: map[string]string{"X-Got-Body-Bytes": strconv.Itoa(maxBufferedBody)}},
+		{name: "body streamed", svc: svc().Obj(), body: strings.Repeat("b", maxBufferedBody+1), wantCode: 200,
+			wantHeader: map[string]string{"X-Got-Body-Bytes": strconv.Itoa(maxBufferedBody + 1)}},
 		{name: "body one byte over", svc: svc().Request(v1alpha1.RequestControl{MaxBodyBytes: ptr.To[int64](5)}).Obj(), body: "123456", wantCode: 413, wantReason: ReasonBodyTooLarge},
 		{name: "required header", svc: svc().Request(v1alpha1.RequestControl{RequiredHeaders: []string{"x-request-id"}}).Obj(), wantCode: 400, wantReason: ReasonMissingHeader},
 		{name: "kill switch", svc: svc().KillSwitch("down").Obj(), wantCode: 503, wantReason: ReasonKillSwitch},
