@@ -6,6 +6,7 @@ package gateway
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -221,14 +222,7 @@ func TestCallerBrokenBody(t *testing.T) {
 				}
 			}
 			waitRequests(t, g, 1)
-			resp, err := http.Get(gw.URL + "/ns/s/x")
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			if resp.StatusCode != 200 {
-				t.Errorf("next call: %d %s, want 200: the breaker must not count the caller's broken body", resp.StatusCode, resp.Header.Get("X-Aisched-Reason"))
-			}
+			wantNextOK(t, gw, "the breaker must not count the caller's broken body")
 		})
 	}
 }
@@ -253,25 +247,10 @@ func TestStalledBody(t *testing.T) {
 				Request(v1alpha1.RequestControl{TimeoutMilliseconds: 200}).
 				RateLimit(v1alpha1.RateLimit{MaxConcurrency: ptr.To[int32](1)}).
 				CircuitBreaker(tripOnFirst).Obj(), be)
-			conn, err := net.Dial("tcp", gw.Listener.Addr().String())
-			if err != nil {
-				t.Fatal(err)
+			if line := statusLine(t, gw, "POST /ns/s/x HTTP/1.1\r\nHost: gw\r\n"+head); !strings.HasPrefix(line, "HTTP/1.1 504") {
+				t.Fatalf("answer %q, want 504 at the request timeout", line)
 			}
-			defer conn.Close()
-			_, _ = io.WriteString(conn, "POST /ns/s/x HTTP/1.1\r\nHost: gw\r\n"+head)
-			_ = conn.SetReadDeadline(time.Now().Add(3 * time.Second))
-			line, err := bufio.NewReader(conn).ReadString('\n')
-			if !strings.HasPrefix(line, "HTTP/1.1 504") {
-				t.Fatalf("answer %q (%v), want 504 at the request timeout", line, err)
-			}
-			resp, err := http.Get(gw.URL + "/ns/s/x")
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			if resp.StatusCode != 200 {
-				t.Errorf("next call: %d %s, want 200: the slot is free and the breaker closed", resp.StatusCode, resp.Header.Get("X-Aisched-Reason"))
-			}
+			wantNextOK(t, gw, "the slot is free and the breaker closed")
 		})
 	}
 }
@@ -285,16 +264,40 @@ func TestExpectContinue(t *testing.T) {
 	}))
 	defer be.Close()
 	_, gw := gatewayServer(t, utiltesting.MakeService("s", "ns", "i").Obj(), be)
+	if line := statusLine(t, gw, "POST /ns/s/x HTTP/1.1\r\nHost: gw\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n"); !strings.HasPrefix(line, "HTTP/1.1 401") {
+		t.Fatalf("first answer %q, want the pod's 401: the body is the pod's to ask for", line)
+	}
+}
+
+// statusLine sends request on a connection of its own and returns the
+// first line of the answer, within 3 seconds.
+func statusLine(t *testing.T, gw *httptest.Server, request string) string {
+	t.Helper()
 	conn, err := net.Dial("tcp", gw.Listener.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	_, _ = io.WriteString(conn, "POST /ns/s/x HTTP/1.1\r\nHost: gw\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n")
+	_, _ = io.WriteString(conn, request)
 	_ = conn.SetReadDeadline(time.Now().Add(3 * time.Second))
 	line, err := bufio.NewReader(conn).ReadString('\n')
-	if !strings.HasPrefix(line, "HTTP/1.1 401") {
-		t.Fatalf("first answer %q (%v), want the pod's 401: the body is the pod's to ask for", line, err)
+	if err != nil {
+		return fmt.Sprintf("%q (%v)", line, err)
+	}
+	return line
+}
+
+// wantNextOK checks that a call after a failed one is answered 200; why
+// says what that shows.
+func wantNextOK(t *testing.T, gw *httptest.Server, why string) {
+	t.Helper()
+	resp, err := http.Get(gw.URL + "/ns/s/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("next call: %d %s, want 200: %s", resp.StatusCode, resp.Header.Get("X-Aisched-Reason"), why)
 	}
 }
 
