@@ -121,13 +121,16 @@ func matchAny(patterns []string, p string) bool {
 }
 
 // admit takes a token from the consumer's and the service's buckets and a
-// slot of the concurrency bound, all or none; release gives the slot back.
-func admit(st *routeState, rt *route, consumer string, now time.Time) (release func(), rej *rejection) {
+// slot of the concurrency bound, all or none; slot says a slot was taken,
+// which route.release gives back.
+func admit(st *routeState, rt *route, consumer string, now time.Time) (slot bool, rej *rejection) {
 	cfg := st.cfg
-	var taken []*rate.Reservation
+	var taken [2]*rate.Reservation
 	undo := func() {
 		for _, r := range taken {
-			r.CancelAt(now)
+			if r != nil {
+				r.CancelAt(now)
+			}
 		}
 	}
 	if st.consumers != nil && consumer != "" {
@@ -136,9 +139,9 @@ func admit(st *routeState, rt *route, consumer string, now time.Time) (release f
 			res.CancelAt(now)
 			rej := reject(http.StatusTooManyRequests, ReasonConsumerRateLimited, fmt.Sprintf("consumer %q is over its limit of %v requests per second", consumer, cfg.consumer.qps))
 			rej.retryAfter = d
-			return nil, rej
+			return false, rej
 		}
-		taken = append(taken, res)
+		taken[0] = res
 	}
 	if st.limiter != nil {
 		res := st.limiter.ReserveN(now, 1)
@@ -147,22 +150,21 @@ func admit(st *routeState, rt *route, consumer string, now time.Time) (release f
 			undo()
 			rej := reject(http.StatusTooManyRequests, ReasonRateLimited, fmt.Sprintf("the service is over its limit of %v requests per second", cfg.service.qps))
 			rej.retryAfter = d
-			return nil, rej
+			return false, rej
 		}
-		taken = append(taken, res)
+		taken[1] = res
 	}
-	if limit := cfg.maxConcurrency; limit > 0 {
-		if rt.inflight.Add(1) > limit {
-			rt.inflight.Add(-1)
-			undo()
-			rej := reject(http.StatusTooManyRequests, ReasonTooManyConcurrent, fmt.Sprintf("the service has its maximum of %d requests in progress", limit))
-			rej.retryAfter = time.Second
-			return nil, rej
-		}
-		rt.metrics.inflight.Set(float64(rt.inflight.Load()))
-		return func() {
-			rt.metrics.inflight.Set(float64(rt.inflight.Add(-1)))
-		}, nil
+	limit := cfg.maxConcurrency
+	if limit <= 0 {
+		return false, nil
 	}
-	return func() {}, nil
+	if rt.inflight.Add(1) > limit {
+		rt.inflight.Add(-1)
+		undo()
+		rej := reject(http.StatusTooManyRequests, ReasonTooManyConcurrent, fmt.Sprintf("the service has its maximum of %d requests in progress", limit))
+		rej.retryAfter = time.Second
+		return false, rej
+	}
+	rt.metrics.inflight.Set(float64(rt.inflight.Load()))
+	return true, nil
 }

@@ -57,8 +57,8 @@ func New(opts Options) *Gateway {
 	g.transport = &http.Transport{
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			timeout := DefaultConnectTimeout
-			if t, ok := ctx.Value(connectTimeoutKey{}).(time.Duration); ok {
-				timeout = t
+			if t, ok := ctx.Value(targetKey{}).(*target); ok {
+				timeout = t.connectTimeout
 			}
 			ctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
@@ -164,12 +164,17 @@ func splitPath(p string) (ns, name, rest string, ok bool) {
 	if !found || ns == "" {
 		return "", "", "", false
 	}
-	name, rest, _ = strings.Cut(p, "/")
+	// rest keeps its leading slash: path.Clean returns a clean path as it
+	// is, without making a new string.
+	name, rest = p, "/"
+	if i := strings.IndexByte(p, '/'); i >= 0 {
+		name, rest = p[:i], p[i:]
+	}
 	if name == "" {
 		return "", "", "", false
 	}
 	trailing := strings.HasSuffix(rest, "/")
-	rest = path.Clean("/" + rest)
+	rest = path.Clean(rest)
 	if trailing && rest != "/" {
 		rest += "/"
 	}
@@ -206,11 +211,13 @@ func (g *Gateway) serve(w *recorder, r *http.Request, rt *route, rest string, no
 		return reject(http.StatusServiceUnavailable, ReasonKillSwitch, "the service is switched off: "+cfg.killSwitch)
 	}
 	// 5. Flow control.
-	release, rej := admit(st, rt, consumer, now)
+	slot, rej := admit(st, rt, consumer, now)
 	if rej != nil {
 		return rej
 	}
-	defer release()
+	if slot {
+		defer rt.release()
+	}
 	// 6. Circuit breaker.
 	done := func(error) {}
 	if st.breaker != nil {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -31,7 +32,7 @@ func backend(t *testing.T) *httptest.Server {
 		w.Header().Set("X-Got-Api-Key", r.Header.Get("X-API-Key"))
 		w.Header().Set("X-Got-Consumer", r.Header.Get("X-Aisched-Consumer"))
 		w.Header().Set("X-Got-Forwarded-For", r.Header.Get("X-Forwarded-For"))
-		w.Header().Set("X-Got-Body-Bytes", strings.Repeat("x", len(body)))
+		w.Header().Set("X-Got-Body-Bytes", strconv.Itoa(len(body)))
 		_, _ = io.WriteString(w, "answer")
 	}))
 	t.Cleanup(s.Close)
@@ -130,7 +131,14 @@ func TestControls(t *testing.T) {
 		{name: "encoded dot segments are cleaned", svc: svc().Request(v1alpha1.RequestControl{Paths: []string{"/v2/models/*/infer"}}).Obj(), path: "/v2/models/m%2F..%2F..%2Fadmin/infer", wantCode: 404, wantReason: ReasonPathNotAllowed},
 		{name: "dot segments stay under the API path", svc: func() *v1alpha1.AIService { s := svc().Obj(); s.Spec.Path = "/api"; return s }(), path: "/../../etc/passwd", wantCode: 200,
 			wantHeader: map[string]string{"X-Got-Path": "/api/etc/passwd"}},
-		{name: "body at the limit", svc: svc().Request(v1alpha1.RequestControl{MaxBodyBytes: ptr.To[int64](5)}).Obj(), body: "12345", wantCode: 200},
+		{name: "body at the limit", svc: svc().Request(v1alpha1.RequestControl{MaxBodyBytes: ptr.To[int64](5)}).Obj(), body: "12345", wantCode: 200,
+			wantHeader: map[string]string{"X-Got-Body-Bytes": "5"}},
+		// A body up to maxBufferedBody is read whole before the pod is
+		// called, a larger one streams to it.
+		{name: "body read whole", svc: svc().Obj(), body: strings.Repeat("b", maxBufferedBody), wantCode: 200,
+			wantHeader: map[string]string{"X-Got-Body-Bytes": strconv.Itoa(maxBufferedBody)}},
+		{name: "body streamed", svc: svc().Obj(), body: strings.Repeat("b", maxBufferedBody+1), wantCode: 200,
+			wantHeader: map[string]string{"X-Got-Body-Bytes": strconv.Itoa(maxBufferedBody + 1)}},
 		{name: "body one byte over", svc: svc().Request(v1alpha1.RequestControl{MaxBodyBytes: ptr.To[int64](5)}).Obj(), body: "123456", wantCode: 413, wantReason: ReasonBodyTooLarge},
 		{name: "required header", svc: svc().Request(v1alpha1.RequestControl{RequiredHeaders: []string{"x-request-id"}}).Obj(), wantCode: 400, wantReason: ReasonMissingHeader},
 		{name: "kill switch", svc: svc().KillSwitch("down").Obj(), wantCode: 503, wantReason: ReasonKillSwitch},
@@ -301,15 +309,15 @@ func TestFlowControl(t *testing.T) {
 		{at: 500 * time.Millisecond, consumer: "bob", wantReason: ReasonConsumerRateLimited, wantRetry: 500 * time.Millisecond},
 	}
 	for i, s := range steps {
-		release, rej := admit(st, rt.(*route), s.consumer, t0.Add(s.at))
+		slot, rej := admit(st, rt.(*route), s.consumer, t0.Add(s.at))
 		switch {
 		case s.wantReason == "" && rej != nil:
 			t.Fatalf("step %d (%s at %s): %v, want admitted", i, s.consumer, s.at, rej)
 		case s.wantReason != "" && (rej == nil || rej.reason != s.wantReason || rej.retryAfter != s.wantRetry || rej.code != 429):
 			t.Fatalf("step %d (%s at %s): %+v, want 429 %s retry after %s", i, s.consumer, s.at, rej, s.wantReason, s.wantRetry)
 		}
-		if release != nil {
-			release()
+		if slot {
+			rt.(*route).release()
 		}
 	}
 }
@@ -320,19 +328,19 @@ func TestConcurrencyLimit(t *testing.T) {
 	v, _ := g.routes.Load("ns/s")
 	rt := v.(*route)
 	now := time.Unix(1000, 0)
-	r1, rej1 := admit(rt.state.Load(), rt, "", now)
-	r2, rej2 := admit(rt.state.Load(), rt, "", now)
-	_, rej3 := admit(rt.state.Load(), rt, "", now)
-	if rej1 != nil || rej2 != nil || rej3 == nil || rej3.reason != ReasonTooManyConcurrent || rej3.retryAfter != time.Second {
+	slot1, rej1 := admit(rt.state.Load(), rt, "", now)
+	slot2, rej2 := admit(rt.state.Load(), rt, "", now)
+	slot3, rej3 := admit(rt.state.Load(), rt, "", now)
+	if !slot1 || !slot2 || rej1 != nil || rej2 != nil || slot3 || rej3 == nil || rej3.reason != ReasonTooManyConcurrent || rej3.retryAfter != time.Second {
 		t.Fatalf("3 calls with 2 slots: %v %v %+v, want 2 admitted and TooManyConcurrent with Retry-After 1s", rej1, rej2, rej3)
 	}
-	r1()
-	r4, rej4 := admit(rt.state.Load(), rt, "", now)
-	if rej4 != nil {
-		t.Fatalf("after a release: %v, want admitted", rej4)
+	rt.release()
+	slot4, rej4 := admit(rt.state.Load(), rt, "", now)
+	if !slot4 || rej4 != nil {
+		t.Fatalf("after a release: %v, want admitted with a slot", rej4)
 	}
-	r2()
-	r4()
+	rt.release()
+	rt.release()
 	if n := rt.inflight.Load(); n != 0 {
 		t.Errorf("in flight after every release: %d, want 0", n)
 	}

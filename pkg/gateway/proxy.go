@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -17,31 +18,39 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// Context keys of a proxied request.
-type (
-	connectTimeoutKey struct{}
-	targetKey         struct{}
-)
+// targetKey is the context key of a proxied request's target.
+type targetKey struct{}
 
 // target is where rewrite sends a request.
 type target struct {
 	endpoint, path string
 	consumer       string
 	apiKey         bool
+	connectTimeout time.Duration
 	forwardedFor   []string // the X-Forwarded-For hops to keep (from trusted proxies)
 	body           *callerBody
+	// buffered is the caller's body read whole, for rewrite to hand to the
+	// transport as it is: the proxy wraps a body in a reader of its own,
+	// which the transport no longer knows to be in memory.
+	buffered io.ReadCloser
 }
+
+// maxBufferedBody is the largest request body that is read whole before
+// the request goes to the pod, as nginx's client_body_buffer_size (16k).
+// The transport then writes headers and body at once: a body it has to
+// stream costs a write of the headers first, and the pod a second read.
+const maxBufferedBody = 16 << 10
 
 // forward proxies the request to endpoint within the service's request
 // timeout; forwardedFor is the believed X-Forwarded-For chain.
 func (g *Gateway) forward(w *recorder, r *http.Request, cfg *routeConfig, consumer, endpoint, rest string, forwardedFor []string) *rejection {
 	ctx, cancel := context.WithTimeoutCause(r.Context(), cfg.timeout, errRequestTimeout)
 	defer cancel()
-	t := &target{endpoint: endpoint, path: joinPath(cfg.backendPath, rest), consumer: consumer, apiKey: cfg.apiKey, forwardedFor: forwardedFor}
-	ctx = context.WithValue(context.WithValue(ctx, connectTimeoutKey{}, cfg.connectTimeout), targetKey{}, t)
+	t := &target{endpoint: endpoint, path: joinPath(cfg.backendPath, rest), consumer: consumer, apiKey: cfg.apiKey, connectTimeout: cfg.connectTimeout, forwardedFor: forwardedFor}
+	ctx = context.WithValue(ctx, targetKey{}, t)
 	out := r.WithContext(ctx)
 	if r.Body != nil && r.Body != http.NoBody {
-		t.body = &callerBody{r: r.Body, left: cfg.maxBody}
+		t.body = &callerBody{r: r.Body, left: cfg.maxBody, caller: *http.NewResponseController(w)}
 		if cfg.maxBody <= 0 {
 			t.body.left = -1
 		}
@@ -51,9 +60,19 @@ func (g *Gateway) forward(w *recorder, r *http.Request, cfg *routeConfig, consum
 		// caller that stops sending would hold the request, and its
 		// concurrency slot, for as long as it likes. Once the body is read
 		// the deadline goes: the server reads on to see the caller leave.
-		rc := http.NewResponseController(w)
-		if deadline, ok := ctx.Deadline(); ok && rc.SetReadDeadline(deadline) == nil {
-			t.body.onEOF = func() { _ = rc.SetReadDeadline(time.Time{}) }
+		if deadline, ok := ctx.Deadline(); ok && t.body.caller.SetReadDeadline(deadline) == nil {
+			t.body.deadline = true
+		}
+		// A caller that expects 100 Continue gets it when the pod asks
+		// for the body, not from the gateway.
+		if r.ContentLength > 0 && r.ContentLength <= maxBufferedBody && r.Header.Get("Expect") == "" {
+			body, err := t.body.readAll(r.ContentLength)
+			if err != nil {
+				failed(ctx, w, t, err)
+				return w.rejection
+			}
+			t.buffered = io.NopCloser(bytes.NewReader(body))
+			out.Body = t.buffered
 		}
 	}
 	g.proxy.ServeHTTP(w, out)
@@ -82,6 +101,9 @@ func rewrite(pr *httputil.ProxyRequest) {
 	pr.Out.URL.Host = t.endpoint
 	pr.Out.URL.Path, pr.Out.URL.RawPath = t.path, ""
 	pr.Out.Host = pr.In.Host
+	if t.buffered != nil {
+		pr.Out.Body = t.buffered
+	}
 	if t.apiKey {
 		pr.Out.Header.Del("Authorization")
 		pr.Out.Header.Del("X-Api-Key")
@@ -98,8 +120,13 @@ func rewrite(pr *httputil.ProxyRequest) {
 
 // proxyError turns a failed proxy call into the gateway's answer.
 func proxyError(w http.ResponseWriter, r *http.Request, err error) {
-	rec := w.(*recorder)
-	t := r.Context().Value(targetKey{}).(*target)
+	failed(r.Context(), w.(*recorder), r.Context().Value(targetKey{}).(*target), err)
+}
+
+// failed records on rec the answer to a call to t that failed with err,
+// the call's context being ctx: the gateway's rejection, or that the
+// caller went away.
+func failed(ctx context.Context, rec *recorder, t *target, err error) {
 	var rej *rejection
 	switch {
 	case t.body != nil && errors.Is(t.body.err, os.ErrDeadlineExceeded):
@@ -109,9 +136,9 @@ func proxyError(w http.ResponseWriter, r *http.Request, err error) {
 		// the timeout's own context ends.
 		rec.callerGone = true
 		rej = reject(http.StatusGatewayTimeout, ReasonUpstreamTimeout, "the request body did not arrive within the request timeout")
-	case errors.Is(context.Cause(r.Context()), errRequestTimeout):
+	case errors.Is(context.Cause(ctx), errRequestTimeout):
 		rej = reject(http.StatusGatewayTimeout, ReasonUpstreamTimeout, "the service did not answer within the request timeout")
-	case r.Context().Err() != nil:
+	case ctx.Err() != nil:
 		// The caller went away: nobody reads an answer.
 		rec.code = 499
 		return
@@ -124,7 +151,7 @@ func proxyError(w http.ResponseWriter, r *http.Request, err error) {
 		rej = reject(http.StatusBadRequest, ReasonBadRequestBody, fmt.Sprintf("the request body could not be read: %v", t.body.err))
 	default:
 		rej = reject(http.StatusBadGateway, ReasonUpstreamError, fmt.Sprintf("endpoint %s failed: %v", t.endpoint, err))
-		klog.FromContext(r.Context()).V(2).Info("Proxy error", "endpoint", t.endpoint, "err", err)
+		klog.FromContext(ctx).V(2).Info("Proxy error", "endpoint", t.endpoint, "err", err)
 	}
 	rec.rejection = rej
 }
@@ -139,8 +166,10 @@ type callerBody struct {
 	read int64
 	over bool
 	err  error // reading from the caller, io.EOF aside
-	// onEOF, if set, is called once the whole body is read.
-	onEOF func()
+	// caller is the caller's connection; deadline says its read deadline
+	// is set, to be cleared once the whole body is read.
+	caller   http.ResponseController
+	deadline bool
 }
 
 func (b *callerBody) Read(p []byte) (int, error) {
@@ -170,13 +199,35 @@ func (b *callerBody) Read(p []byte) (int, error) {
 func (b *callerBody) ended(err error) {
 	switch {
 	case errors.Is(err, io.EOF):
-		if b.onEOF != nil {
-			b.onEOF()
-			b.onEOF = nil
+		if b.deadline {
+			_ = b.caller.SetReadDeadline(time.Time{})
+			b.deadline = false
 		}
 	case err != nil:
 		b.err = err
 	}
+}
+
+// readAll reads the body, of n bytes, to its end.
+func (b *callerBody) readAll(n int64) ([]byte, error) {
+	// One byte more: the read that ends the body may come after the last
+	// byte, and the server never reads past the Content-Length.
+	buf := make([]byte, n+1)
+	got := 0
+	for got < len(buf) {
+		m, err := b.Read(buf[got:])
+		got += m
+		if errors.Is(err, io.EOF) {
+			return buf[:got], nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	// The server stops at the Content-Length: a caller's body, not the
+	// pod's failure.
+	b.err = fmt.Errorf("longer than its Content-Length of %d bytes", n)
+	return nil, b.err
 }
 
 func (b *callerBody) limit() int64 { return b.read + b.left }
@@ -230,14 +281,23 @@ func (r *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
 // bufferPool lends the proxy its copy buffers instead of allocating 32 KiB
-// per response.
+// per response. It keeps them as arrays: a slice put in a sync.Pool would
+// cost an allocation each time.
 type bufferPool struct{ p sync.Pool }
 
+const copyBufferSize = 32 << 10
+
+type copyBuffer [copyBufferSize]byte
+
 func (b *bufferPool) Get() []byte {
-	if v, ok := b.p.Get().(*[]byte); ok {
-		return *v
+	if v, ok := b.p.Get().(*copyBuffer); ok {
+		return v[:]
 	}
-	return make([]byte, 32<<10)
+	return new(copyBuffer)[:]
 }
 
-func (b *bufferPool) Put(buf []byte) { b.p.Put(&buf) }
+func (b *bufferPool) Put(buf []byte) {
+	if len(buf) == copyBufferSize {
+		b.p.Put((*copyBuffer)(buf))
+	}
+}

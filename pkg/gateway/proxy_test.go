@@ -6,6 +6,7 @@ package gateway
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -185,13 +186,16 @@ func TestBreakerProbeBrokenOff(t *testing.T) {
 func TestCallerBrokenBody(t *testing.T) {
 	tests := []struct {
 		name  string
-		body  string // after the headers of a chunked POST
+		body  string // after the request line and Host
 		close bool   // the caller goes away after it
 		// wantStatus is the status line's start, "" when nobody reads it.
 		wantStatus string
 	}{
-		{name: "caller goes away mid-body", body: "5\r\nhello\r\n", close: true},
-		{name: "malformed chunk", body: "5\r\nhello\r\nzz\r\n", wantStatus: "HTTP/1.1 400"},
+		{name: "caller goes away mid-body", body: "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n", close: true},
+		{name: "malformed chunk", body: "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\nzz\r\n", wantStatus: "HTTP/1.1 400"},
+		// A small body of known length is read whole before the pod is
+		// called (forward).
+		{name: "caller goes away mid-body, Content-Length", body: "Content-Length: 10\r\n\r\nhello", close: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -208,7 +212,7 @@ func TestCallerBrokenBody(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer conn.Close()
-			_, _ = io.WriteString(conn, "POST /ns/s/x HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\n\r\n"+tc.body)
+			_, _ = io.WriteString(conn, "POST /ns/s/x HTTP/1.1\r\nHost: gw\r\n"+tc.body)
 			if tc.close {
 				conn.Close()
 			} else {
@@ -218,49 +222,82 @@ func TestCallerBrokenBody(t *testing.T) {
 				}
 			}
 			waitRequests(t, g, 1)
-			resp, err := http.Get(gw.URL + "/ns/s/x")
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			if resp.StatusCode != 200 {
-				t.Errorf("next call: %d %s, want 200: the breaker must not count the caller's broken body", resp.StatusCode, resp.Header.Get("X-Aisched-Reason"))
-			}
+			wantNextOK(t, gw, "the breaker must not count the caller's broken body")
 		})
 	}
 }
 
 // TestStalledBody: a caller that stops sending its body is cut off at the
 // request timeout; it neither keeps its concurrency slot nor counts against
-// the pod.
+// the pod. A body of known length is read whole before the pod is called,
+// one of unknown length streams to it: both are bounded.
 func TestStalledBody(t *testing.T) {
+	for name, head := range map[string]string{
+		// One chunk, then nothing.
+		"chunked": "Transfer-Encoding: chunked\r\n\r\n1\r\na\r\n",
+		// One byte of ten, then nothing.
+		"Content-Length": "Content-Length: 10\r\n\r\na",
+	} {
+		t.Run(name, func(t *testing.T) {
+			be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.ReadAll(r.Body)
+			}))
+			defer be.Close()
+			_, gw := gatewayServer(t, utiltesting.MakeService("s", "ns", "i").
+				Request(v1alpha1.RequestControl{TimeoutMilliseconds: 200}).
+				RateLimit(v1alpha1.RateLimit{MaxConcurrency: ptr.To[int32](1)}).
+				CircuitBreaker(tripOnFirst).Obj(), be)
+			if line := statusLine(t, gw, "POST /ns/s/x HTTP/1.1\r\nHost: gw\r\n"+head); !strings.HasPrefix(line, "HTTP/1.1 504") {
+				t.Fatalf("answer %q, want 504 at the request timeout", line)
+			}
+			wantNextOK(t, gw, "the slot is free and the breaker closed")
+		})
+	}
+}
+
+// TestExpectContinue: a caller that expects 100 Continue sends its body
+// only when the pod asks for it; a pod that answers without it is
+// answered at once, even for a body the gateway would read whole.
+func TestExpectContinue(t *testing.T) {
 	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.ReadAll(r.Body)
+		w.WriteHeader(http.StatusUnauthorized)
 	}))
 	defer be.Close()
-	_, gw := gatewayServer(t, utiltesting.MakeService("s", "ns", "i").
-		Request(v1alpha1.RequestControl{TimeoutMilliseconds: 200}).
-		RateLimit(v1alpha1.RateLimit{MaxConcurrency: ptr.To[int32](1)}).
-		CircuitBreaker(tripOnFirst).Obj(), be)
+	_, gw := gatewayServer(t, utiltesting.MakeService("s", "ns", "i").Obj(), be)
+	if line := statusLine(t, gw, "POST /ns/s/x HTTP/1.1\r\nHost: gw\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n"); !strings.HasPrefix(line, "HTTP/1.1 401") {
+		t.Fatalf("first answer %q, want the pod's 401: the body is the pod's to ask for", line)
+	}
+}
+
+// statusLine sends request on a connection of its own and returns the
+// first line of the answer, within 3 seconds.
+func statusLine(t *testing.T, gw *httptest.Server, request string) string {
+	t.Helper()
 	conn, err := net.Dial("tcp", gw.Listener.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	// One chunk, then nothing.
-	_, _ = io.WriteString(conn, "POST /ns/s/x HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n")
+	_, _ = io.WriteString(conn, request)
 	_ = conn.SetReadDeadline(time.Now().Add(3 * time.Second))
 	line, err := bufio.NewReader(conn).ReadString('\n')
-	if !strings.HasPrefix(line, "HTTP/1.1 504") {
-		t.Fatalf("answer %q (%v), want 504 at the request timeout", line, err)
+	if err != nil {
+		return fmt.Sprintf("%q (%v)", line, err)
 	}
+	return line
+}
+
+// wantNextOK checks that a call after a failed one is answered 200; why
+// says what that shows.
+func wantNextOK(t *testing.T, gw *httptest.Server, why string) {
+	t.Helper()
 	resp, err := http.Get(gw.URL + "/ns/s/x")
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
 	if resp.StatusCode != 200 {
-		t.Errorf("next call: %d %s, want 200: the slot is free and the breaker closed", resp.StatusCode, resp.Header.Get("X-Aisched-Reason"))
+		t.Errorf("next call: %d %s, want 200: %s", resp.StatusCode, resp.Header.Get("X-Aisched-Reason"), why)
 	}
 }
 

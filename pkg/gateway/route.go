@@ -207,6 +207,11 @@ type route struct {
 	metrics  *routeMetrics
 }
 
+// release gives back the concurrency slot admit took.
+func (rt *route) release() {
+	rt.metrics.inflight.Set(float64(rt.inflight.Add(-1)))
+}
+
 // routeState is a configuration and the stateful controls made for it.
 type routeState struct {
 	cfg       *routeConfig
