@@ -176,7 +176,10 @@ func (s *Set) Consumer(key string) (string, bool) {
 	m.buf = append(m.buf[:0], key...)
 	m.h.Write(m.buf)
 	d := m.h.Sum(m.sum[:0])
-	// The key does not stay in the pool, nor does room for a huge one.
+	// The key does not stay in the pool, nor does room for a huge one:
+	// the hash keeps the message's last partial block until it is reset
+	// (a reset HMAC restores its keyed state, overwriting that block).
+	m.h.Reset()
 	clear(m.buf)
 	if cap(m.buf) > maxPooledKey {
 		m.buf = nil
