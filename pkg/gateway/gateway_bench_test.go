@@ -20,7 +20,7 @@ import (
 // per request is the difference between the two, in ns/op, B/op and
 // allocs/op.
 //
-//	go test -run '^$' -bench Gateway -benchtime 20000x -count 3 ./pkg/gateway
+//	go test -run '^$' -bench Gateway -benchtime 40000x ./pkg/gateway
 //
 // -cpuprofile and -memprofile profile it; `aisched bench gateway` measures
 // the latency the gateway adds across processes.
@@ -40,18 +40,18 @@ func BenchmarkGateway(b *testing.B) {
 	g.Apply(published(svc, secretOf(map[string]string{"bench": "key"})), []string{strings.TrimPrefix(be.URL, "http://")})
 	gw := httptest.NewServer(g)
 	defer gw.Close()
-	for _, target := range []struct{ name, url string }{
+	for _, tc := range []struct{ name, url string }{
 		{"direct", be.URL + "/v2/models/demo/infer"},
 		{"gateway", gw.URL + "/ns/s/v2/models/demo/infer"},
 	} {
-		b.Run(target.name, func(b *testing.B) {
+		b.Run(tc.name, func(b *testing.B) {
 			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 			defer client.CloseIdleConnections()
 			body := `{"inputs":[{"name":"x","shape":[4],"datatype":"FP64","data":[1,2,3,4]}]}`
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					req, _ := http.NewRequest("POST", target.url, strings.NewReader(body))
+					req, _ := http.NewRequest("POST", tc.url, strings.NewReader(body))
 					req.Header.Set("Authorization", "Bearer key")
 					req.Header.Set("X-Bench", "1")
 					resp, err := client.Do(req)

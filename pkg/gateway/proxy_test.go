@@ -331,3 +331,56 @@ func TestUpgradeRecorded(t *testing.T) {
 		t.Errorf("requests with code 101: %v, want 1", n)
 	}
 }
+
+// TestSmallBodyReadWhole: a body of known length up to maxBufferedBody
+// reaches the pod only once it has arrived whole (so that it goes in one
+// write with the headers); a longer one streams, the pod called while the
+// caller still sends it.
+func TestSmallBodyReadWhole(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		length int
+		whole  bool
+	}{{"small", 10, true}, {"large", maxBufferedBody + 1, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			called := make(chan struct{}, 1)
+			be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				called <- struct{}{}
+				body, _ := io.ReadAll(r.Body)
+				w.Header().Set("X-Got-Body-Bytes", fmt.Sprint(len(body)))
+			}))
+			defer be.Close()
+			_, gw := gatewayServer(t, utiltesting.MakeService("s", "ns", "i").Obj(), be)
+			conn, err := net.Dial("tcp", gw.Listener.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			// The headers and 5 bytes of the body, the rest held back.
+			_, _ = fmt.Fprintf(conn, "POST /ns/s/x HTTP/1.1\r\nHost: gw\r\nContent-Length: %d\r\n\r\naaaaa", tc.length)
+			if tc.whole {
+				select {
+				case <-called:
+					t.Fatal("the pod was called before the small body arrived whole")
+				case <-time.After(300 * time.Millisecond):
+				}
+			} else {
+				select {
+				case <-called:
+				case <-time.After(5 * time.Second):
+					t.Fatal("the pod was not called while the large body streamed")
+				}
+			}
+			_, _ = io.WriteString(conn, strings.Repeat("a", tc.length-5))
+			_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if got := resp.Header.Get("X-Got-Body-Bytes"); resp.StatusCode != 200 || got != fmt.Sprint(tc.length) {
+				t.Errorf("answer %d with %s bytes at the pod, want 200 with %d", resp.StatusCode, got, tc.length)
+			}
+		})
+	}
+}
