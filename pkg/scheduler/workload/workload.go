@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
 
 	"github.com/aisched/aisched/apis/config"
 	"github.com/aisched/aisched/pkg/scheduler/podkind"
@@ -36,17 +37,39 @@ func New() *Workload { return &Workload{} }
 
 // Start follows the pods the scheduler's informer sees arrive; requests
 // tells what each asks of GPUs (the GPU ledger, which reads a DRA pod's
-// claims; a claim made from a template after the pod arrived is not yet
-// there, and such a pod counts as a CPU pod).
+// claims). A pod whose claims are made from templates is counted once the
+// resourceclaim controller has named them on its status: before, they do
+// not exist, and it would count as a CPU pod.
 func (w *Workload) Start(factory informers.SharedInformerFactory, requests podkind.Requests) error {
+	observe := func(pod *corev1.Pod) {
+		w.Observe(podkind.Of(requests.RequestOf(pod)) != config.PodKindCPU)
+	}
 	_, err := factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj interface{}) {
-			if pod, ok := obj.(*corev1.Pod); ok && pod.Spec.NodeName == "" {
-				w.Observe(podkind.Of(requests.RequestOf(pod)) != config.PodKindCPU)
+			if pod, ok := obj.(*corev1.Pod); ok && pod.Spec.NodeName == "" && claimsNamed(pod) {
+				observe(pod)
+			}
+		},
+		UpdateFunc: func(old, obj interface{}) {
+			o, ok1 := old.(*corev1.Pod)
+			n, ok2 := obj.(*corev1.Pod)
+			if ok1 && ok2 && n.Spec.NodeName == "" && !claimsNamed(o) && claimsNamed(n) {
+				observe(n)
 			}
 		},
 	})
 	return err
+}
+
+// claimsNamed reports whether every claim of the pod has its name: one
+// made from a template has it once the pod's status says it.
+func claimsNamed(pod *corev1.Pod) bool {
+	for i := range pod.Spec.ResourceClaims {
+		if _, _, err := resourceclaim.Name(pod, &pod.Spec.ResourceClaims[i]); err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // Observe records a pod that arrived, asking for GPUs or not.

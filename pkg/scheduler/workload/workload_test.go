@@ -1,6 +1,19 @@
 package workload
 
-import "testing"
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
+
+	"github.com/aisched/aisched/pkg/gpu"
+)
 
 func TestGPUWork(t *testing.T) {
 	w := New()
@@ -22,5 +35,51 @@ func TestGPUWork(t *testing.T) {
 	w.Observe(false)
 	if w.GPUWork() {
 		t.Error("GPU work remembered past the window")
+	}
+}
+
+// claimRequests stands for the GPU ledger: a pod asks for a card once its
+// claims are named (as the ledger finds them only then).
+type claimRequests struct{}
+
+func (claimRequests) RequestOf(pod *corev1.Pod) (gpu.Request, error) {
+	if len(pod.Status.ResourceClaimStatuses) > 0 {
+		return gpu.Request{Count: 1}, nil
+	}
+	return gpu.Request{}, nil
+}
+
+// TestStartClaimTemplates: a pod whose claim is made from a template is
+// counted when its status names the claim, as a GPU pod, and not when it
+// arrives, as a CPU pod.
+func TestStartClaimTemplates(t *testing.T) {
+	ctx := t.Context()
+	client := fake.NewClientset()
+	factory := informers.NewSharedInformerFactory(client, 0)
+	w := New()
+	if err := w.Start(factory, claimRequests{}); err != nil {
+		t.Fatal(err)
+	}
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}}
+	pod.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("gpu")}}
+	if _, err := client.CoreV1().Pods("ns").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod.Status.ResourceClaimStatuses = []corev1.PodResourceClaimStatus{{Name: "gpu", ResourceClaimName: ptr.To("p-gpu-x7k2p")}}
+	if _, err := client.CoreV1().Pods("ns").UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return w.GPUWork(), nil
+	}); err != nil {
+		t.Fatal("the pod's named claim did not count it as GPU work")
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.n != 1 {
+		t.Errorf("%d pods counted, want the one, once", w.n)
 	}
 }
