@@ -40,9 +40,10 @@ const (
 	// Each bounds its own shutdown below it: the controllers at
 	// controllerShutdownTimeout, the platform's at platformShutdownTimeout.
 	componentStopTimeout = 8 * time.Second
-	// stopTimeout bounds each later stage (the apiserver's drain of its
-	// requests and watches takes more than 3s on a loaded 2-core machine);
-	// the whole stop stays under 15s.
+	// stopTimeout bounds the apiserver's stop, after the components (its
+	// drain of requests and watches takes more than 3s on a loaded 2-core
+	// machine), so that the whole stop stays under 15s; and the scheduler's
+	// stop when the cluster restarts it.
 	stopTimeout = 6 * time.Second
 )
 

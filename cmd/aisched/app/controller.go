@@ -140,8 +140,11 @@ func webhookCertificate(ctx context.Context, cfg *rest.Config, o controllerOptio
 		}
 	}
 	get, err := platform.ServingCertificate(ctx, o.webhookCerts, certs)
-	if err != nil {
+	if err != nil && o.webhookCerts != "" {
 		return nil, fmt.Errorf("--webhook-cert-dir: %w", err)
+	}
+	if err != nil {
+		return nil, err
 	}
 	return get, nil
 }

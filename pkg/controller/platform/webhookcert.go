@@ -244,6 +244,9 @@ func ServingCertificate(ctx context.Context, dir string, w *WebhookCerts) (func(
 	if dir != "" {
 		return certs.Watch(ctx, filepath.Join(dir, corev1.TLSCertKey), filepath.Join(dir, corev1.TLSPrivateKeyKey))
 	}
+	if w == nil {
+		return nil, errors.New("no certificate directory and no WebhookCerts to keep one")
+	}
 	ready := make(chan struct{})
 	go func() { _ = w.Run(ctx, ready) }()
 	klog.FromContext(ctx).Info("Waiting for the webhook certificate", "secret", klog.KRef(w.Namespace, w.Secret))

@@ -159,7 +159,7 @@ func TestServingCertificate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c, err := get(nil); err != nil || !bytes.Equal(c.Certificate[0], leaf.Raw) {
+	if c, err := get(nil); err != nil || c == nil || !bytes.Equal(c.Certificate[0], leaf.Raw) {
 		t.Errorf("from the directory: %v, want its certificate", err)
 	}
 	if _, err := ServingCertificate(ctx, t.TempDir(), nil); err == nil {

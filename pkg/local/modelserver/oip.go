@@ -129,6 +129,9 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-time.After(b.Delay):
 		case <-r.Context().Done():
+			// The caller left, or the server stops: a caller still there
+			// is told so rather than given an empty answer.
+			writeError(w, http.StatusServiceUnavailable, "the model server is stopping")
 			return
 		}
 	}
