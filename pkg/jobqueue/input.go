@@ -44,7 +44,9 @@ func (q *Queue) input(now time.Time) (Input, map[string]*Group, []Preemption) {
 			continue
 		}
 		if pod.Spec.NodeName != "" {
-			used[pod.Spec.NodeName] = used[pod.Spec.NodeName].Add(RequestOf(pod))
+			// The demand cache: reading requests of every bound pod anew
+			// was a quarter of a pass's cost (4-pod gangs, 1,000 nodes).
+			used[pod.Spec.NodeName] = used[pod.Spec.NodeName].Add(q.demands.of(pod).Request)
 			bound[pod.Spec.NodeName] = append(bound[pod.Spec.NodeName], pod)
 		}
 		if pod.DeletionTimestamp != nil || !profiles[pod.Spec.SchedulerName] {
