@@ -85,6 +85,3 @@ func (s Set) Of(pod *corev1.Pod) config.PodKind {
 	}
 	return Of(s.requests.RequestOf(pod))
 }
-
-// Ranks reports whether a plugin with the set ranks nodes for pod.
-func (s Set) Ranks(pod *corev1.Pod) bool { return s.All() || s.Has(s.Of(pod)) }

@@ -27,10 +27,10 @@ func TestOf(t *testing.T) {
 		}
 	}
 	s := NewSet([]config.PodKind{config.PodKindSharedGPU}, nil)
-	if s.Ranks(cpu) || s.Ranks(whole) || !s.Ranks(shared) {
+	if s.Has(s.Of(cpu)) || s.Has(s.Of(whole)) || !s.Has(s.Of(shared)) {
 		t.Error("a set of shared pods ranks other kinds, or not shared ones")
 	}
-	if all := NewSet(nil, nil); !all.All() || !all.Ranks(cpu) {
+	if all := NewSet(nil, nil); !all.All() || !all.Has(all.Of(cpu)) {
 		t.Error("the empty set does not stand for every kind")
 	}
 }
@@ -64,7 +64,7 @@ func TestOfClaims(t *testing.T) {
 		if got := cpuOnly.Of(pod); got != tc.want {
 			t.Errorf("claim %s: %s, want %s", tc.claim, got, tc.want)
 		}
-		if got, want := cpuOnly.Ranks(pod), tc.want == config.PodKindCPU; got != want {
+		if got, want := cpuOnly.Has(cpuOnly.Of(pod)), tc.want == config.PodKindCPU; got != want {
 			t.Errorf("claim %s: a set of CPU pods ranks it: %v, want %v", tc.claim, got, want)
 		}
 	}

@@ -135,7 +135,7 @@ func (s *preScoreState) Clone() fwk.StateData { return s }
 // without GPUs, where no placement fragments anything.
 func (pl *FGD) PreScore(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) *fwk.Status {
 	cpu, r, err := pl.podShape(pod)
-	if err != nil || !pl.kinds.Ranks(pod) || pl.state.Facts().GPUNodes == 0 {
+	if err != nil || !pl.kinds.Has(podkind.Of(r, nil)) || pl.state.Facts().GPUNodes == 0 {
 		return fwk.NewStatus(fwk.Skip)
 	}
 	cs.Write(preScoreStateKey, pl.newState(cpu, r))

@@ -53,15 +53,15 @@ func newVectors(plugin string, obj runtime.Object, state *gpuledger.State) (vect
 // request is the pod's CPU (non-zero) and GPU in thousandths; a pod's
 // claims for the GPU driver's devices count as the ledger reads them
 // (gpuledger.State.RequestOf).
-func (v vectors) request(pod *corev1.Pod) (cpu, gpuMilli int64) {
+func (v vectors) request(pod *corev1.Pod) (cpu int64, r gpu.Request) {
 	q := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})[corev1.ResourceCPU]
 	cpu = q.MilliValue()
 	if cpu == 0 {
 		cpu = defaultMilliCPU
 	}
 	// An invalid request never passes GPUFit's PreFilter; 0 here is moot.
-	r, _ := v.state.RequestOf(pod)
-	return cpu, r.TotalMilli()
+	r, _ = v.state.RequestOf(pod)
+	return cpu, r
 }
 
 // free is what the node has left: CPU in thousandths of a core, GPU in
@@ -96,11 +96,11 @@ func (s *preScoreState) Clone() fwk.StateData { return s }
 // preScore writes the pod's request, or skips the pods of kinds the plugin
 // does not rank.
 func (v vectors) preScore(cs fwk.CycleState, key fwk.StateKey, pod *corev1.Pod) *fwk.Status {
-	if !v.kinds.Ranks(pod) {
+	cpu, r := v.request(pod)
+	if !v.kinds.Has(podkind.Of(r, nil)) {
 		return fwk.NewStatus(fwk.Skip)
 	}
-	cpu, g := v.request(pod)
-	cs.Write(key, &preScoreState{cpu: cpu, gpu: g, cards: v.state.Facts().GPUNodes > 0})
+	cs.Write(key, &preScoreState{cpu: cpu, gpu: r.TotalMilli(), cards: v.state.Facts().GPUNodes > 0})
 	return nil
 }
 
@@ -112,15 +112,15 @@ func (v vectors) podRequest(cs fwk.CycleState, key fwk.StateKey, pod *corev1.Pod
 			return st.cpu, st.gpu, st.cards
 		}
 	}
-	cpu, gpuMilli = v.request(pod)
-	return cpu, gpuMilli, true
+	cpu, r := v.request(pod)
+	return cpu, r.TotalMilli(), true
 }
 
 // signPod is the SignPlugin answer of both: the score depends on the pod
 // only through its CPU and GPU request (which hold its kind).
 func (v vectors) signPod(name string, pod *corev1.Pod) []fwk.SignFragment {
-	cpu, g := v.request(pod)
-	return []fwk.SignFragment{{Key: "aisched.io/" + name, Value: [2]int64{cpu, g}}}
+	cpu, r := v.request(pod)
+	return []fwk.SignFragment{{Key: "aisched.io/" + name, Value: [2]int64{cpu, r.TotalMilli()}}}
 }
 
 // BestFit prefers the node left with the least CPU and GPU after the pod.

@@ -86,10 +86,6 @@ func (pl *HeteroPriority) SignPod(_ context.Context, pod *corev1.Pod) ([]fwk.Sig
 	return []fwk.SignFragment{{Key: "aisched.io/" + Name, Value: r}}, nil
 }
 
-// skipped reports whether the plugin does not rank nodes for pod (its
-// podKinds).
-func (pl *HeteroPriority) skipped(pod *corev1.Pod) bool { return !pl.kinds.Ranks(pod) }
-
 type preScoreState struct {
 	req podRequest
 	// key is everything a GPU pod's score depends on besides the node.
@@ -107,10 +103,11 @@ func (s *preScoreState) Clone() fwk.StateData { return s }
 // skips the pods of kinds the plugin does not rank, and CPU pods ranked by
 // tier where every node is of one tier (all score alike).
 func (pl *HeteroPriority) PreScore(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) *fwk.Status {
-	if pl.skipped(pod) {
+	req, err := pl.requestOf(pod)
+	if !pl.kinds.Has(podkind.Of(req.GPU, err)) {
 		return fwk.NewStatus(fwk.Skip)
 	}
-	s, err := pl.preScore(pod)
+	s, err := pl.preScore(req, err)
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
@@ -121,8 +118,9 @@ func (pl *HeteroPriority) PreScore(_ context.Context, cs fwk.CycleState, pod *co
 	return nil
 }
 
-func (pl *HeteroPriority) preScore(pod *corev1.Pod) (*preScoreState, error) {
-	req, err := pl.requestOf(pod)
+// preScore is the state of a cycle that scores a pod asking req (err: its
+// request could not be read).
+func (pl *HeteroPriority) preScore(req podRequest, err error) (*preScoreState, error) {
 	if err != nil {
 		// GPUFit rejects such pods first; without GPUFit score them as CPU pods.
 		req = podRequest{}
@@ -151,7 +149,7 @@ func (pl *HeteroPriority) Score(_ context.Context, cs fwk.CycleState, pod *corev
 	} else {
 		// The batching path of the scheduler may score without PreScore.
 		var err error
-		if s, err = pl.preScore(pod); err != nil {
+		if s, err = pl.preScore(pl.requestOf(pod)); err != nil {
 			return 0, fwk.AsStatus(err)
 		}
 	}

@@ -137,7 +137,8 @@ func (pl *LoadAware) SignPod(_ context.Context, pod *corev1.Pod) ([]fwk.SignFrag
 	}
 	// Whether the plugin ranks the pod's kind, and whether it is a CPU pod
 	// (which may yield GPU nodes).
-	return []fwk.SignFragment{{Key: "aisched.io/" + Name + "/ranks", Value: [2]bool{pl.kinds.Ranks(pod), pl.kinds.Of(pod) == config.PodKindCPU}}}, nil
+	kind := pl.kinds.Of(pod)
+	return []fwk.SignFragment{{Key: "aisched.io/" + Name + "/ranks", Value: [2]bool{pl.kinds.Has(kind), kind == config.PodKindCPU}}}, nil
 }
 
 // PreFilterExtensions implements fwk.PreFilterPlugin.

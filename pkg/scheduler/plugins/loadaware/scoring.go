@@ -259,11 +259,12 @@ func coresOf(ni fwk.NodeInfo, s *aischedv1alpha1.NodeMetricsStatus) float64 {
 // PreScore computes the scale of the candidates' performance once per
 // cycle; it skips the pods of kinds the plugin does not rank.
 func (pl *LoadAware) PreScore(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
-	if !pl.kinds.Ranks(pod) {
+	kind := pl.kinds.Of(pod)
+	if !pl.kinds.Has(kind) {
 		return fwk.NewStatus(fwk.Skip)
 	}
 	now := pl.clock.Now()
-	st := &preScoreState{yield: pl.yields(pod), scale: unitScale}
+	st := &preScoreState{yield: pl.yields(kind), scale: unitScale}
 	if pl.metrics != nil {
 		st.scale = scaleOf(nodes, func(ni fwk.NodeInfo) *aischedv1alpha1.NodeMetricsStatus { return pl.sample(ctx, ni.Node().Name, now) })
 	} else {
@@ -281,7 +282,7 @@ func (pl *LoadAware) Score(ctx context.Context, cs fwk.CycleState, pod *corev1.P
 	if !ok {
 		// Asked once per cycle in PreScore, not once per node: it parses
 		// the pod's request.
-		yield = pl.yields(pod)
+		yield = pl.yields(pl.kinds.Of(pod))
 	}
 	if yield && ni.GetAllocatable().GetScalarResources()[gpu.ResourceName] > 0 {
 		return 0, nil
@@ -307,9 +308,9 @@ func (pl *LoadAware) stateOf(cs fwk.CycleState) (st *preScoreState, ok bool) {
 // ScoreExtensions implements fwk.ScorePlugin: scores are already in [0, 100].
 func (pl *LoadAware) ScoreExtensions() fwk.ScoreExtensions { return nil }
 
-// yields reports whether the pod is a CPU pod that GPU nodes should all
-// score the same for (cpuPodsOnGPUNodes: WithoutGPUWork, and GPU pods
-// arrive).
-func (pl *LoadAware) yields(pod *corev1.Pod) bool {
-	return pl.yieldGPUNodes && pl.work != nil && pl.kinds.Of(pod) == config.PodKindCPU && pl.work.GPUWork()
+// yields reports whether a pod of the kind is a CPU pod that GPU nodes
+// should all score the same for (cpuPodsOnGPUNodes: WithoutGPUWork, and
+// GPU pods arrive).
+func (pl *LoadAware) yields(kind config.PodKind) bool {
+	return pl.yieldGPUNodes && pl.work != nil && kind == config.PodKindCPU && pl.work.GPUWork()
 }

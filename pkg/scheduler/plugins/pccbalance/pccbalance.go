@@ -81,7 +81,8 @@ func (s *preScoreState) Clone() fwk.StateData { return s }
 func (pl *PCCBalance) SignPod(_ context.Context, pod *corev1.Pod) ([]fwk.SignFragment, *fwk.Status) {
 	sign := []fwk.SignFragment{{Key: "aisched.io/" + Name, Value: pl.podRequests(pod)}}
 	if !pl.kinds.All() || pl.yieldGPUNodes {
-		sign = append(sign, fwk.SignFragment{Key: "aisched.io/" + Name + "/ranks", Value: [2]bool{pl.kinds.Ranks(pod), pl.kinds.Of(pod) == config.PodKindCPU}})
+		kind := pl.kinds.Of(pod)
+		sign = append(sign, fwk.SignFragment{Key: "aisched.io/" + Name + "/ranks", Value: [2]bool{pl.kinds.Has(kind), kind == config.PodKindCPU}})
 	}
 	return sign, nil
 }
@@ -89,10 +90,11 @@ func (pl *PCCBalance) SignPod(_ context.Context, pod *corev1.Pod) ([]fwk.SignFra
 // PreScore computes the pod's request vector once per cycle; it skips the
 // pods of kinds the plugin does not rank.
 func (pl *PCCBalance) PreScore(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) *fwk.Status {
-	if !pl.kinds.Ranks(pod) {
+	kind := pl.kinds.Of(pod)
+	if !pl.kinds.Has(kind) {
 		return fwk.NewStatus(fwk.Skip)
 	}
-	cs.Write(preScoreStateKey, &preScoreState{requests: pl.podRequests(pod), yield: pl.yields(pod)})
+	cs.Write(preScoreStateKey, &preScoreState{requests: pl.podRequests(pod), yield: pl.yields(kind)})
 	return nil
 }
 
@@ -118,7 +120,7 @@ func (pl *PCCBalance) Score(_ context.Context, cs fwk.CycleState, pod *corev1.Po
 		podReq, yield = s.(*preScoreState).requests, s.(*preScoreState).yield
 	} else {
 		// The batching path of the scheduler may score without PreScore.
-		podReq, yield = pl.podRequests(pod), pl.yields(pod)
+		podReq, yield = pl.podRequests(pod), pl.yields(pl.kinds.Of(pod))
 	}
 	if yield && nodeInfo.GetAllocatable().GetScalarResources()[gpu.ResourceName] > 0 {
 		return 0, nil
@@ -147,11 +149,11 @@ func (pl *PCCBalance) Score(_ context.Context, cs fwk.CycleState, pod *corev1.Po
 // ScoreExtensions implements fwk.ScorePlugin: scores are already in [0, 100].
 func (pl *PCCBalance) ScoreExtensions() fwk.ScoreExtensions { return nil }
 
-// yields reports whether the pod is a CPU pod that GPU nodes should all
-// score the same for (cpuPodsOnGPUNodes: WithoutGPUWork, and GPU pods
-// arrive).
-func (pl *PCCBalance) yields(pod *corev1.Pod) bool {
-	return pl.yieldGPUNodes && pl.work != nil && pl.kinds.Of(pod) == config.PodKindCPU && pl.work.GPUWork()
+// yields reports whether a pod of the kind is a CPU pod that GPU nodes
+// should all score the same for (cpuPodsOnGPUNodes: WithoutGPUWork, and
+// GPU pods arrive).
+func (pl *PCCBalance) yields(kind config.PodKind) bool {
+	return pl.yieldGPUNodes && pl.work != nil && kind == config.PodKindCPU && pl.work.GPUWork()
 }
 
 // amount reads one resource of a scheduler Resource: millicores for CPU,
