@@ -131,7 +131,7 @@ func LayOutGPUs(nodes []corev1.Node, inventories []aischedv1alpha1.GPUInventory,
 			}
 			addDRAHolders(holders, ledger.DRAHolders(node.Name), byName)
 		}
-		usage := ledger.UsageOf(node.Name, onNode)
+		usage := ledger.UsageOf(node.Name, onNode, gpu.RequestedCardsOf(onNode))
 		// Cards of unlocated pods are held, though nobody knows which: the
 		// counts take them from the free cards, in index order.
 		unknown := int(usage.Unknown)

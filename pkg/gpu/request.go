@@ -246,6 +246,15 @@ func RequestedCards(pod *corev1.Pod) int64 {
 	return q.Value()
 }
 
+// RequestedCardsOf is the whole cards the pods request, together.
+func RequestedCardsOf(pods []*corev1.Pod) int64 {
+	var n int64
+	for _, p := range pods {
+		n += RequestedCards(p)
+	}
+	return n
+}
+
 // ParseRequest reads the GPU request of a pod, in aisched's form or a
 // peer's (peers.go). Pods without nvidia.com/gpu and without GPU
 // annotations get a zero Request; every inconsistency, and every form

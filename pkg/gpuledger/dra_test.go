@@ -155,12 +155,12 @@ func TestDRAHoldings(t *testing.T) {
 	s.ObserveClaim(allocated("c1", "share", shared))
 	// Card 0 whole, pending (the scheduler's Reserve).
 	s.AssumeClaim("c2", "ns/whole", &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{result("gpu-0")}}})
-	u := s.UsageOf("n1", nil)
+	u := s.UsageOf("n1", nil, 0)
 	if !u.Whole(0) || !u.Used(1) || u.Whole(1) || u.HeldMilli(1) != 250 || u.HeldMemMiB(1) != 4096 {
 		t.Errorf("usage: card 0 whole %v; card 1 used %v whole %v milli %d mem %d; want card 0 whole, card 1 250/4096",
 			u.Whole(0), u.Used(1), u.Whole(1), u.HeldMilli(1), u.HeldMemMiB(1))
 	}
-	if got := s.NodeGPUs(node, nil).FreeMilli(); got != 750 {
+	if got := s.NodeGPUs(node, nil, 0).FreeMilli(); got != 750 {
 		// Card 0 held whole, card 1 has 750 of 1000 left.
 		t.Errorf("free %d thousandths, want 750", got)
 	}
@@ -174,7 +174,7 @@ func TestDRAHoldings(t *testing.T) {
 	dealloc := allocated("c1", "share")
 	dealloc.Status.Allocation = nil
 	s.ObserveClaim(dealloc)
-	if u := s.UsageOf("n1", nil); u.Count() != 0 {
+	if u := s.UsageOf("n1", nil, 0); u.Count() != 0 {
 		t.Errorf("usage after unreserve and deallocation holds %d cards, want none", u.Count())
 	}
 	// An allocation written replaces a pending one, and ForgetAssumed
@@ -182,7 +182,7 @@ func TestDRAHoldings(t *testing.T) {
 	s.AssumeClaim("c3", "ns/c3", &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{result("gpu-0")}}})
 	s.ObserveClaim(allocated("c3", "c3", result("gpu-0")))
 	s.ForgetAssumed("c3")
-	if u := s.UsageOf("n1", nil); !u.Whole(0) {
+	if u := s.UsageOf("n1", nil, 0); !u.Whole(0) {
 		t.Error("an allocated claim was forgotten by ForgetAssumed")
 	}
 }

@@ -260,13 +260,12 @@ func listed(nodeInfo fwk.NodeInfo, uid types.UID) bool {
 }
 
 // UsageOf returns the cards held by pods, the pods bound to node as a pod
-// informer lists them: the usage the job queue places on. Pods that no
-// aisched profile placed count as holding unknown cards, as in Usage.
-func (s *State) UsageOf(node string, pods []*corev1.Pod) Usage {
-	var requested int64
-	for _, p := range pods {
-		requested += gpu.RequestedCards(p)
-	}
+// informer lists them: the usage the job queue places on. requested is
+// the whole cards the pods request (gpu.RequestedCardsOf(pods)), which a
+// caller that keeps its pods' requests passes without reading them anew.
+// Pods that no aisched profile placed count as holding unknown cards, as
+// in Usage.
+func (s *State) UsageOf(node string, pods []*corev1.Pod, requested int64) Usage {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	h := s.held[node]

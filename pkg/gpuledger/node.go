@@ -21,10 +21,10 @@ type NodeGPUs struct {
 	Usage Usage
 }
 
-// NodeGPUs returns node's cards and what pods, the pods bound to it,
-// hold of them.
-func (s *State) NodeGPUs(node *corev1.Node, pods []*corev1.Pod) NodeGPUs {
-	return NodeGPUs{Cards: s.Cards(node), Usage: s.UsageOf(node.Name, pods)}
+// NodeGPUs returns node's cards and what pods, the pods bound to it, which
+// request requested whole cards (UsageOf), hold of them.
+func (s *State) NodeGPUs(node *corev1.Node, pods []*corev1.Pod, requested int64) NodeGPUs {
+	return NodeGPUs{Cards: s.Cards(node), Usage: s.UsageOf(node.Name, pods, requested)}
 }
 
 // NodeGPUsOf returns the cards of a NodeInfo's node and what its pods hold.

@@ -31,6 +31,7 @@ func (q *Queue) input(now time.Time) (Input, map[string]*Group, []Preemption) {
 	teams := q.source != nil && q.source.active()
 	var singles []*corev1.Pod
 	used := map[string]Resources{}
+	cards := map[string]int64{}
 	bound := map[string][]*corev1.Pod{}
 	groups := map[string]*Group{}
 	refs := map[string]podgroup.Ref{}
@@ -46,7 +47,9 @@ func (q *Queue) input(now time.Time) (Input, map[string]*Group, []Preemption) {
 		if pod.Spec.NodeName != "" {
 			// The demand cache: reading requests of every bound pod anew
 			// was a quarter of a pass's cost (4-pod gangs, 1,000 nodes).
-			used[pod.Spec.NodeName] = used[pod.Spec.NodeName].Add(q.demands.of(pod).Request)
+			d := q.demands.of(pod)
+			used[pod.Spec.NodeName] = used[pod.Spec.NodeName].Add(d.Request)
+			cards[pod.Spec.NodeName] += d.requested
 			bound[pod.Spec.NodeName] = append(bound[pod.Spec.NodeName], pod)
 		}
 		if pod.DeletionTimestamp != nil || !profiles[pod.Spec.SchedulerName] {
@@ -103,7 +106,7 @@ func (q *Queue) input(now time.Time) (Input, map[string]*Group, []Preemption) {
 	slices.SortFunc(nodes, func(a, b *corev1.Node) int { return strings.Compare(a.Name, b.Name) })
 	for _, n := range nodes {
 		alloc := allocatable(n)
-		in.Rooms = append(in.Rooms, Room{Node: n, Allocatable: alloc, Free: alloc.Sub(used[n.Name]), GPUs: q.gpus.NodeGPUs(n, bound[n.Name]), Pods: bound[n.Name]})
+		in.Rooms = append(in.Rooms, Room{Node: n, Allocatable: alloc, Free: alloc.Sub(used[n.Name]), GPUs: q.gpus.NodeGPUs(n, bound[n.Name], cards[n.Name]), Pods: bound[n.Name]})
 	}
 	if teams {
 		q.teams(&in, groups, singles, bound, last)

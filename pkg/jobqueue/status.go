@@ -21,10 +21,6 @@ import (
 	"github.com/aisched/aisched/pkg/podgroup"
 )
 
-// CreatedFromLabelsAnnotation marks a PodGroup the queue created to show
-// the state of a group declared by the pod-group labels.
-const CreatedFromLabelsAnnotation = "scheduling.aisched.io/created-from-labels"
-
 // statusWriters is how many PodGroup writes run at once.
 const statusWriters = 2
 
@@ -223,7 +219,7 @@ func (w *statusWriter) write(ctx context.Context, key string) error {
 	case apierrors.IsNotFound(err) && want.fromLabels && !final:
 		pg, err = w.client.SchedulingV1alpha1().PodGroups(want.namespace).Create(ctx, &schedulingv1alpha1.PodGroup{
 			ObjectMeta: metav1.ObjectMeta{Name: want.name, Namespace: want.namespace, OwnerReferences: want.owners,
-				Annotations: map[string]string{CreatedFromLabelsAnnotation: "true"}},
+				Annotations: map[string]string{podgroup.CreatedFromLabelsAnnotation: "true"}},
 			Spec: schedulingv1alpha1.PodGroupSpec{MinMember: want.minMember},
 		}, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {

@@ -203,11 +203,11 @@ func TestReserveRecordsInLedger(t *testing.T) {
 	if _, _, status := schedule(t, pl, f, podWith("p", "c")); !status.IsSuccess() {
 		t.Fatal(status)
 	}
-	if u := gpus.UsageOf(node, nil); !u.Whole(0) {
+	if u := gpus.UsageOf(node, nil, 0); !u.Whole(0) {
 		t.Error("the pending allocation is not in the ledger after Reserve")
 	}
 	pl.(fwk.ReservePlugin).Unreserve(context.Background(), framework.NewCycleState(), podWith("p", "c"), node)
-	if u := gpus.UsageOf(node, nil); u.Used(0) {
+	if u := gpus.UsageOf(node, nil, 0); u.Used(0) {
 		t.Error("the pending allocation is still in the ledger after Unreserve")
 	}
 }
