@@ -9,7 +9,8 @@ import (
 )
 
 // podAdded: a new unbound member may complete its group: a pass now.
-// A pod created bound takes capacity: a pass soon.
+// A pod created bound takes capacity: a pass soon, if there are groups or
+// team queues to count it against (for a pod outside any group).
 func (q *Queue) podAdded(obj interface{}) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -19,14 +20,17 @@ func (q *Queue) podAdded(obj interface{}) {
 	switch {
 	case inGroup && pod.Spec.NodeName == "":
 		q.Kick()
-	case inGroup || pod.Spec.NodeName != "":
+	case inGroup:
 		q.refresh()
+	case pod.Spec.NodeName != "":
+		q.refreshIfCounting()
 	}
 }
 
 // podUpdate: a pod bound, running or ending. Binding changes no
 // admission (admitted members were placed on paper already): a pass soon,
-// for the status. A bound pod being deleted frees capacity: a pass now if
+// for the status (for a pod outside any group, only if there are groups
+// or team queues to count it against). A bound pod being deleted frees capacity: a pass now if
 // a group waits. An unbound member whose claims made from templates got
 // their names (the resourceclaim controller writes them to the pod's
 // status after it creates them) may complete a group that waited for
@@ -48,8 +52,10 @@ func (q *Queue) podUpdate(old, obj interface{}) {
 		q.kickIfWaiting()
 	}
 	q.notePreempted(n)
-	if _, inGroup := podgroup.KeyOf(n); inGroup || n.Spec.NodeName != "" {
+	if _, inGroup := podgroup.KeyOf(n); inGroup {
 		q.refresh()
+	} else if n.Spec.NodeName != "" {
+		q.refreshIfCounting()
 	}
 }
 

@@ -120,6 +120,9 @@ func (q *Queue) pass(ctx context.Context) {
 	q.mu.Unlock()
 	q.metrics.record(plan, members)
 	q.waiting.Store(waiting)
+	// A cluster without gangs or team queues (CPU pods alone): 36 passes
+	// over 10,000 pods and 5,000 nodes were 2% of the scheduler's CPU.
+	q.counting.Store(len(in.Groups) > 0 || in.Queues != nil)
 	admittedPods := len(activate)
 	// The pods a fence held off try again on what this plan saw.
 	maps.Copy(activate, fenced)

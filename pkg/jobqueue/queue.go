@@ -96,6 +96,10 @@ type Queue struct {
 	// waiting is true when the last plan left groups queued: then any
 	// freed or added capacity is worth a pass.
 	waiting atomic.Bool
+	// counting is true when the last pass had groups or team queues to
+	// count a pod outside any group against: only then is such a pod's
+	// binding worth a pass.
+	counting atomic.Bool
 	// state is where the loop is: loopWaiting for a kick, loopPassing or
 	// loopSpacing passes (waiting on the clock).
 	state atomic.Int32
@@ -285,6 +289,14 @@ func (q *Queue) refresh() {
 			q.refreshing.Store(false)
 			q.Kick()
 		})
+	}
+}
+
+// refreshIfCounting asks for a pass within refreshDelay if the last pass
+// had something to count a pod outside any group against.
+func (q *Queue) refreshIfCounting() {
+	if q.counting.Load() {
+		q.refresh()
 	}
 }
 

@@ -109,6 +109,26 @@ func TestPodUpdateClaimsNamed(t *testing.T) {
 	}
 }
 
+// TestBindingOutsideGroups: a pod in no group binding asks for a pass
+// only while the last pass had groups or team queues to count it against.
+func TestBindingOutsideGroups(t *testing.T) {
+	q := New(nil, nil, Options{})
+	pending := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"}}
+	bound := pending.DeepCopy()
+	bound.Spec.NodeName = "n1"
+
+	q.podUpdate(pending, bound)
+	q.podAdded(bound)
+	if q.refreshing.Load() || len(q.kick) != 0 {
+		t.Fatal("a pod in no group bound with no groups or team queues asked for a pass")
+	}
+	q.counting.Store(true)
+	q.podUpdate(pending, bound)
+	if !q.refreshing.Load() {
+		t.Fatal("a pod in no group bound while groups wait asked for no pass")
+	}
+}
+
 func TestStuckPartial(t *testing.T) {
 	clk := testingclock.NewFakeClock(time.Now())
 	q := New(nil, nil, Options{PartialGroup: time.Minute, Clock: clk})
