@@ -290,7 +290,10 @@ func TestDRANeverFits(t *testing.T) {
 		claim *resourceapi.ResourceClaim
 		want  string
 	}{
-		{name: "fits", claim: claimFor("c", exactly("gpu", nvidiadra.GPUClass, "", 2, nil))},
+		{name: "fits on one shape", claim: claimFor("c", exactly("gpu", nvidiadra.GPUClass, "", 1, nil))},
+		// The node's two cards are of two shapes: only together do they
+		// hold the request.
+		{name: "fits on two shapes", claim: claimFor("c", exactly("gpu", nvidiadra.GPUClass, "", 2, nil))},
 		{name: "no device that large", claim: claimFor("c", exactly("big", nvidiadra.GPUClass,
 			"device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('100Gi')) >= 0", 1, nil)),
 			want: "claim ns/c, request big: no device of the cluster matches big (class gpu.nvidia.com and its selectors)"},
