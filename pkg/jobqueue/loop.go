@@ -148,7 +148,9 @@ func (q *Queue) pass(ctx context.Context) {
 	for _, p := range slices.Concat(plan.Preemptions, broken, stuck) {
 		q.evict.evict(ctx, p)
 	}
-	logger.V(4).Info("Job queue pass", "groups", len(in.Groups), "admitted", admittedPods, "fenced", len(fenced), "reservation", plan.Reservation != nil, "took", q.opts.Clock.Since(start))
+	took := q.opts.Clock.Since(start)
+	q.metrics.passDuration.Observe(took.Seconds())
+	logger.V(4).Info("Job queue pass", "groups", len(in.Groups), "admitted", admittedPods, "fenced", len(fenced), "reservation", plan.Reservation != nil, "took", took)
 }
 
 // afterTeams keeps what a pass counted of the team queues: their usage

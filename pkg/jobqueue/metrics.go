@@ -19,6 +19,7 @@ type queueMetrics struct {
 	failedAttempts  *metrics.Counter
 	partial         *metrics.Gauge
 	reservationHeld *metrics.Gauge
+	passDuration    *metrics.Histogram
 
 	// The team queues' gauges, by queue and resource, and their reclaims.
 	queueAmount   *metrics.GaugeVec
@@ -62,6 +63,12 @@ func newQueueMetrics() *queueMetrics {
 		reservationHeld: metrics.NewGauge(&metrics.GaugeOpts{
 			Namespace: "aisched", Subsystem: metricsSubsystem, Name: "reservation_held",
 			Help:           "1 while a waiting pod group holds a reservation of nodes, 0 otherwise.",
+			StabilityLevel: metrics.ALPHA,
+		}),
+		passDuration: metrics.NewHistogram(&metrics.HistogramOpts{
+			Namespace: "aisched", Subsystem: metricsSubsystem, Name: "pass_duration_seconds",
+			Help:           "Time of one job queue pass: reading the cluster, the plan, and acting on it (activations, status, evictions queued). Its count is the passes made.",
+			Buckets:        metrics.ExponentialBuckets(0.001, 2, 15),
 			StabilityLevel: metrics.ALPHA,
 		}),
 		queueAmount: metrics.NewGaugeVec(&metrics.GaugeOpts{
@@ -126,7 +133,7 @@ func (m *queueMetrics) recordQueues(t *queuetree.Tree) {
 func (q *Queue) Metrics() []metrics.Registerable {
 	m := q.metrics
 	return []metrics.Registerable{m.groups, m.admissionWait, m.placement, m.failedAttempts, m.partial, m.reservationHeld,
-		m.queueAmount, m.queueWork, m.reclaimNeeded, m.reclaimEvict}
+		m.passDuration, m.queueAmount, m.queueWork, m.reclaimNeeded, m.reclaimEvict}
 }
 
 // record sets the gauges from one pass's plan and groups.

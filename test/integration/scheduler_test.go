@@ -92,7 +92,8 @@ func TestExternalScheduler(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{`aisched_gpu_cards{model="`, "aisched_gang_partial_groups 0", "aisched_jobqueue_reservation_held 0",
-		fmt.Sprintf(`aisched_jobqueue_groups{namespace=%q,reason="Admitted"} 1`, ns), "aisched_jobqueue_admission_wait_seconds_count 1"} {
+		fmt.Sprintf(`aisched_jobqueue_groups{namespace=%q,reason="Admitted"} 1`, ns), "aisched_jobqueue_admission_wait_seconds_count 1",
+		"aisched_jobqueue_pass_duration_seconds_count"} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics of the external scheduler lacks %q", want)
 		}
