@@ -207,10 +207,7 @@ func TestCallerBrokenBody(t *testing.T) {
 			}))
 			defer be.Close()
 			g, gw := gatewayServer(t, utiltesting.MakeService("s", "ns", "i").CircuitBreaker(tripOnFirst).Obj(), be)
-			conn, err := net.Dial("tcp", gw.Listener.Addr().String())
-			if err != nil {
-				t.Fatal(err)
-			}
+			conn := dial(t, gw)
 			defer conn.Close()
 			_, _ = io.WriteString(conn, "POST /ns/s/x HTTP/1.1\r\nHost: gw\r\n"+tc.body)
 			if tc.close {
@@ -269,14 +266,21 @@ func TestExpectContinue(t *testing.T) {
 	}
 }
 
-// statusLine sends request on a connection of its own and returns the
-// first line of the answer, within 3 seconds.
-func statusLine(t *testing.T, gw *httptest.Server, request string) string {
+// dial opens a connection of its own to the gateway; the caller closes it.
+func dial(t *testing.T, gw *httptest.Server) net.Conn {
 	t.Helper()
 	conn, err := net.Dial("tcp", gw.Listener.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
+	return conn
+}
+
+// statusLine sends request on a connection of its own and returns the
+// first line of the answer, within 3 seconds.
+func statusLine(t *testing.T, gw *httptest.Server, request string) string {
+	t.Helper()
+	conn := dial(t, gw)
 	defer conn.Close()
 	_, _ = io.WriteString(conn, request)
 	_ = conn.SetReadDeadline(time.Now().Add(3 * time.Second))
@@ -315,10 +319,7 @@ func TestUpgradeRecorded(t *testing.T) {
 	}))
 	defer be.Close()
 	g, gw := gatewayServer(t, utiltesting.MakeService("s", "ns", "i").Obj(), be)
-	conn, err := net.Dial("tcp", gw.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := dial(t, gw)
 	defer conn.Close()
 	_, _ = io.WriteString(conn, "GET /ns/s/ws HTTP/1.1\r\nHost: gw\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
 	line, _ := bufio.NewReader(conn).ReadString('\n')
@@ -351,10 +352,7 @@ func TestSmallBodyReadWhole(t *testing.T) {
 			}))
 			defer be.Close()
 			_, gw := gatewayServer(t, utiltesting.MakeService("s", "ns", "i").Obj(), be)
-			conn, err := net.Dial("tcp", gw.Listener.Addr().String())
-			if err != nil {
-				t.Fatal(err)
-			}
+			conn := dial(t, gw)
 			defer conn.Close()
 			// The headers and 5 bytes of the body, the rest held back.
 			_, _ = fmt.Fprintf(conn, "POST /ns/s/x HTTP/1.1\r\nHost: gw\r\nContent-Length: %d\r\n\r\naaaaa", tc.length)
