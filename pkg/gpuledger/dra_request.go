@@ -428,26 +428,19 @@ func shortOf(e exact, selected []*shape) string {
 	if e.mode == resourceapi.DeviceAllocationModeAll {
 		return ""
 	}
-	// Most requests are met by the devices of one shape on one node: say
-	// so before summing every node's devices over the shapes (on 5,000
-	// nodes the sum was 0.9 ms of every DRA pod's cycle).
-	for _, sh := range selected {
-		for _, n := range sh.nodes {
-			if int64(n) >= e.count {
-				return ""
-			}
-		}
-	}
+	// The first node found to hold the request ends the sum: most
+	// requests are met on the first node read (summing every node's
+	// devices was 0.9 ms of every DRA pod's cycle on 5,000 nodes).
 	most := 0
 	perNode := map[string]int{}
 	for _, sh := range selected {
 		for node, n := range sh.nodes {
 			perNode[node] += n
+			if int64(perNode[node]) >= e.count {
+				return ""
+			}
 			most = max(most, perNode[node])
 		}
-	}
-	if int64(most) >= e.count {
-		return ""
 	}
 	return fmt.Sprintf("%s asks for %d devices; no node has more than %d that match", e.name, e.count, most)
 }
