@@ -30,11 +30,11 @@ func (q *Queue) podAdded(obj interface{}) {
 // podUpdate: a pod bound, running or ending. Binding changes no
 // admission (admitted members were placed on paper already): a pass soon,
 // for the status (for a pod outside any group, only if there are groups
-// or team queues to count it against). A bound pod being deleted frees capacity: a pass now if
-// a group waits. An unbound member whose claims made from templates got
-// their names (the resourceclaim controller writes them to the pod's
-// status after it creates them) may complete a group that waited for
-// them: a pass now.
+// or team queues to count it against). A bound pod being deleted frees
+// capacity: a pass now if a group waits. An unbound member whose claims
+// made from templates got their names (the resourceclaim controller
+// writes them to the pod's status after it creates them) may complete a
+// group that waited for them: a pass now.
 func (q *Queue) podUpdate(old, obj interface{}) {
 	o, ok1 := old.(*corev1.Pod)
 	n, ok2 := obj.(*corev1.Pod)
