@@ -39,10 +39,13 @@ type draLedger struct {
 	// by the pools of their devices.
 	claims map[types.UID]*draClaim
 	byPool map[string]map[types.UID]bool
-	// usage is what the claims hold of each node's cards. next counts the
+	// usage is what the claims hold of each node's cards, free the devices
+	// of each node no claim holds (or that take several), by shape key
+	// (dra_room.go). next counts the
 	// changes of a node's devices or usage, and changed lists the last
 	// ones, oldest first (DRAChangedSince).
 	usage   map[string]Usage
+	free    map[string]map[string]int
 	next    uint64
 	changed []draChange
 	// named are the claims by namespace/name and classes the device
@@ -70,7 +73,7 @@ func newDRALedger(driver string) draLedger {
 	}
 	return draLedger{driver: driver, slices: map[string]*resourceapi.ResourceSlice{}, byNode: map[string]map[string]bool{},
 		nodes: map[string]*draNode{}, poolNode: map[string]string{}, claims: map[types.UID]*draClaim{},
-		byPool: map[string]map[types.UID]bool{}, usage: map[string]Usage{},
+		byPool: map[string]map[types.UID]bool{}, usage: map[string]Usage{}, free: map[string]map[string]int{},
 		named: map[string]*resourceapi.ResourceClaim{}, classes: map[string]*resourceapi.DeviceClass{}, shapes: newShapeIndex(driver)}
 }
 
@@ -330,18 +333,22 @@ func (s *State) recomputeDRAUsageLocked(node string) {
 	l.changed = append(l.changed, draChange{gen: l.next, node: node})
 	n := l.nodes[node]
 	var u Usage
+	held := map[DeviceRef]bool{}
 	if n != nil {
 		for _, pool := range n.pools() {
 			for uid := range l.byPool[pool] {
 				for i := range l.claims[uid].results {
 					r := &l.claims[uid].results[i]
-					if dev := n.devices[DeviceRef{Pool: r.Pool, Device: r.Device}]; r.Pool == pool && dev != nil {
+					ref := DeviceRef{Pool: r.Pool, Device: r.Device}
+					if dev := n.devices[ref]; r.Pool == pool && dev != nil {
 						u = u.with([]int{dev.Card}, partOf(dev, r))
+						held[ref] = true
 					}
 				}
 			}
 		}
 	}
+	s.countFreeLocked(node, n, func(ref DeviceRef) bool { return held[ref] })
 	if u.used == 0 {
 		delete(l.usage, node)
 	} else {

@@ -78,8 +78,10 @@ type Device struct {
 type draNode struct {
 	set     *gpu.Set
 	devices map[DeviceRef]*Device
-	// raw are the devices as the slices publish them.
-	raw map[DeviceRef]*resourceapi.Device
+	// raw are the devices as the slices publish them; keys their shapes
+	// (shapeKey), set when the node joins the shape index.
+	raw  map[DeviceRef]*resourceapi.Device
+	keys map[DeviceRef]string
 }
 
 // draAttr returns the attribute name of the device, unqualified or in the

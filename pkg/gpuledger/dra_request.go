@@ -97,8 +97,10 @@ func attrValue(a resourceapi.DeviceAttribute) any {
 }
 
 func (x *shapeIndex) add(node string, n *draNode) {
+	n.keys = make(map[DeviceRef]string, len(n.raw))
 	for ref, raw := range n.raw {
 		key := shapeKey(x.driver, raw)
+		n.keys[ref] = key
 		sh := x.shapes[key]
 		if sh == nil {
 			d := *raw
@@ -120,8 +122,7 @@ func (x *shapeIndex) add(node string, n *draNode) {
 }
 
 func (x *shapeIndex) remove(node string, n *draNode) {
-	for _, raw := range n.raw {
-		key := shapeKey(x.driver, raw)
+	for _, key := range n.keys {
 		if sh := x.shapes[key]; sh != nil {
 			if sh.nodes[node]--; sh.nodes[node] <= 0 {
 				delete(sh.nodes, node)

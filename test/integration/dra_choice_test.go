@@ -313,3 +313,41 @@ func TestDRAChoice(t *testing.T) {
 		})
 	})
 }
+
+// A DRA pod for which no node has a free device is rejected at once,
+// saying so, and runs once a device is freed: the candidate list of
+// GPUClaims' PreFilter must not keep it pending after the deallocation
+// that requeued it, whichever of the ledger and the scheduler's DRA
+// manager sees it first.
+func TestDRANodesWithoutRoom(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, `  - {name: dra, count: 4, cpu: "16", memory: 64Gi, gpus: {count: 1, model: NVIDIA-A100-SXM4-80GB, memoryMiB: 81920, computeCapability: "8.0", dra: {}}}
+`)
+	ctx := context.Background()
+	ns := "dra-room"
+	draNamespace(t, c, ns)
+	for i := range 4 {
+		name := fmt.Sprintf("held-%d", i)
+		draClaim(t, c, ns, name, nvidiadra.GPUClass, "", nil)
+		createPods(t, c, claimPod(ns, name, "aisched", name, ""))
+		allocatedDevices(t, c, ns, name, name)
+	}
+	draClaim(t, c, ns, "late", nvidiadra.GPUClass, "", nil)
+	createPods(t, c, claimPod(ns, "late", "aisched", "late", ""))
+	const want = "no node has the free gpu.nvidia.com devices the pod's claims ask for"
+	localtest.Eventually(t, time.Minute, "pod late unschedulable, saying why", func(ctx context.Context) (bool, error) {
+		p, err := c.Client.CoreV1().Pods(ns).Get(ctx, "late", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		cond := unschedulableCondition(p)
+		return cond != nil && strings.Contains(cond.Message, want), fmt.Errorf("conditions %+v", p.Status.Conditions)
+	})
+	if err := c.Client.CoreV1().Pods(ns).Delete(ctx, "held-2", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Client.ResourceV1().ResourceClaims(ns).Delete(ctx, "held-2", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	allocatedDevices(t, c, ns, "late", "late")
+}

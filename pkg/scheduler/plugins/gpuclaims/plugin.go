@@ -51,6 +51,8 @@ type GPUClaims struct {
 	// plugin is given.
 	dra   fwk.SharedDRAManager
 	steer *steerer
+	// scan keeps the nodes the ledger counts short of each need (room.go).
+	scan roomScan
 }
 
 var (
@@ -118,7 +120,8 @@ func (pl *GPUClaims) Name() string { return Name }
 // shows only its devices); upstream builds its allocator from that view
 // here. Once upstream found nothing to refuse, a claim that no device of
 // the cluster can ever meet is refused, naming the claim and request; a
-// gang member with a plan may go only to its planned node.
+// gang member with a plan may go only to its planned node, and any other
+// pod only to the nodes that may have room for its claims (room.go).
 func (pl *GPUClaims) PreFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	var plan *gpuledger.ClaimPlan
 	if pl.planner != nil {
@@ -141,7 +144,21 @@ func (pl *GPUClaims) PreFilter(ctx context.Context, cs fwk.CycleState, pod *core
 		planned := &fwk.PreFilterResult{NodeNames: sets.New(plan.Node)}
 		return planned.Merge(res), status
 	}
-	return res, status
+	if pl.steer == nil {
+		return res, status
+	}
+	unsure, ok := pl.steer.listing()
+	if !ok {
+		return res, status
+	}
+	room, rejected := pl.candidates(pod, nodes, unsure)
+	if rejected != nil {
+		return nil, rejected
+	}
+	if res.AllNodes() {
+		return room, status
+	}
+	return room.Merge(res), status
 }
 
 // Reserve is upstream's; the allocations it made pending are recorded in

@@ -31,6 +31,12 @@ type steerer struct {
 	// pod is set while the pod's PreFilter runs; plan is its gang plan.
 	pod  *corev1.Pod
 	plan *gpuledger.ClaimPlan
+	// Of the pod's listing: whether upstream listed the slices, the nodes
+	// of the GPU driver's slices the ledger has not read as listed, and
+	// whether the driver publishes a slice not local to one node.
+	listed bool
+	unsure sets.Set[string]
+	remote bool
 	// ordered caches what each slice listed is steered to (its
 	// reordered copy, or itself), and byNode the slices cached of each
 	// node, as of the ledger's generation gen: a pod's listing looks each
@@ -42,10 +48,14 @@ type steerer struct {
 	gen     uint64
 }
 
-// orderedSlice is what a slice of a node is steered to.
+// orderedSlice is what a slice of a node is steered to. node is set for
+// the GPU driver's slices of one node with devices; current when the
+// ledger's view of the node was built from this slice.
 type orderedSlice struct {
-	node  string
-	slice *resourceapi.ResourceSlice
+	node    string
+	slice   *resourceapi.ResourceSlice
+	current bool
+	remote  bool
 }
 
 var _ fwk.SharedDRAManager = &steerer{}
@@ -59,12 +69,23 @@ func newSteerer(gpus *gpuledger.State, inner fwk.SharedDRAManager) *steerer {
 func (s *steerer) begin(pod *corev1.Pod, plan *gpuledger.ClaimPlan) func() {
 	s.mu.Lock()
 	s.pod, s.plan = pod, plan
+	s.listed, s.unsure, s.remote = false, nil, false
 	s.mu.Unlock()
 	return func() {
 		s.mu.Lock()
 		s.pod, s.plan = nil, nil
 		s.mu.Unlock()
 	}
+}
+
+// listing returns, for the pod being prefiltered, the nodes of the GPU
+// driver's slices the ledger has not read as upstream listed them; ok is
+// false when upstream listed no slices, or the driver publishes a slice
+// not local to one node (the ledger's counts do not cover it).
+func (s *steerer) listing() (unsure sets.Set[string], ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.unsure, s.listed && !s.remote
 }
 
 // ResourceClaims implements fwk.SharedDRAManager: the scheduler's.
@@ -99,6 +120,7 @@ func (s *steerer) steered(list []*resourceapi.ResourceSlice) []*resourceapi.Reso
 		return list
 	}
 	s.update(len(list))
+	s.listed = true
 	out := make([]*resourceapi.ResourceSlice, len(list))
 	var allocated sets.Set[structured.DeviceID]
 	for i, sl := range list {
@@ -107,6 +129,13 @@ func (s *steerer) steered(list []*resourceapi.ResourceSlice) []*resourceapi.Reso
 			o = s.order(sl)
 		}
 		out[i] = o.slice
+		s.remote = s.remote || o.remote
+		if o.node != "" && !o.current {
+			if s.unsure == nil {
+				s.unsure = sets.New[string]()
+			}
+			s.unsure.Insert(o.node)
+		}
 		if s.plan == nil || o.node != s.plan.Node || o.node == "" {
 			continue
 		}
@@ -153,8 +182,11 @@ func (s *steerer) update(listed int) {
 func (s *steerer) order(sl *resourceapi.ResourceSlice) orderedSlice {
 	o := orderedSlice{slice: sl}
 	node := ptr.Deref(sl.Spec.NodeName, "")
-	if sl.Spec.Driver == s.gpus.DRADriver() && node != "" && len(sl.Spec.Devices) > 0 {
+	ours := sl.Spec.Driver == s.gpus.DRADriver()
+	o.remote = ours && node == ""
+	if ours && node != "" && len(sl.Spec.Devices) > 0 {
 		o.node = node
+		o.current = s.gpus.DRASliceCurrent(sl)
 		if v, ok := s.gpus.DRA(node); ok {
 			o.slice = v.Ordered(sl)
 		}
