@@ -150,11 +150,6 @@ func Replay(ctx context.Context, opts ReplayOptions) (*report.Report, error) {
 			p.SchedulerConfig = cfg
 		}
 	}
-	if opts.DRA && opts.Engine.Name == simcluster.Fast.Name {
-		// On client-go's fake the scheduler's cache of claims does not
-		// take in the allocations it writes: a trial gave a device twice.
-		return nil, errors.New("DRA replays need the apiserver engine: on the fast engine's in-memory API the scheduler's cache of claims misses their allocations")
-	}
 	pools := trace.NodePools(opts.Nodes)
 	if opts.DRA {
 		draPools(pools)

@@ -47,11 +47,6 @@ type Options struct {
 	Tick func(done, total int)
 	// TraceDir holds the files of trace scenarios (Scenario.Trace).
 	TraceDir string
-	// ClaimsEngine runs the trace scenarios that request GPUs through DRA
-	// claims (Trace.DRA), which need the real apiserver (Replay):
-	// apiserver.Engine. Unset, they run on Engine, which refuses them if
-	// it is the fast engine.
-	ClaimsEngine simcluster.Engine
 	// SchedulerConfig replaces `aisched up`'s configuration for the
 	// policies that name no file of their own (a variant profile to try on
 	// every scenario at once); nil: the built-in one.
@@ -135,13 +130,8 @@ func runTrace(ctx context.Context, s *scenario.Scenario, opts Options) (*report.
 		}
 		policies = append(policies, ReplayPolicy{Name: p.Name, Profile: p.Profile, SchedulerConfig: cfg})
 	}
-	kind := opts.Engine
-	if s.Trace.DRA && opts.ClaimsEngine.Start != nil {
-		// Claims need the real apiserver (Replay).
-		kind = opts.ClaimsEngine
-	}
 	rep, err := Replay(ctx, ReplayOptions{
-		Engine: kind, Parallel: opts.Parallel, Name: s.Name, Nodes: nodes, Pods: pods, Policies: policies,
+		Engine: opts.Engine, Parallel: opts.Parallel, Name: s.Name, Nodes: nodes, Pods: pods, Policies: policies,
 		Seeds: s.Seeds, Inflate: s.Trace.Inflate, TypicalPodsFromTrace: s.Trace.TypicalPodsFromTrace, DRA: s.Trace.DRA,
 		Timeout: opts.Timeout, Progress: opts.Progress, Tick: opts.Tick,
 	})

@@ -2,6 +2,7 @@ package simcluster
 
 import (
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -40,6 +41,8 @@ import (
 //   - lists and watches of pods honour field selectors, as the
 //     scheduler's informer of non-terminal pods needs: a pod that ends
 //     leaves that watch as a deletion;
+//   - ResourceClaims get a resource version on every write, which the
+//     scheduler's assume cache of claims compares (versionClaim);
 //   - discovery serves aisched's CRDs.
 //
 // Everything else is the fake's: no admission (no ResourceQuota, no
@@ -54,6 +57,8 @@ type fakeAPI struct {
 	writes atomic.Int64
 	// uids numbers pods: the same run gives the same UIDs.
 	uids atomic.Uint64
+	// claimVersions numbers the writes of ResourceClaims (versionClaim).
+	claimVersions atomic.Int64
 }
 
 var podsResource = corev1.SchemeGroupVersion.WithResource("pods")
@@ -74,6 +79,7 @@ func newFakeAPI(clk clock.PassiveClock) *fakeAPI {
 	a := &fakeAPI{core: core, aisched: aischedfake.NewSimpleClientset(), clock: clk}
 	tracker := a.core.Tracker()
 	a.core.PrependReactor("create", "pods", a.createPod)
+	a.core.PrependReactor("*", "resourceclaims", a.versionClaim)
 	a.core.PrependReactor("list", "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {
 		sel := action.(k8stesting.ListActionImpl).GetListRestrictions().Fields
 		if sel == nil || sel.Empty() {
@@ -164,6 +170,49 @@ func (a *fakeAPI) addAisched(o runtime.Object) error {
 		}
 	}
 	return a.aisched.Tracker().Add(o)
+}
+
+// versionClaim gives a ResourceClaim written a resource version, higher
+// than any before, as the apiserver does. The scheduler keeps the claims
+// in an assume cache (DynamicResources' claim tracker): after writing an
+// allocation it assumes the object its write returned, and takes an
+// informer's update only when its version is newer (compared as
+// integers). The fake's tracker stores objects with the version they were
+// written with, so without this the cache kept a claim unallocated and
+// gave its devices again.
+func (a *fakeAPI) versionClaim(action k8stesting.Action) (bool, runtime.Object, error) {
+	// The writer's object is not changed, as with the apiserver: a copy is
+	// stored.
+	switch act := action.(type) {
+	case k8stesting.CreateActionImpl:
+		act.Object = act.Object.DeepCopyObject()
+		setVersion(act.Object, a.claimVersions.Add(1))
+		return k8stesting.ObjectReaction(a.core.Tracker())(act)
+	case k8stesting.UpdateActionImpl:
+		act.Object = act.Object.DeepCopyObject()
+		setVersion(act.Object, a.claimVersions.Add(1))
+		return k8stesting.ObjectReaction(a.core.Tracker())(act)
+	case k8stesting.PatchActionImpl:
+		// The tracker applies the patch to the stored object; the result
+		// is stored again with its new version.
+		handled, obj, err := k8stesting.ObjectReaction(a.core.Tracker())(action)
+		if !handled || err != nil {
+			return handled, obj, err
+		}
+		setVersion(obj, a.claimVersions.Add(1))
+		gvr := act.GetResource()
+		if err := a.core.Tracker().Update(gvr, obj, act.GetNamespace()); err != nil {
+			return true, nil, err
+		}
+		return true, obj, nil
+	}
+	return false, nil, nil
+}
+
+func setVersion(obj runtime.Object, v int64) {
+	if m, err := meta.Accessor(obj); err == nil {
+		m.SetResourceVersion(strconv.FormatInt(v, 10))
+	}
 }
 
 // createPod creates a pod as the apiserver would (see fakeAPI), or binds

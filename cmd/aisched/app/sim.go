@@ -82,7 +82,7 @@ each scenario's own table. Trace scenarios need the trace's directory
 			defer done()
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			opts := sim.Options{Engine: engine, ClaimsEngine: apiserver.Engine, Settle: settle, Parallel: parallel, Progress: progress, TraceDir: traceDir}
+			opts := sim.Options{Engine: engine, Settle: settle, Parallel: parallel, Progress: progress, TraceDir: traceDir}
 			if configPath != "" {
 				if opts.SchedulerConfig, err = scheduler.ReadConfig(configPath); err != nil {
 					return fmt.Errorf("--scheduler-config: %w", err)

@@ -102,8 +102,7 @@ type Trace struct {
 	// typicalPodsFromTrace gives FGD the pod list's shapes; +optional.
 	TypicalPodsFromTrace bool `yaml:"typicalPodsFromTrace"`
 	// dra requests the GPUs through ResourceClaims of NVIDIA's DRA driver
-	// (ReplayOptions.DRA); such a replay runs on the apiserver engine;
-	// +optional.
+	// (ReplayOptions.DRA); +optional.
 	DRA bool `yaml:"dra"`
 }
 
