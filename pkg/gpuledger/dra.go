@@ -393,7 +393,7 @@ func (u Usage) merged(o Usage) Usage {
 	if o.used == 0 && o.Unknown == 0 {
 		return u
 	}
-	out := Usage{used: u.used | o.used, whole: u.whole | o.whole, Unknown: u.Unknown + o.Unknown}
+	out := Usage{used: u.used | o.used, whole: u.whole | o.whole, Unknown: u.Unknown + o.Unknown, unlocated: u.unlocated || o.unlocated}
 	if u.shared == nil && o.shared == nil {
 		// Every held card is held whole.
 		out.whole = out.used

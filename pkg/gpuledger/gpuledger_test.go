@@ -267,3 +267,42 @@ func TestUsageMemo(t *testing.T) {
 		t.Errorf("memoised %d times in 500 steps, want many", hits)
 	}
 }
+
+// TestUnlocated: on a node whose cards the node agent delivers as assigned
+// (it has a GPUInventory), no card is free while another scheduler's pod
+// holds cards the agent has not located: any card chosen may be one of
+// them. Once located, the others are free; a node known by its labels
+// only (no agent delivers) counts them free all along.
+func TestUnlocated(t *testing.T) {
+	s := NewStandalone(Options{})
+	s.ObserveInventory(inventory("n", 15360, 15360))
+	other := st.MakePod().Name("other").UID("other").Node("n").Req(map[corev1.ResourceName]string{gpu.ResourceName: "1"}).Obj()
+	s.ObservePod(other)
+	ni := framework.NewNodeInfo(other)
+	ni.SetNode(gpuNode("n", "2", nil))
+	one := gpu.Request{Count: 1}
+	g := s.NodeGPUsOf(ni)
+	if !g.Usage.Unlocated() || g.Fits(one) || s.AllKnown("n", 1) {
+		t.Errorf("before it is located: unlocated %v, fits %v, all known %v; want true, false, false", g.Usage.Unlocated(), g.Fits(one), s.AllKnown("n", 1))
+	}
+	located := other.DeepCopy()
+	located.Annotations = map[string]string{gpu.LocatedAnnotation: "0"}
+	s.ObservePod(located)
+	ni = framework.NewNodeInfo(located)
+	ni.SetNode(gpuNode("n", "2", nil))
+	g = s.NodeGPUsOf(ni)
+	if g.Usage.Unlocated() || !g.Fits(one) || !s.AllKnown("n", 1) {
+		t.Errorf("located: unlocated %v, fits %v, all known %v; want false, true, true", g.Usage.Unlocated(), g.Fits(one), s.AllKnown("n", 1))
+	}
+
+	labelled := NewStandalone(Options{})
+	node := gpuNode("m", "2", map[string]string{gpu.GFDCountLabel: "2", gpu.GFDMemoryLabel: "15360", gpu.GFDProductLabel: "Tesla-T4"})
+	foreign := other.DeepCopy()
+	foreign.Spec.NodeName = "m"
+	labelled.ObservePod(foreign)
+	ni = framework.NewNodeInfo(foreign)
+	ni.SetNode(node)
+	if g := labelled.NodeGPUsOf(ni); g.Usage.Unlocated() || !g.Fits(one) {
+		t.Errorf("a node known by its labels: unlocated %v, fits %v; want false, true", g.Usage.Unlocated(), g.Fits(one))
+	}
+}

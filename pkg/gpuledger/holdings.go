@@ -141,6 +141,8 @@ func (s *State) assignLocked(uid types.UID, node string, cards []int, share Shar
 	h.pods++
 	if !share.IsZero() {
 		h.shared++
+	} else {
+		h.whole += int64(len(cards))
 	}
 	h.usage.Store(nil)
 	s.changedLocked(node)
@@ -149,8 +151,9 @@ func (s *State) assignLocked(uid types.UID, node string, cards []int, share Shar
 // heldOn is what the State knows of one node's holdings.
 type heldOn struct {
 	// pods counts the pods that hold cards of the node, shared those that
-	// hold a share of one.
+	// hold a share of one; whole counts the cards held whole.
 	pods, shared int
+	whole        int64
 	// usage is the node's Usage at one NodeInfo generation, dropped when a
 	// holding of the node changes. Filters and scores of every plugin ask
 	// for it on every node in every cycle, and most nodes do not change
@@ -189,6 +192,8 @@ func (s *State) releaseLocked(uid types.UID, node string) {
 	on.pods--
 	if !h.share.IsZero() {
 		on.shared--
+	} else {
+		on.whole -= int64(len(h.cards))
 	}
 	on.usage.Store(nil)
 	if on.pods <= 0 {
@@ -210,6 +215,21 @@ func (s *State) HasShared(node string) bool {
 	defer s.mu.RUnlock()
 	h := s.held[node]
 	return h != nil && h.shared > 0
+}
+
+// AllKnown reports whether the node's holdings are whole cards of pods
+// whose cards are known, requested being the whole cards its pods request
+// (a NodeInfo's): no pod shares a card, and none holds cards that were
+// not recorded or located. GPUFit admits a pod to such a node from the
+// counts alone.
+func (s *State) AllKnown(node string, requested int64) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	h := s.held[node]
+	if h == nil {
+		return requested == 0
+	}
+	return h.shared == 0 && h.whole >= requested
 }
 
 // Usage returns the cards held by the pods of nodeInfo, leaving out the
@@ -327,5 +347,6 @@ func (s *State) usageLocked(node string, pods iter.Seq[*corev1.Pod], requested i
 		}
 	}
 	u.Unknown = max(requested-known, 0)
+	u.unlocated = u.Unknown > 0 && s.cards[node].inventory != nil
 	return u
 }

@@ -21,6 +21,12 @@ type Usage struct {
 	// Unknown counts the cards held by GPU pods that no aisched profile
 	// placed (another scheduler's): which cards they have is not known.
 	Unknown int64
+	// unlocated is set when Unknown is not 0 on a node whose cards the
+	// node agent delivers as the scheduler assigned them (a node with a
+	// GPUInventory): until the agent has located the other pods' cards,
+	// any card chosen may be one of theirs, and the container would be
+	// refused it. Such a node has no room (Fit).
+	unlocated bool
 }
 
 // cardShares sums the shares of each card of a node.
@@ -81,13 +87,20 @@ func (u Usage) FreeOn(c *gpu.Card) int64 {
 	return free
 }
 
+// Unlocated reports whether pods another scheduler placed hold cards of
+// the node that the node agent, which delivers the cards aisched assigns,
+// has not located yet: no card of the node can be chosen safely.
+func (u Usage) Unlocated() bool { return u.unlocated }
+
 // Count is the number of cards known to be held, whole or in part.
 func (u Usage) Count() int { return bits.OnesCount64(u.used) }
 
 // Fit counts the cards that satisfy the per-card part of r (capable) and,
 // of those, the ones r could have: for whole cards the cards not held,
 // less the cards held by pods whose cards are unknown; for a share, the
-// cards with Room for it (free; it may be negative). A share of memory in
+// cards with Room for it (free; it may be negative). On a node whose
+// cards held by other schedulers' pods are not located yet (Unlocated)
+// no card is free. A share of memory in
 // percent on several cards takes cards of one memory size (PickShares):
 // capable and free count the size with the most free cards.
 func (u Usage) Fit(cards []gpu.Card, r gpu.Request) (capable, free int64) {
@@ -103,7 +116,16 @@ func (u Usage) Fit(cards []gpu.Card, r gpu.Request) (capable, free int64) {
 			free++
 		}
 	}
-	return capable, free - u.Unknown
+	return capable, u.free(free)
+}
+
+// free is what Fit reports of free cards: less those of pods whose cards
+// are unknown, and none while they are unlocated.
+func (u Usage) free(free int64) int64 {
+	if u.unlocated {
+		free = 0
+	}
+	return free - u.Unknown
 }
 
 // fitOneSize is Fit for a share of memory in percent on several cards:
@@ -130,7 +152,7 @@ func (u Usage) fitOneSize(cards []gpu.Card, r gpu.Request) (capable, free int64)
 			capable, free = c, f
 		}
 	}
-	return capable, free - u.Unknown
+	return capable, u.free(free)
 }
 
 // FreeMilli is the thousandths free (FreeOn) of the node's healthy

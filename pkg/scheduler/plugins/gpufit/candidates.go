@@ -150,7 +150,7 @@ func (pl *GPUFit) free(ni fwk.NodeInfo) (whole, compute, memMiB int64) {
 		return 0, 0, 0
 	}
 	g := pl.state.NodeGPUsOf(ni)
-	if g.Cards == nil {
+	if g.Cards == nil || g.Usage.Unlocated() {
 		return 0, 0, 0
 	}
 	for i := range g.Cards.Cards {

@@ -18,6 +18,10 @@ const (
 	reasonNoGPUs    = "node(s) have no GPUs"
 	reasonNotEnough = "node(s) have too few free GPUs that meet the pod's request"
 	reasonNoShare   = "node(s) have no GPU with the pod's share left"
+	// A pod another scheduler placed holds cards the node agent has not
+	// located yet: any card chosen may be one of them (gpuledger.Usage's
+	// Unlocated). The agent's annotation requeues the pod.
+	reasonUnlocated = "node(s) have GPUs held by pods of another scheduler whose cards the node agent has not located yet"
 )
 
 // never is the status of a node whose cards cannot serve the request
@@ -89,12 +93,13 @@ func (pl *GPUFit) Filter(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, 
 	if s.req.Shared() {
 		return pl.filterShared(pod, s.req, nodeInfo, allocatable)
 	}
+	requested := nodeInfo.GetRequested().GetScalarResources()[gpu.ResourceName]
 	switch {
 	case allocatable == 0:
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reasonNoGPUs)
 	case allocatable < s.req.Count:
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("node(s) have %d GPUs, fewer than the pod's %d", allocatable, s.req.Count))
-	case allocatable-nodeInfo.GetRequested().GetScalarResources()[gpu.ResourceName] < s.req.Count:
+	case allocatable-requested < s.req.Count:
 		// Too few free cards; but a node whose cards could never serve
 		// the pod says so, full or not, so that the pod is not sent to
 		// preemption for it.
@@ -107,17 +112,21 @@ func (pl *GPUFit) Filter(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, 
 	if set == nil {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reasonNoGPUs)
 	}
-	if set.Interchangeable(allocatable, s.req) && !pl.state.HasShared(nodeInfo.Node().Name) {
-		// All cards alike and none shared: no scan of the node's pods.
+	if set.Interchangeable(allocatable, s.req) && pl.state.AllKnown(nodeInfo.Node().Name, requested) {
+		// All cards alike, none shared, and the cards of every pod
+		// known: no scan of the node's pods.
 		if !set.First.Satisfies(s.req) {
 			return never(s.req, set.Cards)
 		}
 		return nil
 	}
-	capable, free := pl.state.Usage(nodeInfo, pod.UID, s.req.Count).Fit(set.Cards, s.req)
+	u := pl.state.Usage(nodeInfo, pod.UID, s.req.Count)
+	capable, free := u.Fit(set.Cards, s.req)
 	switch {
 	case capable < s.req.Count:
 		return never(s.req, set.Cards)
+	case u.Unlocated():
+		return fwk.NewStatus(fwk.Unschedulable, reasonUnlocated)
 	case free < s.req.Count:
 		return fwk.NewStatus(fwk.Unschedulable, reasonNotEnough)
 	}
@@ -131,10 +140,13 @@ func (pl *GPUFit) filterShared(pod *corev1.Pod, req gpu.Request, nodeInfo fwk.No
 	if allocatable == 0 || set == nil {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reasonNoGPUs)
 	}
-	capable, free := pl.state.Usage(nodeInfo, pod.UID, 0).Fit(set.Cards, req)
+	u := pl.state.Usage(nodeInfo, pod.UID, 0)
+	capable, free := u.Fit(set.Cards, req)
 	switch {
 	case capable < req.Count:
 		return never(req, set.Cards)
+	case u.Unlocated():
+		return fwk.NewStatus(fwk.Unschedulable, reasonUnlocated)
 	case free < req.Count:
 		return fwk.NewStatus(fwk.Unschedulable, reasonNoShare)
 	}

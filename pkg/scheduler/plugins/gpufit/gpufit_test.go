@@ -2,6 +2,7 @@ package gpufit
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -70,6 +71,7 @@ func newFixture(t *testing.T, running ...*corev1.Pod) *fixture {
 	state.ObserveInventory(inventory())
 	client := fake.NewClientset()
 	for _, p := range running {
+		state.ObservePod(p)
 		if _, err := client.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -302,6 +304,52 @@ func TestQueueingHints(t *testing.T) {
 	if got := hint(f.pl.afterOwnUpdate, fixed, fixed.DeepCopy()); got != fwk.QueueSkip {
 		t.Errorf("unrelated update: %v, want QueueSkip", got)
 	}
+	other := gpuPod("other", "1", nil)
+	other.Spec.NodeName = "mixed"
+	located := other.DeepCopy()
+	located.Annotations = map[string]string{gpu.LocatedAnnotation: "0"}
+	if got := hint(f.pl.afterLocated, other, located); got != fwk.Queue {
+		t.Errorf("another scheduler's pod located: %v, want Queue", got)
+	}
+	if got := hint(f.pl.afterLocated, located, located.DeepCopy()); got != fwk.QueueSkip {
+		t.Errorf("a located pod updated otherwise: %v, want QueueSkip", got)
+	}
+}
+
+// On a node of cards all alike, Filter decides from the counts alone
+// unless another scheduler's pod holds cards not located yet.
+func TestFilterInterchangeableUnlocated(t *testing.T) {
+	ctx := context.Background()
+	state := gpuledger.NewStandalone(gpuledger.Options{})
+	inv := &aischedv1alpha1.GPUInventory{ObjectMeta: metav1.ObjectMeta{Name: "t4"}}
+	for i := range 2 {
+		inv.Spec.GPUs = append(inv.Spec.GPUs, aischedv1alpha1.GPU{Index: int32(i), UUID: fmt.Sprintf("GPU-%d", i), Model: "Tesla-T4", MemoryMiB: 15360})
+	}
+	state.ObserveInventory(inv)
+	node := st.MakeNode().Name("t4").Capacity(map[corev1.ResourceName]string{corev1.ResourceCPU: "16", corev1.ResourcePods: "110", gpu.ResourceName: "2"}).Obj()
+	other := gpuPod("other", "1", nil)
+	other.Spec.NodeName = "t4"
+	state.ObservePod(other)
+	h, err := frameworkruntime.NewFramework(ctx, nil, nil, frameworkruntime.WithSnapshotSharedLister(schedcache.NewSnapshot([]*corev1.Pod{other}, []*corev1.Node{node})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, err := New(ctx, nil, h, state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ni, err := h.SnapshotSharedLister().NodeInfos().Get("t4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := gpuPod("p", "1", nil)
+	cs := framework.NewCycleState()
+	if _, s := pl.(*GPUFit).PreFilter(ctx, cs, pod, nil); !s.IsSuccess() {
+		t.Fatal(s)
+	}
+	if s := pl.(*GPUFit).Filter(ctx, cs, pod, ni); s.Code() != fwk.Unschedulable || s.Message() != reasonUnlocated {
+		t.Errorf("Filter = %v, want Unschedulable %q", s, reasonUnlocated)
+	}
 }
 
 func TestSignPod(t *testing.T) {
@@ -345,6 +393,12 @@ func TestFilterReasons(t *testing.T) {
 			wantCode: fwk.UnschedulableAndUnresolvable, wantMsg: `node(s) have 2 GPUs that meet gpu.aisched.io/memory="30Gi", fewer than the pod's 3`},
 		{name: "cards that would serve, all held", running: full, pod: gpuPod("p", "1", nil), node: "mixed",
 			wantCode: fwk.Unschedulable, wantMsg: reasonNotEnough},
+		// Another scheduler's pod holds a card the agent has not located:
+		// any card chosen may be its.
+		{name: "a card of another scheduler's pod not located", running: []*corev1.Pod{gpuPod("b", "1", nil)}, pod: gpuPod("p", "1", nil), node: "mixed",
+			wantCode: fwk.Unschedulable, wantMsg: reasonUnlocated},
+		{name: "a card of another scheduler's pod located", running: []*corev1.Pod{gpuPod("b", "1", map[string]string{gpu.LocatedAnnotation: "0"})},
+			pod: gpuPod("p", "1", nil), node: "mixed", wantCode: fwk.Success},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -74,12 +74,14 @@ func (pl *GPUFit) SignPod(_ context.Context, pod *corev1.Pod) ([]fwk.SignFragmen
 
 // EventsToRegister implements fwk.EnqueueExtensions: a pod rejected for
 // lack of cards may fit when a GPU pod leaves, a node gains GPUs, an
-// inventory changes, or its own GPU request is corrected.
+// inventory changes, its own GPU request is corrected, or the node agent
+// locates the cards of another scheduler's pod.
 func (pl *GPUFit) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
 	events := []fwk.ClusterEventWithHint{
 		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: pl.afterPodDeleted},
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable | fwk.UpdateNodeLabel}, QueueingHintFn: pl.afterNodeChanged},
 		{Event: fwk.ClusterEvent{Resource: fwk.TargetPod, ActionType: fwk.Update}, QueueingHintFn: pl.afterOwnUpdate},
+		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Update}, QueueingHintFn: pl.afterLocated},
 	}
 	if pl.state.InventoryServed() {
 		// Any inventory change may add or heal cards; the hint would have to
@@ -96,6 +98,20 @@ func (pl *GPUFit) afterPodDeleted(logger klog.Logger, pod *corev1.Pod, oldObj, n
 	}
 	if req, err := gpu.ParseRequest(deleted); err == nil && req.Count > 0 {
 		logger.V(5).Info("GPU pod left, its cards may fit", "pod", klog.KObj(pod), "deleted", klog.KObj(deleted))
+		return fwk.Queue, nil
+	}
+	return fwk.QueueSkip, nil
+}
+
+// afterLocated requeues a pod when the node agent locates the cards of a
+// pod another scheduler placed: its node may no longer be Unlocated.
+func (pl *GPUFit) afterLocated(logger klog.Logger, pod *corev1.Pod, oldObj, newObj interface{}) (fwk.QueueingHint, error) {
+	old, located, err := util.As[*corev1.Pod](oldObj, newObj)
+	if err != nil {
+		return fwk.Queue, err
+	}
+	if v, ok := located.Annotations[gpu.LocatedAnnotation]; ok && (old == nil || old.Annotations[gpu.LocatedAnnotation] != v) {
+		logger.V(5).Info("The cards of a pod were located, its node may have room", "pod", klog.KObj(pod), "located", klog.KObj(located))
 		return fwk.Queue, nil
 	}
 	return fwk.QueueSkip, nil
