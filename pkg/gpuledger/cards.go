@@ -2,6 +2,7 @@ package gpuledger
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	fwk "k8s.io/kube-scheduler/framework"
 
 	aischedv1alpha1 "github.com/aisched/aisched/apis/aisched/v1alpha1"
 	"github.com/aisched/aisched/pkg/gpu"
@@ -86,6 +87,23 @@ func (s *State) Cards(node *corev1.Node) *gpu.Set {
 		s.ptrs[node.Name] = append(s.ptrs[node.Name], node)
 	}
 	return set
+}
+
+// GPUNode reports whether a node has GPUs: cards in its allocatable
+// (nvidia.com/gpu), or cards the GPU driver publishes through DRA, which
+// the allocatable does not show. Scores ask it for every node in every
+// cycle: on a cluster without DRA GPUs it costs one atomic load more than
+// reading the allocatable.
+func (s *State) GPUNode(ni fwk.NodeInfo) bool {
+	if ni.GetAllocatable().GetScalarResources()[gpu.ResourceName] > 0 {
+		return true
+	}
+	if s.draNodes.Load() == 0 {
+		return false
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.dra.nodes[ni.Node().Name] != nil
 }
 
 // cardsByName is Cards without the cache by node object; gen is the

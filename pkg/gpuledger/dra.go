@@ -190,6 +190,7 @@ func (s *State) rebuildDRANodeLocked(node string) {
 	} else {
 		s.cards[node] = e
 	}
+	s.draNodes.Store(int64(len(l.nodes)))
 	s.dropCachedLocked(node)
 	s.recomputeDRAUsageLocked(node)
 }

@@ -260,6 +260,23 @@ func (l *draLedger) podClaims(pod *corev1.Pod) []*resourceapi.ResourceClaim {
 	return out
 }
 
+// ClaimsSeen reports whether the ledger has seen every claim the pod names
+// (RequestOf reads only those).
+func (s *State) ClaimsSeen(pod *corev1.Pod) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for i := range pod.Spec.ResourceClaims {
+		name, _, err := resourceclaim.Name(pod, &pod.Spec.ResourceClaims[i])
+		if err != nil || name == nil {
+			continue
+		}
+		if s.dra.named[pod.Namespace+"/"+*name] == nil {
+			return false
+		}
+	}
+	return true
+}
+
 // RequestOf returns what a pod asks of GPUs, for the plugins that rank
 // nodes: its GPU request (gpu.ParseRequest), or, for a pod that asks for
 // the GPU driver's devices through its claims (and for no nvidia.com/gpu),

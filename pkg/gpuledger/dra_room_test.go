@@ -3,8 +3,11 @@ package gpuledger
 import (
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/utils/ptr"
 
 	"github.com/aisched/aisched/pkg/gpu"
@@ -87,5 +90,21 @@ func TestDRANeedKey(t *testing.T) {
 	s.ObserveClaim(allocated("a", "a", result("gpu-0")))
 	if !s.DRANeedOf(draPod("a")).IsZero() {
 		t.Error("an allocated claim still needs devices")
+	}
+}
+
+// A node whose cards only a DRA driver publishes is a GPU node, though its
+// allocatable shows none; a node without cards is not.
+func TestGPUNodeDRA(t *testing.T) {
+	s := draState(t, draCards(gpu.Card{MemoryMiB: 40960, Healthy: true}), nvidiadra.Options{})
+	for _, tc := range []struct {
+		node string
+		want bool
+	}{{"n1", true}, {"n2", false}} {
+		ni := framework.NewNodeInfo()
+		ni.SetNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: tc.node}})
+		if got := s.GPUNode(ni); got != tc.want {
+			t.Errorf("GPUNode(%s) = %v, want %v", tc.node, got, tc.want)
+		}
 	}
 }

@@ -115,8 +115,9 @@ type State struct {
 	proposers sync.Map // fwk.Handle -> namedProposer
 
 	// dra holds the GPU driver's devices and the claims allocated from
-	// them (dra.go).
-	dra draLedger
+	// them (dra.go); draNodes counts its nodes, read without s.mu.
+	dra      draLedger
+	draNodes atomic.Int64
 }
 
 // New returns an empty State, to be connected to a scheduler with Start.

@@ -136,11 +136,6 @@ func (pl *HeteroPriority) preScore(req podRequest, err error) (*preScoreState, e
 	return s, nil
 }
 
-// isGPUNode: a node that offers nvidia.com/gpu.
-func isGPUNode(ni fwk.NodeInfo) bool {
-	return ni.GetAllocatable().GetScalarResources()[gpu.ResourceName] > 0
-}
-
 // Score implements fwk.ScorePlugin; see the package README for the formulas.
 func (pl *HeteroPriority) Score(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
 	var s *preScoreState
@@ -155,9 +150,9 @@ func (pl *HeteroPriority) Score(_ context.Context, cs fwk.CycleState, pod *corev
 	}
 	if s.req.GPU.Count == 0 {
 		if pl.tier {
-			return tierScore(isGPUNode(nodeInfo)), nil
+			return tierScore(pl.state.GPUNode(nodeInfo)), nil
 		}
-		return cpuPodScore(s.gpuShare, isGPUNode(nodeInfo), leastRequested(s.req, nodeInfo)), nil
+		return cpuPodScore(s.gpuShare, pl.state.GPUNode(nodeInfo), leastRequested(s.req, nodeInfo)), nil
 	}
 	return pl.scores.Get(nodeInfo, s.key, func() int64 { return pl.gpuPodScore(s, pod, nodeInfo) }), nil
 }

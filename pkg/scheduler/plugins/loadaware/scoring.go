@@ -10,7 +10,6 @@ import (
 
 	aischedv1alpha1 "github.com/aisched/aisched/apis/aisched/v1alpha1"
 	"github.com/aisched/aisched/apis/config"
-	"github.com/aisched/aisched/pkg/gpu"
 	"github.com/aisched/aisched/pkg/podload"
 )
 
@@ -284,7 +283,7 @@ func (pl *LoadAware) Score(ctx context.Context, cs fwk.CycleState, pod *corev1.P
 		// the pod's request.
 		yield = pl.yields(pl.kinds.Of(pod))
 	}
-	if yield && ni.GetAllocatable().GetScalarResources()[gpu.ResourceName] > 0 {
+	if yield && pl.work.GPUNode(ni) {
 		return 0, nil
 	}
 	sample := pl.sample(ctx, ni.Node().Name, pl.clock.Now())

@@ -15,7 +15,6 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/aisched/aisched/apis/config"
-	"github.com/aisched/aisched/pkg/gpu"
 	"github.com/aisched/aisched/pkg/scheduler/podkind"
 	"github.com/aisched/aisched/pkg/scheduler/workload"
 )
@@ -122,7 +121,7 @@ func (pl *PCCBalance) Score(_ context.Context, cs fwk.CycleState, pod *corev1.Po
 		// The batching path of the scheduler may score without PreScore.
 		podReq, yield = pl.podRequests(pod), pl.yields(pl.kinds.Of(pod))
 	}
-	if yield && nodeInfo.GetAllocatable().GetScalarResources()[gpu.ResourceName] > 0 {
+	if yield && pl.work.GPUNode(nodeInfo) {
 		return 0, nil
 	}
 	alloc, used := nodeInfo.GetAllocatable(), nodeInfo.GetRequested()
