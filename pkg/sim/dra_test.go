@@ -2,8 +2,6 @@ package sim
 
 import (
 	"context"
-	"io"
-	"os"
 	"strings"
 	"testing"
 
@@ -78,8 +76,10 @@ func TestClaimedMilli(t *testing.T) {
 // beyond its shares: the scheduler's cache of claims takes in the
 // allocations it writes (simcluster's resource versions of claims).
 func TestReplayDRAFast(t *testing.T) {
-	nodes := readTrace(t, "trace/testdata/nodes.csv", trace.ReadNodes)
-	pods := readTrace(t, "trace/testdata/pods.csv", trace.ReadPods)
+	nodes, pods, err := trace.ReadFiles("trace/testdata/nodes.csv", "trace/testdata/pods.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
 	rep, err := Replay(context.Background(), ReplayOptions{
 		Engine: simcluster.Fast, Name: "sample", Nodes: nodes, Pods: pods, Policies: ProfilePolicies("default-scheduler", "aisched"),
 		Seeds: []int64{7}, Inflate: 1.3, DRA: true,
@@ -97,18 +97,4 @@ func TestReplayDRAFast(t *testing.T) {
 			t.Errorf("%s: unallocated GPU %v, %d of %d pods pending: want pods bound through their claims", p.Name, res.UnallocatedGPUPct, res.PendingPods, len(seq))
 		}
 	}
-}
-
-func readTrace[T any](t *testing.T, path string, read func(io.Reader, string) ([]T, error)) []T {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	rows, err := read(f, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rows
 }
