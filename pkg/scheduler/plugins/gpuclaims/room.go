@@ -15,8 +15,9 @@ import (
 // Skipping the nodes without room. Upstream's allocator runs in Filter on
 // every node the scheduler tries, until the scheduler has its share of
 // feasible nodes, and on a node whose GPUs are all held it fails only
-// after reading them: about 25 us a node in the profiles of the DRA
-// benchmark rows, against well under 1 us for listing a node. A packing
+// after reading them: about 25 us a node (the 500-node DRA benchmark row's
+// profile: 11.9 s of Filter for 2,000 pods, some 230 to 300 nodes tried
+// each), against well under 1 us for listing a node. A packing
 // profile fills nodes on purpose, so on a busy DRA cluster most of those
 // attempts fail. GPUClaims' PreFilter lists the nodes that may have room
 // instead (a PreFilterResult), when at least 1/skipShare of the nodes
