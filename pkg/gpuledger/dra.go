@@ -349,7 +349,11 @@ func (s *State) recomputeDRAUsageLocked(node string) {
 			}
 		}
 	}
-	s.countFreeLocked(node, n, func(ref DeviceRef) bool { return held[ref] })
+	if free := freeCounts(n, func(ref DeviceRef) bool { return held[ref] }); len(free) > 0 {
+		l.free[node] = free
+	} else {
+		delete(l.free, node)
+	}
 	if u.used == 0 {
 		delete(l.usage, node)
 	} else {

@@ -3,6 +3,7 @@ package gpuledger
 import (
 	"context"
 	"fmt"
+	"iter"
 	"maps"
 	"slices"
 	"strings"
@@ -244,16 +245,28 @@ func fitsCapacity(sh *shape, e exact) bool {
 	return true
 }
 
+// claimKeys yields namespace/name of each claim the pod names (a claim
+// made from a template once the pod's status names it).
+func claimKeys(pod *corev1.Pod) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for i := range pod.Spec.ResourceClaims {
+			name, _, err := resourceclaim.Name(pod, &pod.Spec.ResourceClaims[i])
+			if err != nil || name == nil {
+				continue
+			}
+			if !yield(pod.Namespace + "/" + *name) {
+				return
+			}
+		}
+	}
+}
+
 // podClaims yields the claims of the pod that exist and are not yet
-// allocated, with the pod's name for each. s.mu is held.
+// allocated. s.mu is held.
 func (l *draLedger) podClaims(pod *corev1.Pod) []*resourceapi.ResourceClaim {
 	var out []*resourceapi.ResourceClaim
-	for i := range pod.Spec.ResourceClaims {
-		name, _, err := resourceclaim.Name(pod, &pod.Spec.ResourceClaims[i])
-		if err != nil || name == nil {
-			continue
-		}
-		if c := l.named[pod.Namespace+"/"+*name]; c != nil && c.Status.Allocation == nil {
+	for key := range claimKeys(pod) {
+		if c := l.named[key]; c != nil && c.Status.Allocation == nil {
 			out = append(out, c)
 		}
 	}
@@ -265,12 +278,8 @@ func (l *draLedger) podClaims(pod *corev1.Pod) []*resourceapi.ResourceClaim {
 func (s *State) ClaimsSeen(pod *corev1.Pod) bool {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	for i := range pod.Spec.ResourceClaims {
-		name, _, err := resourceclaim.Name(pod, &pod.Spec.ResourceClaims[i])
-		if err != nil || name == nil {
-			continue
-		}
-		if s.dra.named[pod.Namespace+"/"+*name] == nil {
+	for key := range claimKeys(pod) {
+		if s.dra.named[key] == nil {
 			return false
 		}
 	}

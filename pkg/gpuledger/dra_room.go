@@ -74,7 +74,8 @@ func (s *State) DRANeedOf(pod *corev1.Pod) DRANeed {
 			for _, a := range nr.alts {
 				key.WriteString(strconv.FormatInt(a.count, 10))
 				for _, k := range a.keys {
-					key.WriteString("|" + k)
+					key.WriteByte('|')
+					key.WriteString(k)
 				}
 				key.WriteByte(';')
 			}
@@ -119,18 +120,29 @@ func (s *State) DRAShort(need DRANeed, node string, held func(DeviceRef) bool) b
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	l := &s.dra
-	free := l.free[node]
-	if held != nil {
-		free = freeCounts(l.nodes[node], held)
+	free, n := l.free[node], l.nodes[node]
+	// freeOf counts the free devices of an alternative's shapes: from the
+	// ledger's counts, or the node's devices as held says (no map built:
+	// GPUClaims asks this for every short node of every cycle).
+	freeOf := func(a needAlt) (c int64) {
+		if held == nil {
+			for _, k := range a.keys {
+				c += int64(free[k])
+			}
+			return c
+		}
+		if n == nil {
+			return 0
+		}
+		for ref, dev := range n.devices {
+			if (dev.Shareable || !held(ref)) && slices.Contains(a.keys, n.keys[ref]) {
+				c++
+			}
+		}
+		return c
 	}
 	for _, r := range need.requests {
-		if !slices.ContainsFunc(r.alts, func(a needAlt) bool {
-			var n int64
-			for _, k := range a.keys {
-				n += int64(free[k])
-			}
-			return n >= a.count
-		}) {
+		if !slices.ContainsFunc(r.alts, func(a needAlt) bool { return freeOf(a) >= a.count }) {
 			return true
 		}
 	}
@@ -146,19 +158,9 @@ func (s *State) DRASliceCurrent(sl *resourceapi.ResourceSlice) bool {
 	return s.dra.slices[sl.Name] == sl
 }
 
-// countFreeLocked records the free devices of a node (n, nil when the
-// driver publishes none) by shape, a device held when held says so. s.mu
-// is held.
-func (s *State) countFreeLocked(node string, n *draNode, held func(DeviceRef) bool) {
-	if free := freeCounts(n, held); len(free) > 0 {
-		s.dra.free[node] = free
-	} else {
-		delete(s.dra.free, node)
-	}
-}
-
-// freeCounts counts a node's devices by shape that no claim holds, as held
-// says, or that take several claims.
+// freeCounts counts the devices of a node (n, nil when the driver
+// publishes none) by shape that no claim holds, as held says, or that take
+// several claims.
 func freeCounts(n *draNode, held func(DeviceRef) bool) map[string]int {
 	if n == nil {
 		return nil

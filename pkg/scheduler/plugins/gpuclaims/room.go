@@ -108,10 +108,11 @@ func (pl *GPUClaims) candidates(pod *corev1.Pod, nodes []fwk.NodeInfo, unsure se
 // that safe to rely on.
 func (s *roomScan) short(gpus *gpuledger.State, need gpuledger.DRANeed, nodes []fwk.NodeInfo) map[string]bool {
 	ns := s.byNeed[need.Key()]
-	changed, now, ok := gpus.DRAChangedSince(0)
+	var since uint64
 	if ns != nil {
-		changed, now, ok = gpus.DRAChangedSince(ns.gen)
+		since = ns.gen
 	}
+	changed, now, ok := gpus.DRAChangedSince(since)
 	if ns == nil || !ok || len(ns.short) > len(nodes) {
 		if s.byNeed == nil || len(s.byNeed) >= maxNeeds {
 			s.byNeed = map[string]*needScan{}
