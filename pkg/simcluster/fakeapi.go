@@ -185,12 +185,10 @@ func (a *fakeAPI) versionClaim(action k8stesting.Action) (bool, runtime.Object, 
 	// stored.
 	switch act := action.(type) {
 	case k8stesting.CreateActionImpl:
-		act.Object = act.Object.DeepCopyObject()
-		setVersion(act.Object, a.claimVersions.Add(1))
+		act.Object = a.versioned(act.Object.DeepCopyObject())
 		return k8stesting.ObjectReaction(a.core.Tracker())(act)
 	case k8stesting.UpdateActionImpl:
-		act.Object = act.Object.DeepCopyObject()
-		setVersion(act.Object, a.claimVersions.Add(1))
+		act.Object = a.versioned(act.Object.DeepCopyObject())
 		return k8stesting.ObjectReaction(a.core.Tracker())(act)
 	case k8stesting.PatchActionImpl:
 		// The tracker applies the patch to the stored object; the result
@@ -199,9 +197,7 @@ func (a *fakeAPI) versionClaim(action k8stesting.Action) (bool, runtime.Object, 
 		if !handled || err != nil {
 			return handled, obj, err
 		}
-		setVersion(obj, a.claimVersions.Add(1))
-		gvr := act.GetResource()
-		if err := a.core.Tracker().Update(gvr, obj, act.GetNamespace()); err != nil {
+		if err := a.core.Tracker().Update(act.GetResource(), a.versioned(obj), act.GetNamespace()); err != nil {
 			return true, nil, err
 		}
 		return true, obj, nil
@@ -209,10 +205,12 @@ func (a *fakeAPI) versionClaim(action k8stesting.Action) (bool, runtime.Object, 
 	return false, nil, nil
 }
 
-func setVersion(obj runtime.Object, v int64) {
+// versioned gives obj the next claim resource version and returns it.
+func (a *fakeAPI) versioned(obj runtime.Object) runtime.Object {
 	if m, err := meta.Accessor(obj); err == nil {
-		m.SetResourceVersion(strconv.FormatInt(v, 10))
+		m.SetResourceVersion(strconv.FormatInt(a.claimVersions.Add(1), 10))
 	}
+	return obj
 }
 
 // createPod creates a pod as the apiserver would (see fakeAPI), or binds
