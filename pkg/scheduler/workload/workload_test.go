@@ -54,19 +54,28 @@ func (claimRequests) RequestOf(pod *corev1.Pod) (gpu.Request, error) {
 	return gpu.Request{}, nil
 }
 
+// started is a view started on a fake clientset's informers, synced, and
+// the clientset.
+func started(t *testing.T, requests Requests) (*Workload, *fake.Clientset) {
+	t.Helper()
+	ctx := t.Context()
+	client := fake.NewClientset()
+	factory := informers.NewSharedInformerFactory(client, 0)
+	w := New()
+	if err := w.Start(factory, requests); err != nil {
+		t.Fatal(err)
+	}
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+	return w, client
+}
+
 // TestStartClaimTemplates: a pod whose claim is made from a template is
 // counted when its status names the claim, as a GPU pod, and not when it
 // arrives, as a CPU pod.
 func TestStartClaimTemplates(t *testing.T) {
 	ctx := t.Context()
-	client := fake.NewClientset()
-	factory := informers.NewSharedInformerFactory(client, 0)
-	w := New()
-	if err := w.Start(factory, claimRequests{}); err != nil {
-		t.Fatal(err)
-	}
-	factory.Start(ctx.Done())
-	factory.WaitForCacheSync(ctx.Done())
+	w, client := started(t, claimRequests{})
 
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}}
 	pod.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("gpu")}}
@@ -116,15 +125,8 @@ func (l *lateLedger) RequestOf(pod *corev1.Pod) (gpu.Request, error) {
 // CPU pod.
 func TestStartClaimsSeenLate(t *testing.T) {
 	ctx := t.Context()
-	client := fake.NewClientset()
-	factory := informers.NewSharedInformerFactory(client, 0)
-	w := New()
 	ledger := &lateLedger{}
-	if err := w.Start(factory, ledger); err != nil {
-		t.Fatal(err)
-	}
-	factory.Start(ctx.Done())
-	factory.WaitForCacheSync(ctx.Done())
+	w, client := started(t, ledger)
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}}
 	pod.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To("c")}}
 	if _, err := client.CoreV1().Pods("ns").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
