@@ -89,16 +89,20 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, c *clients, _ id
 	defer cancel()
 
 	changed := make(chan string, 64)
-	var wg sync.WaitGroup
+	var wg, opened sync.WaitGroup
 	for _, wt := range watchers {
 		wg.Add(1)
+		opened.Add(1)
 		go func() {
 			defer wg.Done()
-			follow(ctx, c, wt, changed)
+			follow(ctx, c, wt, changed, opened.Done)
 		}()
 	}
 	defer wg.Wait()
 	defer cancel()
+	// The stream opens once every kind is watched (or given up), so that a
+	// page that fetches again when it opens misses no change.
+	opened.Wait()
 
 	rc := http.NewResponseController(w)
 	w.Header().Set("Content-Type", "text/event-stream")
@@ -147,22 +151,38 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, c *clients, _ id
 }
 
 // follow watches one kind until ctx ends, telling changed of each change
-// and opening the watch again when it ends. A kind the user may not watch
-// (or that is not served) is given up.
-func follow(ctx context.Context, c *clients, wt watcher, changed chan<- string) {
+// and opening the watch again when it ends; a watch opened again tells of
+// a change, since one may have come while none was open. opened is called
+// once, when the first watch is open or the kind is given up. A kind the
+// user may not watch (or that is not served) is given up.
+func follow(ctx context.Context, c *clients, wt watcher, changed chan<- string, opened func()) {
+	first := true
+	tell := func() {
+		select {
+		case changed <- wt.kind:
+		default: // a change of this kind is already pending
+		}
+	}
 	for ctx.Err() == nil {
 		wi, err := wt.watch(ctx, c)
+		if first {
+			opened()
+			first = false
+		} else if err == nil {
+			tell()
+		}
 		if err != nil {
 			klog.V(4).InfoS("console: not watching", "kind", wt.kind, "err", err)
 			return
 		}
-		for ev := range wi.ResultChan() {
-			if ev.Type == watch.Error {
-				break
-			}
+		for open := true; open; {
 			select {
-			case changed <- wt.kind:
-			default: // a change of this kind is already pending
+			case <-ctx.Done():
+				open = false
+			case ev, ok := <-wi.ResultChan():
+				if open = ok && ev.Type != watch.Error; open {
+					tell()
+				}
 			}
 		}
 		wi.Stop()
@@ -170,5 +190,8 @@ func follow(ctx context.Context, c *clients, wt watcher, changed chan<- string) 
 		case <-ctx.Done():
 		case <-time.After(rewatchDelay):
 		}
+	}
+	if first {
+		opened()
 	}
 }

@@ -106,13 +106,21 @@ function openEvents() {
   es.addEventListener("change", (ev) => {
     let kinds = [];
     try { kinds = JSON.parse(ev.data).kinds || []; } catch (e) { return; }
-    const wanted = pageKinds[state.page] || [];
-    // A page with an open form, or a filter being typed, is not redrawn
-    // under the user's hands.
-    const typing = document.activeElement && document.activeElement.closest("#page form.filters");
-    if (kinds.some((k) => wanted.includes(k)) && !document.querySelector("#page form.edit") && !typing) route();
+    redraw(kinds);
   });
+  // The stream opens once the server watches every kind, and opens again
+  // after a break: what changed before that is fetched again.
+  es.addEventListener("open", () => redraw(pageKinds[state.page] || []));
   state.events = es;
+}
+
+// redraw draws the page again when it shows one of the kinds that changed.
+function redraw(kinds) {
+  const wanted = pageKinds[state.page] || [];
+  // A page with an open form, or a filter being typed, is not redrawn
+  // under the user's hands.
+  const typing = document.activeElement && document.activeElement.closest("#page form.filters");
+  if (kinds.some((k) => wanted.includes(k)) && !document.querySelector("#page form.edit") && !typing) route();
 }
 
 function closeEvents() {
