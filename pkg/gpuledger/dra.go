@@ -440,6 +440,16 @@ func (s *State) DRA(node string) (view DRAView, ok bool) {
 	return DRAView{Cards: n.set, Devices: n.devices, Usage: s.dra.usage[node]}, true
 }
 
+// DRAInUse reports whether a claim holds a device of the node's GPU
+// driver, allocated or pending in the scheduler: whether the node is in
+// use for GPU work, rather than empty.
+func (s *State) DRAInUse(node string) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	_, ok := s.dra.usage[node]
+	return ok
+}
+
 // draChange is one change of a node's view: its generation, and the node.
 type draChange struct {
 	gen  uint64

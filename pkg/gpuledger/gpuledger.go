@@ -108,8 +108,9 @@ type State struct {
 	versions map[string]*atomic.Uint64
 	// gone are the NodeMemos' hooks for deleted nodes.
 	gone []func(node string)
-	// prio counts the pods that hold cards by priority (HolderBelow).
-	prio priorities
+	// prio counts the pods that hold cards by priority (HolderBelow),
+	// bound every pod bound to a node (PodBelow).
+	prio, bound priorities
 
 	// proposers are the card proposers by profile (framework handle).
 	proposers sync.Map // fwk.Handle -> namedProposer

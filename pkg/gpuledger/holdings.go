@@ -47,12 +47,14 @@ func ShareOf(r gpu.Request, c *gpu.Card) Share {
 // annotation (and, for a pod that shares a card, its share from its
 // request), and forgets the pod once it has ended. It is the pod
 // informer's add and update handler; after a scheduler restart it
-// rebuilds every holding.
+// rebuilds every holding. It also keeps the priority of every pod bound
+// (PodBelow).
 func (s *State) ObservePod(obj interface{}) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
 		return
 	}
+	s.observeBound(pod)
 	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 		s.Release(pod.UID, "")
 		return
@@ -106,11 +108,17 @@ func HoldingOf(pod *corev1.Pod) (cards []int, share Share, ok bool) {
 	return cards, Share{Milli: req.Milli, MemMiB: mib}, true
 }
 
-// ForgetPod forgets a deleted pod's cards; the pod informer's delete handler.
+// ForgetPod forgets a deleted pod's cards and priority; the pod
+// informer's delete handler.
 func (s *State) ForgetPod(obj interface{}) {
-	if pod, ok := obj.(*corev1.Pod); ok {
-		s.Release(pod.UID, "")
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
 	}
+	s.Release(pod.UID, "")
+	s.mu.Lock()
+	s.bound.forget(pod.UID)
+	s.mu.Unlock()
 }
 
 // Assign records that the pod holds the cards of node (Reserve): whole

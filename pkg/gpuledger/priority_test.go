@@ -52,3 +52,31 @@ func TestHolderBelow(t *testing.T) {
 		t.Error("every holder gone: HolderBelow(1000) = true")
 	}
 }
+
+// PodBelow follows the priorities of every pod bound to a node, of any
+// kind, and forgets a pod that ends or goes; a pod not bound counts for
+// nothing.
+func TestPodBelow(t *testing.T) {
+	s := NewStandalone(Options{})
+	below := func(p int32) bool { return s.PodBelow(p) }
+	s.ObservePod(st.MakePod().Name("pending").UID("pending").Priority(1).Obj())
+	if below(1000) {
+		t.Fatal("no pod bound: PodBelow(1000) = true")
+	}
+	cpu := st.MakePod().Name("c").UID("c").Node("m").Priority(5).Req(map[corev1.ResourceName]string{corev1.ResourceCPU: "1"}).Obj()
+	s.ObservePod(cpu)
+	if !below(6) || below(5) {
+		t.Errorf("a CPU pod of priority 5 bound: PodBelow(6) %t, PodBelow(5) %t; want true, false", below(6), below(5))
+	}
+	done := cpu.DeepCopy()
+	done.Status.Phase = corev1.PodSucceeded
+	s.ObservePod(done)
+	if below(6) {
+		t.Error("the pod succeeded: PodBelow(6) = true")
+	}
+	s.ObservePod(cpu)
+	s.ForgetPod(cpu)
+	if below(1000) {
+		t.Error("the pod deleted: PodBelow(1000) = true")
+	}
+}
