@@ -39,6 +39,9 @@ func (a *GPUClaimsArgs) Default() {
 	if a.BindingTimeoutSeconds == nil {
 		a.BindingTimeoutSeconds = ptr.To[int64](600)
 	}
+	if a.EmptyNodesToTry == nil {
+		a.EmptyNodesToTry = ptr.To[int64](100)
+	}
 }
 
 // Default implements Args.

@@ -128,6 +128,13 @@ type GPUClaimsArgs struct {
 	// binding conditions (DynamicResources' bindingTimeout). Default 600,
 	// 1 to 86400.
 	BindingTimeoutSeconds *int64 `json:"bindingTimeoutSeconds,omitempty"`
+	// emptyNodesToTry: on a profile with percentageOfNodesToScore 0, a
+	// pod whose claims ask for whole GPUs is tried on the nodes in use for
+	// GPU work that have room and on this many empty ones (in turn), when
+	// that at least halves the nodes kube-scheduler would try; if none of
+	// them fits, on every node. 0 tries every pod as kube-scheduler would.
+	// Default 100, 0 to 100000.
+	EmptyNodesToTry *int64 `json:"emptyNodesToTry,omitempty"`
 }
 
 // CoschedulingArgs are the arguments of the Coscheduling plugin.

@@ -89,6 +89,9 @@ func (a *GPUClaimsArgs) Validate(path *field.Path) field.ErrorList {
 	if v := *a.BindingTimeoutSeconds; v < 1 || v > 86400 {
 		errs = append(errs, field.Invalid(path.Child("bindingTimeoutSeconds"), v, "must be between 1 and 86400"))
 	}
+	if v := *a.EmptyNodesToTry; v < 0 || v > 100000 {
+		errs = append(errs, field.Invalid(path.Child("emptyNodesToTry"), v, "must be between 0 and 100000"))
+	}
 	return errs
 }
 

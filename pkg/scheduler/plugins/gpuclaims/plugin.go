@@ -51,8 +51,11 @@ type GPUClaims struct {
 	// plugin is given.
 	dra   fwk.SharedDRAManager
 	steer *steerer
-	// scan keeps the nodes the ledger counts short of each need (room.go).
-	scan roomScan
+	// scan keeps the nodes the ledger counts short of each need (room.go);
+	// narrow what narrows a cycle's nodes (narrow.go).
+	scan   roomScan
+	narrow narrowing
+	handle fwk.Handle
 }
 
 var (
@@ -76,7 +79,12 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle, gpus *gpuledger.
 		return nil, err
 	}
 	fts := feature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate)
-	pl := &GPUClaims{gpus: gpus, planner: planner, dra: h.SharedDRAManager()}
+	pl := &GPUClaims{gpus: gpus, planner: planner, dra: h.SharedDRAManager(), handle: h}
+	pl.narrow.empty = int(*args.EmptyNodesToTry)
+	if p, ok := h.(interface{ PercentageOfNodesToScore() *int32 }); ok {
+		pct := p.PercentageOfNodesToScore()
+		pl.narrow.adaptive = pct != nil && *pct == 0
+	}
 	handle := h
 	if pl.dra != nil {
 		pl.steer = newSteerer(gpus, pl.dra)
@@ -151,7 +159,7 @@ func (pl *GPUClaims) PreFilter(ctx context.Context, cs fwk.CycleState, pod *core
 	if !ok {
 		return res, status
 	}
-	room, rejected := pl.candidates(pod, nodes, unsure)
+	room, rejected := pl.candidates(cs, pod, nodes, unsure)
 	if rejected != nil {
 		return nil, rejected
 	}
@@ -163,12 +171,13 @@ func (pl *GPUClaims) PreFilter(ctx context.Context, cs fwk.CycleState, pod *core
 
 // Reserve is upstream's; the allocations it made pending are recorded in
 // the GPU ledger, so that the pods ranked before its PreBind writes them
-// count them.
+// count them, and a pod tried on every node is narrowed again next time.
 func (pl *GPUClaims) Reserve(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, nodeName string) *fwk.Status {
 	status := pl.DynamicResources.Reserve(ctx, cs, pod, nodeName)
 	if !status.IsSuccess() || pl.dra == nil {
 		return status
 	}
+	pl.narrow.forget(pod.UID)
 	for _, c := range pl.claims(pod) {
 		if a := pl.dra.ResourceClaims().GetPendingAllocation(c.UID); a != nil {
 			pl.gpus.AssumeClaim(c.UID, c.Namespace+"/"+c.Name, a)

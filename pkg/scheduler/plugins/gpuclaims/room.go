@@ -48,30 +48,50 @@ const skipShare = 16
 // maxNeeds bounds the needs whose short nodes are kept.
 const maxNeeds = 16
 
-// roomScan keeps, for each need, which nodes the ledger counts short, as
-// of the ledger's DRA generation.
+// roomScan keeps, for each need, which nodes the ledger counts short and
+// which in use with room, as of the ledger's DRA generation.
 type roomScan struct {
 	mu     sync.Mutex
 	byNeed map[string]*needScan
 }
 
+// needScan is what the ledger counts of each node for one need: short
+// (no room), or open (room, and in use for GPU work: DRAInUse).
 type needScan struct {
-	gen   uint64
-	short map[string]bool
+	gen         uint64
+	short, open map[string]bool
 }
 
-// candidates returns the nodes on which the pod's claims may be allocated
-// (of nodes, the snapshot's), or nil for every node; when no node can
-// hold them, the status that rejects the pod. unsure are the nodes whose
-// slices the ledger has not read as the scheduler listed them.
-func (pl *GPUClaims) candidates(pod *corev1.Pod, nodes []fwk.NodeInfo, unsure sets.Set[string]) (*fwk.PreFilterResult, *fwk.Status) {
+// read records what the ledger counts of node.
+func (ns *needScan) read(gpus *gpuledger.State, need gpuledger.DRANeed, node string) {
+	delete(ns.short, node)
+	delete(ns.open, node)
+	switch {
+	case gpus.DRAShort(need, node, nil):
+		ns.short[node] = true
+	case gpus.DRAInUse(node):
+		ns.open[node] = true
+	}
+}
+
+// candidates returns the nodes the pod is tried on (of nodes, the
+// snapshot's): a narrowed list (narrow.go), recorded in cs, or the nodes
+// on which the pod's claims may be allocated, or nil for every node; when
+// no node can hold them, the status that rejects the pod. unsure are the
+// nodes whose slices the ledger has not read as the scheduler listed them.
+func (pl *GPUClaims) candidates(cs fwk.CycleState, pod *corev1.Pod, nodes []fwk.NodeInfo, unsure sets.Set[string]) (*fwk.PreFilterResult, *fwk.Status) {
 	need := pl.gpus.DRANeedOf(pod)
 	if need.IsZero() {
 		return nil, nil
 	}
 	pl.scan.mu.Lock()
 	defer pl.scan.mu.Unlock()
-	short := pl.scan.short(pl.gpus, need, nodes)
+	ns := pl.scan.of(pl.gpus, need, nodes)
+	if listed := pl.narrowed(pod, ns, nodes, unsure); listed != nil {
+		cs.Write(narrowKey, &narrowState{listed: listed.Len()})
+		return &fwk.PreFilterResult{NodeNames: listed}, nil
+	}
+	short := ns.short
 	if len(short) == 0 || len(short)*skipShare < len(nodes) {
 		return nil, nil
 	}
@@ -102,38 +122,31 @@ func (pl *GPUClaims) candidates(pod *corev1.Pod, nodes []fwk.NodeInfo, unsure se
 	return &fwk.PreFilterResult{NodeNames: names}, nil
 }
 
-// short returns the nodes the ledger counts short of need, reading again
-// only the nodes whose view changed since the need was last read. s.mu
-// is held: the scheduler runs one PreFilter at a time; the lock only makes
-// that safe to rely on.
-func (s *roomScan) short(gpus *gpuledger.State, need gpuledger.DRANeed, nodes []fwk.NodeInfo) map[string]bool {
+// of returns the need's scan, reading again only the nodes whose view
+// changed since the need was last read. s.mu is held: the scheduler runs
+// one PreFilter at a time; the lock only makes that safe to rely on.
+func (s *roomScan) of(gpus *gpuledger.State, need gpuledger.DRANeed, nodes []fwk.NodeInfo) *needScan {
 	ns := s.byNeed[need.Key()]
 	var since uint64
 	if ns != nil {
 		since = ns.gen
 	}
 	changed, now, ok := gpus.DRAChangedSince(since)
-	if ns == nil || !ok || len(ns.short) > len(nodes) {
+	if ns == nil || !ok || len(ns.short)+len(ns.open) > len(nodes) {
 		if s.byNeed == nil || len(s.byNeed) >= maxNeeds {
 			s.byNeed = map[string]*needScan{}
 		}
-		ns = &needScan{short: map[string]bool{}}
+		ns = &needScan{short: map[string]bool{}, open: map[string]bool{}}
 		s.byNeed[need.Key()] = ns
 		for _, ni := range nodes {
-			if name := ni.Node().Name; gpus.DRAShort(need, name, nil) {
-				ns.short[name] = true
-			}
+			ns.read(gpus, need, ni.Node().Name)
 		}
 		ns.gen = now
-		return ns.short
+		return ns
 	}
 	for _, node := range changed {
-		if gpus.DRAShort(need, node, nil) {
-			ns.short[node] = true
-		} else {
-			delete(ns.short, node)
-		}
+		ns.read(gpus, need, node)
 	}
 	ns.gen = now
-	return ns.short
+	return ns
 }
