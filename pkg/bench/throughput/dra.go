@@ -61,20 +61,21 @@ func claimPod(ctx context.Context, client kubernetes.Interface, opts Options, po
 
 // checkClaims checks, with DRA, that each of the n measured pods is bound
 // with its claim allocated and reserved for it, on one device of its node,
-// and that no device was given twice.
-func checkClaims(ctx context.Context, client kubernetes.Interface, opts Options) error {
+// and that no device was given twice, and returns how many nodes the pods
+// are on (how tightly the profile packed them).
+func checkClaims(ctx context.Context, client kubernetes.Interface, opts Options) (nodes int, err error) {
 	if !opts.DRA {
-		return nil
+		return 0, nil
 	}
 	pods, err := client.CoreV1().Pods(benchNamespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return err
+		return 0, err
 	}
 	claims, err := client.ResourceV1().ResourceClaims(benchNamespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return err
+		return 0, err
 	}
-	measured := map[string]bool{}
+	measured, used := map[string]bool{}, map[string]bool{}
 	for i := range opts.Pods {
 		measured[benchPodName(i)] = true
 	}
@@ -85,18 +86,19 @@ func checkClaims(ctx context.Context, client kubernetes.Interface, opts Options)
 		}
 		delete(measured, p.Name)
 		if p.Spec.NodeName == "" || len(p.Spec.ResourceClaims) == 0 {
-			return fmt.Errorf("pod %s: not bound with a claim", p.Name)
+			return 0, fmt.Errorf("pod %s: not bound with a claim", p.Name)
 		}
+		used[p.Spec.NodeName] = true
 	}
 	if len(measured) > 0 {
-		return fmt.Errorf("%d of the %d pods are gone", len(measured), opts.Pods)
+		return 0, fmt.Errorf("%d of the %d pods are gone", len(measured), opts.Pods)
 	}
 	given, err := nvidiadra.CheckGiven(pods.Items, claims.Items, 0)
 	if err != nil {
-		return fmt.Errorf("the DRA allocations: %w", err)
+		return 0, fmt.Errorf("the DRA allocations: %w", err)
 	}
 	if given.Devices != opts.Pods {
-		return fmt.Errorf("the DRA allocations: %d devices given to the claims of %d pods, want one each", given.Devices, opts.Pods)
+		return 0, fmt.Errorf("the DRA allocations: %d devices given to the claims of %d pods, want one each", given.Devices, opts.Pods)
 	}
-	return nil
+	return len(used), nil
 }

@@ -138,7 +138,7 @@ func TestCheckClaims(t *testing.T) {
 		devices []string // node/device of pod i; "" for pod i unbound, "node/" for its claim not allocated
 		wantErr string
 	}{
-		{"each its own", []string{"node-0/gpu-0", "node-0/gpu-1", "node-1/gpu-0"}, ""},
+		{"each its own, on two nodes", []string{"node-0/gpu-0", "node-0/gpu-1", "node-1/gpu-0"}, ""},
 		{"a device twice", []string{"node-0/gpu-0", "node-1/gpu-0", "node-0/gpu-0"}, "device node-0/gpu-0: given twice"},
 		{"a pod unbound", []string{"node-0/gpu-0", ""}, "pod pod-00001: not bound with a claim"},
 		{"a claim not allocated", []string{"node-0/gpu-0", "node-1/"}, "pod pod-00001 is bound without its claim bench/pod-00001 allocated"},
@@ -155,17 +155,19 @@ func TestCheckClaims(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			err := checkClaims(context.Background(), client, Options{DRA: true, Pods: len(tc.devices)})
+			nodes, err := checkClaims(context.Background(), client, Options{DRA: true, Pods: len(tc.devices)})
 			switch {
 			case tc.wantErr == "" && err != nil:
 				t.Errorf("checkClaims: %v", err)
+			case tc.wantErr == "" && nodes != 2:
+				t.Errorf("checkClaims: the pods on %d nodes, want 2", nodes)
 			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
 				t.Errorf("checkClaims: %v, want an error containing %q", err, tc.wantErr)
 			}
 		})
 	}
 	// A pod of the run missing is an error too.
-	if err := checkClaims(context.Background(), fake.NewClientset(), Options{DRA: true, Pods: 2}); err == nil || !strings.Contains(err.Error(), "2 of the 2 pods are gone") {
+	if _, err := checkClaims(context.Background(), fake.NewClientset(), Options{DRA: true, Pods: 2}); err == nil || !strings.Contains(err.Error(), "2 of the 2 pods are gone") {
 		t.Errorf("checkClaims without the pods: %v", err)
 	}
 }

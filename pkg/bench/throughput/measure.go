@@ -110,7 +110,7 @@ func Measure(ctx context.Context, opts Options, name string) (_ ProfileResult, e
 	if err != nil {
 		return ProfileResult{}, err
 	}
-	if err := checkClaims(ctx, c.Client, opts); err != nil {
+	if r.NodesUsed, err = checkClaims(ctx, c.Client, opts); err != nil {
 		return ProfileResult{}, err
 	}
 	r.Name = name

@@ -126,6 +126,8 @@ type ProfileResult struct {
 	// Memory is the process's and the scheduler's memory once every pod
 	// was bound.
 	Memory Memory `json:"memory"`
+	// NodesUsed is, with DRA, how many nodes the pods were placed on.
+	NodesUsed int `json:"nodes_used,omitempty"`
 }
 
 // Result is the outcome of a run.
@@ -248,7 +250,11 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 			if err != nil {
 				return nil, fmt.Errorf("profile %s: %w", profile, err)
 			}
-			fmt.Fprintf(progress, "%s (round %d): %d pods in %.1fs, %.1f pods/s, load %.1f-%.1f\n", profile, round+1, r.Scheduled, r.Seconds, r.PodsPerSecond, r.Load[0], r.Load[1])
+			on := ""
+			if r.NodesUsed > 0 {
+				on = fmt.Sprintf(" on %d nodes", r.NodesUsed)
+			}
+			fmt.Fprintf(progress, "%s (round %d): %d pods%s in %.1fs, %.1f pods/s, load %.1f-%.1f\n", profile, round+1, r.Scheduled, on, r.Seconds, r.PodsPerSecond, r.Load[0], r.Load[1])
 			samples[i] = append(samples[i], r)
 			if round == 0 && i == order[0] {
 				res.Load = r.Load
