@@ -83,7 +83,7 @@ func nodesToFind(n int) int {
 // held), unsure the nodes whose slices the ledger has not read as listed.
 func (pl *GPUClaims) narrowed(pod *corev1.Pod, ns *needScan, nodes []fwk.NodeInfo, unsure sets.Set[string]) sets.Set[string] {
 	n := &pl.narrow
-	if n.empty == 0 || !n.adaptive {
+	if n.empty == 0 || !n.adaptive || len(nodes) == 0 {
 		return nil
 	}
 	if p := pod.Spec.PreemptionPolicy; (p == nil || *p != corev1.PreemptNever) && pl.gpus.PodBelow(corev1helpers.PodPriority(pod)) {

@@ -182,6 +182,13 @@ func TestNarrowing(t *testing.T) {
 		t.Errorf("the lower-priority pod deleted: every node; want a list")
 	}
 
+	// Upstream's PreFilter listed nodes of its own (a claim of the pod
+	// allocated already): no narrowing, whose list might leave none.
+	pl, _, nodes = setup(1000, adaptive, -1)
+	if res, _ := pl.candidates(framework.NewCycleState(), podWith("u", "c"), nodes, nil, false); !res.AllNodes() {
+		t.Errorf("upstream listed nodes: %d nodes listed; want every node", res.NodeNames.Len())
+	}
+
 	// A claim that asks for capacity (a share) is not judged by the
 	// ledger's counts: its pod is tried as the scheduler would.
 	share := claim("s", &resourceapi.ExactDeviceRequest{DeviceClassName: nvidiadra.GPUClass,

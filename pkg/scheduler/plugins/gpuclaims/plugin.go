@@ -159,7 +159,9 @@ func (pl *GPUClaims) PreFilter(ctx context.Context, cs fwk.CycleState, pod *core
 	if !ok {
 		return res, status
 	}
-	room, rejected := pl.candidates(cs, pod, nodes, unsure)
+	// Narrowing only where upstream's PreFilter left every node: a list
+	// of its own (claims allocated already) may leave none of ours.
+	room, rejected := pl.candidates(cs, pod, nodes, unsure, res.AllNodes())
 	if rejected != nil {
 		return nil, rejected
 	}

@@ -75,11 +75,12 @@ func (ns *needScan) read(gpus *gpuledger.State, need gpuledger.DRANeed, node str
 }
 
 // candidates returns the nodes the pod is tried on (of nodes, the
-// snapshot's): a narrowed list (narrow.go), recorded in cs, or the nodes
-// on which the pod's claims may be allocated, or nil for every node; when
-// no node can hold them, the status that rejects the pod. unsure are the
-// nodes whose slices the ledger has not read as the scheduler listed them.
-func (pl *GPUClaims) candidates(cs fwk.CycleState, pod *corev1.Pod, nodes []fwk.NodeInfo, unsure sets.Set[string]) (*fwk.PreFilterResult, *fwk.Status) {
+// snapshot's): a narrowed list (narrow.go, when narrow allows it),
+// recorded in cs, or the nodes on which the pod's claims may be allocated,
+// or nil for every node; when no node can hold them, the status that
+// rejects the pod. unsure are the nodes whose slices the ledger has not
+// read as the scheduler listed them.
+func (pl *GPUClaims) candidates(cs fwk.CycleState, pod *corev1.Pod, nodes []fwk.NodeInfo, unsure sets.Set[string], narrow bool) (*fwk.PreFilterResult, *fwk.Status) {
 	need := pl.gpus.DRANeedOf(pod)
 	if need.IsZero() {
 		return nil, nil
@@ -87,9 +88,11 @@ func (pl *GPUClaims) candidates(cs fwk.CycleState, pod *corev1.Pod, nodes []fwk.
 	pl.scan.mu.Lock()
 	defer pl.scan.mu.Unlock()
 	ns := pl.scan.of(pl.gpus, need, nodes)
-	if listed := pl.narrowed(pod, ns, nodes, unsure); listed != nil {
-		cs.Write(narrowKey, &narrowState{listed: listed.Len()})
-		return &fwk.PreFilterResult{NodeNames: listed}, nil
+	if narrow {
+		if listed := pl.narrowed(pod, ns, nodes, unsure); listed != nil {
+			cs.Write(narrowKey, &narrowState{listed: listed.Len()})
+			return &fwk.PreFilterResult{NodeNames: listed}, nil
+		}
 	}
 	short := ns.short
 	if len(short) == 0 || len(short)*skipShare < len(nodes) {
