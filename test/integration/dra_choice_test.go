@@ -323,6 +323,7 @@ func TestDRANodesWithoutRoom(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, `  - {name: dra, count: 4, cpu: "16", memory: 64Gi, gpus: {count: 1, model: NVIDIA-A100-SXM4-80GB, memoryMiB: 81920, computeCapability: "8.0", dra: {}}}
 `)
+	checkPostFilterOrder(t, c)
 	ctx := context.Background()
 	ns := "dra-room"
 	draNamespace(t, c, ns)

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -92,4 +93,25 @@ nodePools:
 		}
 		return false, fmt.Errorf("events: %s", strings.Join(notes, "; "))
 	})
+}
+
+// The aisched profile runs GPUClaims' PostFilter before Coscheduling's, so
+// that a narrowed cycle's miss (UnschedulableAndUnresolvable) ends the
+// PostFilter plugins before Coscheduling would release a gang or back off
+// a team queue's admission for it. (Checked on TestDRANodesWithoutRoom's
+// cluster, which runs the built-in profiles.)
+func checkPostFilterOrder(t *testing.T, c *local.Cluster) {
+	t.Helper()
+	plugins, ok := c.SchedulerPlugins(scheduler.AischedProfile)
+	if !ok {
+		t.Fatal("no aisched profile running")
+	}
+	var order []string
+	for _, p := range plugins.PostFilter.Enabled {
+		order = append(order, p.Name)
+	}
+	claims, cosched := slices.Index(order, "GPUClaims"), slices.Index(order, "Coscheduling")
+	if claims < 0 || cosched < 0 || claims > cosched {
+		t.Errorf("aisched's PostFilter plugins %v: want GPUClaims before Coscheduling", order)
+	}
 }

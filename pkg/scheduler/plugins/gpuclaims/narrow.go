@@ -138,9 +138,14 @@ func (n *narrowing) forget(uid types.UID) {
 }
 
 // PostFilter: after a narrowed cycle found no node, the pod goes back to
-// the queue at once to be tried on every node (upstream's PostFilter,
-// which may deallocate the pod's claims, waits for that cycle); otherwise
-// upstream's.
+// the queue at once to be tried on every node; otherwise upstream's. The
+// narrowed miss is UnschedulableAndUnresolvable, which ends the PostFilter
+// plugins there: neither upstream's PostFilter (which may deallocate the
+// pod's claims) nor those after GPUClaims (Coscheduling's, which would
+// release a gang's waiting members or back off a team queue's admission)
+// treat it as a failure; the aisched profiles list GPUClaims before
+// Coscheduling. Preemption runs before, and finds nothing: a pod that
+// could preempt is never narrowed.
 func (pl *GPUClaims) PostFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, m fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
 	data, err := cs.Read(narrowKey)
 	if err != nil {
@@ -148,5 +153,5 @@ func (pl *GPUClaims) PostFilter(ctx context.Context, cs fwk.CycleState, pod *cor
 	}
 	pl.narrow.widen(pod.UID)
 	pl.handle.Activate(klog.FromContext(ctx), map[string]*corev1.Pod{pod.Namespace + "/" + pod.Name: pod})
-	return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("no node fits of the %d tried first (nodes in use with room for the pod's claims and some empty ones); trying every node", data.(*narrowState).listed))
+	return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("no node fits of the %d tried first (nodes in use with room for the pod's claims and some empty ones); trying every node", data.(*narrowState).listed))
 }

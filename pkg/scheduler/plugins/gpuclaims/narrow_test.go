@@ -146,8 +146,8 @@ func TestNarrowing(t *testing.T) {
 	// No node of the list fits: the pod goes back to the queue, and is
 	// tried on every node next time.
 	_, status = pl.PostFilter(context.Background(), cs, podWith("p", "c"), framework.NewDefaultNodeToStatus())
-	if status.Code() != fwk.Unschedulable || !strings.Contains(status.Message(), "of the 110 tried first") {
-		t.Errorf("PostFilter of a narrowed cycle: %v; want Unschedulable naming the 110 nodes tried", status)
+	if status.Code() != fwk.UnschedulableAndUnresolvable || !strings.Contains(status.Message(), "of the 110 tried first") {
+		t.Errorf("PostFilter of a narrowed cycle: %v; want UnschedulableAndUnresolvable (the PostFilter plugins after it skipped) naming the 110 nodes tried", status)
 	}
 	if len(h.activated) != 1 || h.activated[0] != "ns/p" {
 		t.Errorf("activated %v; want ns/p", h.activated)
