@@ -102,7 +102,9 @@ func (pl *GPUClaims) narrowed(pod *corev1.Pod, ns *needScan, nodes []fwk.NodeInf
 	for node := range ns.open {
 		out.Insert(node)
 	}
-	out = out.Union(unsure)
+	for node := range unsure {
+		out.Insert(node)
+	}
 	taken, i := 0, 0
 	for ; i < len(nodes) && taken < n.empty; i++ {
 		name := nodes[(n.cursor+i)%len(nodes)].Node().Name
