@@ -29,10 +29,10 @@ func (u Usage) Pick(cards []gpu.Card, r gpu.Request, dst []int) (picked []int, o
 // false when too few cards have room. It does not allocate when dst has
 // room.
 func (u Usage) PickShares(cards []gpu.Card, r gpu.Request, dst []int) (picked []int, ok bool) {
-	var fitBuf [maxCards]int
+	var fitBuf [MaxCards]int
 	fit := fitBuf[:0]
 	for i := range cards {
-		if len(fit) == maxCards {
+		if len(fit) == MaxCards {
 			break
 		}
 		if u.Room(&cards[i], r) {
@@ -88,10 +88,10 @@ func (u Usage) PickShares(cards []gpu.Card, r gpu.Request, dst []int) (picked []
 // every node in every cycle).
 func (u Usage) PickWhole(cards []gpu.Card, r gpu.Request, dst []int) (picked []int, ok bool) {
 	// Positions in cards of the qualifying cards; a node has at most 64.
-	var fitBuf [maxCards]int
+	var fitBuf [MaxCards]int
 	fit := fitBuf[:0]
 	for i := range cards {
-		if len(fit) == maxCards {
+		if len(fit) == MaxCards {
 			break
 		}
 		if !u.Used(cards[i].Index) && cards[i].Satisfies(r) {

@@ -1,4 +1,4 @@
-package gpuledger
+package dra
 
 import (
 	"cmp"
@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/aisched/aisched/pkg/gpu"
+	"github.com/aisched/aisched/pkg/gpuledger"
 )
 
 // DRA devices: the cards of a node as a DRA driver publishes them in
@@ -58,7 +59,7 @@ type Device struct {
 	// Part is what a MIG device takes of its card: its multiprocessors
 	// (else its memory) as thousandths of the card's, and its memory. Zero
 	// for a whole card.
-	Part Share
+	Part gpuledger.Share
 	// MemoryMiB is the device's memory.
 	MemoryMiB int64
 	// Shareable devices are allocated to several claims, each consuming
@@ -134,7 +135,7 @@ func minorOf(name string) int {
 	}
 	digits, _, _ := strings.Cut(rest, "-")
 	n, err := strconv.Atoi(digits)
-	if err != nil || n < 0 || n >= maxCards {
+	if err != nil || n < 0 || n >= gpuledger.MaxCards {
 		return -1
 	}
 	return n
@@ -261,7 +262,7 @@ func buildDRANode(driver string, list []*resourceapi.ResourceSlice) *draNode {
 		case card.MemoryMiB > 0:
 			milli = dev.MemoryMiB * gpu.WholeCardMilli / card.MemoryMiB
 		}
-		dev.Part = Share{Milli: min(max(milli, 1), gpu.WholeCardMilli), MemMiB: dev.MemoryMiB}
+		dev.Part = gpuledger.Share{Milli: min(max(milli, 1), gpu.WholeCardMilli), MemMiB: dev.MemoryMiB}
 	}
 	out := make([]gpu.Card, 0, len(cards.cards))
 	for _, c := range cards.cards {
