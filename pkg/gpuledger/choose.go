@@ -59,24 +59,27 @@ func (u Usage) PickShares(cards []gpu.Card, r gpu.Request, dst []int) (picked []
 	}
 	take := fit[:r.Count]
 	if bySize {
-		// The first run of one size with r.Count cards.
-		take = nil
-		for start := 0; start < len(fit); {
-			end := start + 1
-			for end < len(fit) && cards[fit[end]].MemoryMiB == cards[fit[start]].MemoryMiB {
-				end++
-			}
-			if int64(end-start) >= r.Count {
-				take = fit[start : start+int(r.Count)]
-				break
-			}
-			start = end
-		}
-		if take == nil {
+		if take = oneSize(cards, fit, r.Count); take == nil {
 			return dst, false
 		}
 	}
 	return appendAscending(dst, cards, take), true
+}
+
+// oneSize is the first run of count cards of one memory size in fit
+// (positions in cards, sorted by size); nil when no size has count.
+func oneSize(cards []gpu.Card, fit []int, count int64) []int {
+	for start := 0; start < len(fit); {
+		end := start + 1
+		for end < len(fit) && cards[fit[end]].MemoryMiB == cards[fit[start]].MemoryMiB {
+			end++
+		}
+		if int64(end-start) >= count {
+			return fit[start : start+int(count)]
+		}
+		start = end
+	}
+	return nil
 }
 
 // PickWhole appends to dst the indices of the r.Count whole cards to give

@@ -31,7 +31,7 @@ func (l *Ledger) ObserveClaim(obj interface{}) {
 	old := l.claims[claim.UID]
 	switch {
 	case len(results) > 0:
-		l.setClaimLocked(claim.UID, &draClaim{name: key, results: results, pods: pods})
+		l.setClaimLocked(claim.UID, &claimHold{name: key, results: results, pods: pods})
 	case old != nil && !old.pending:
 		l.setClaimLocked(claim.UID, nil)
 	}
@@ -63,7 +63,7 @@ func (l *Ledger) AssumeClaim(uid types.UID, name string, allocation *resourceapi
 		return
 	}
 	if results := l.driverResults(allocation); len(results) > 0 {
-		l.setClaimLocked(uid, &draClaim{name: name, results: results, pending: true})
+		l.setClaimLocked(uid, &claimHold{name: name, results: results, pending: true})
 	}
 }
 
@@ -94,7 +94,7 @@ func (l *Ledger) driverResults(a *resourceapi.AllocationResult) []resourceapi.De
 
 // setClaimLocked replaces the record of claim uid (nil forgets it) and
 // recomputes the nodes it touches.
-func (l *Ledger) setClaimLocked(uid types.UID, c *draClaim) {
+func (l *Ledger) setClaimLocked(uid types.UID, c *claimHold) {
 	touched := map[string]bool{}
 	if old := l.claims[uid]; old != nil {
 		for _, r := range old.results {
@@ -131,10 +131,10 @@ func (l *Ledger) setClaimLocked(uid types.UID, c *draClaim) {
 // reports the node to the card ledger.
 func (l *Ledger) recomputeUsageLocked(node string) {
 	l.next++
-	if len(l.changed) == maxDRAChanges {
-		l.changed = append(l.changed[:0], l.changed[maxDRAChanges/2:]...)
+	if len(l.changed) == maxChanges {
+		l.changed = append(l.changed[:0], l.changed[maxChanges/2:]...)
 	}
-	l.changed = append(l.changed, draChange{gen: l.next, node: node})
+	l.changed = append(l.changed, viewChange{gen: l.next, node: node})
 	n := l.nodes[node]
 	var u gpuledger.Usage
 	held := map[DeviceRef]bool{}

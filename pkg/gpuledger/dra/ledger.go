@@ -50,12 +50,12 @@ type Ledger struct {
 	byNode map[string]map[string]bool
 	// nodes are the nodes' cards and devices; poolNode is the node of each
 	// pool.
-	nodes    map[string]*draNode
+	nodes    map[string]*nodeDevices
 	poolNode map[string]string
 	// claims are the claims that hold devices of the driver, allocated or
 	// pending (the scheduler's Reserve to its PreBind); byPool their UIDs
 	// by the pools of their devices.
-	claims map[types.UID]*draClaim
+	claims map[types.UID]*claimHold
 	byPool map[string]map[types.UID]bool
 	// usage is what the claims hold of each node's cards, free the devices
 	// of each node no claim holds (or that take several), by shape key
@@ -64,7 +64,7 @@ type Ledger struct {
 	usage   map[string]gpuledger.Usage
 	free    map[string]map[string]int
 	next    uint64
-	changed []draChange
+	changed []viewChange
 	// named are the claims by namespace/name and classes the device
 	// classes: what pods ask for (Request, NeverFits).
 	named   map[string]*resourceapi.ResourceClaim
@@ -76,8 +76,8 @@ type Ledger struct {
 
 var _ gpuledger.DRA = &Ledger{}
 
-// draClaim is a claim's hold on the driver's devices.
-type draClaim struct {
+// claimHold is a claim's hold on the driver's devices.
+type claimHold struct {
 	name    string // namespace/name
 	results []resourceapi.DeviceRequestAllocationResult
 	// pending: allocated by the scheduler, not yet written (Reserve).
@@ -96,7 +96,7 @@ func New(cards *gpuledger.State, driver string) *Ledger {
 		driver = DefaultDriver
 	}
 	l := &Ledger{cards: cards, driver: driver, slices: map[string]*resourceapi.ResourceSlice{}, byNode: map[string]map[string]bool{},
-		nodes: map[string]*draNode{}, poolNode: map[string]string{}, claims: map[types.UID]*draClaim{},
+		nodes: map[string]*nodeDevices{}, poolNode: map[string]string{}, claims: map[types.UID]*claimHold{},
 		byPool: map[string]map[types.UID]bool{}, usage: map[string]gpuledger.Usage{}, free: map[string]map[string]int{},
 		named: map[string]*resourceapi.ResourceClaim{}, classes: map[string]*resourceapi.DeviceClass{}, shapes: newShapeIndex(driver)}
 	cards.UseDRA(l)
@@ -201,7 +201,7 @@ func (l *Ledger) rebuildNodeLocked(node string) {
 			}
 		}
 	}
-	n := buildDRANode(l.driver, list)
+	n := buildNode(l.driver, list)
 	if n == nil {
 		delete(l.nodes, node)
 	} else {
@@ -215,7 +215,7 @@ func (l *Ledger) rebuildNodeLocked(node string) {
 }
 
 // pools lists the pools of a node's devices.
-func (n *draNode) pools() []string {
+func (n *nodeDevices) pools() []string {
 	seen := map[string]bool{}
 	for ref := range n.devices {
 		seen[ref.Pool] = true

@@ -345,11 +345,11 @@ func TestDRAChangedSince(t *testing.T) {
 		t.Errorf("after a claim on n1: %v, %d, %v; want n1 and a later generation than %d", nodes, now, ok, g)
 	}
 	// More changes than the ledger keeps: a reader at g must read again.
-	for i := range maxDRAChanges {
+	for i := range maxChanges {
 		s.ObserveClaim(allocated("c1", "c1", result(fmt.Sprintf("gpu-%d", i%2))))
 	}
 	if _, _, ok := s.ChangedSince(g); ok {
-		t.Errorf("%d changes later: ok, want the reader told to read every node", maxDRAChanges)
+		t.Errorf("%d changes later: ok, want the reader told to read every node", maxChanges)
 	}
 	if _, _, ok := s.ChangedSince(now + 1<<40); ok {
 		t.Errorf("a generation from the future: ok, want the reader told to read every node")

@@ -98,7 +98,7 @@ func attrValue(a resourceapi.DeviceAttribute) any {
 	return nil
 }
 
-func (x *shapeIndex) add(node string, n *draNode) {
+func (x *shapeIndex) add(node string, n *nodeDevices) {
 	n.keys = make(map[DeviceRef]string, len(n.raw))
 	for ref, raw := range n.raw {
 		key := shapeKey(x.driver, raw)
@@ -123,7 +123,7 @@ func (x *shapeIndex) add(node string, n *draNode) {
 	}
 }
 
-func (x *shapeIndex) remove(node string, n *draNode) {
+func (x *shapeIndex) remove(node string, n *nodeDevices) {
 	for _, key := range n.keys {
 		if sh := x.shapes[key]; sh != nil {
 			if sh.nodes[node]--; sh.nodes[node] <= 0 {

@@ -159,7 +159,7 @@ func (l *Ledger) SliceCurrent(sl *resourceapi.ResourceSlice) bool {
 // freeCounts counts the devices of a node (n, nil when the driver
 // publishes none) by shape that no claim holds, as held says, or that take
 // several claims.
-func freeCounts(n *draNode, held func(DeviceRef) bool) map[string]int {
+func freeCounts(n *nodeDevices, held func(DeviceRef) bool) map[string]int {
 	if n == nil {
 		return nil
 	}

@@ -45,15 +45,15 @@ func (l *Ledger) InUse(node string) bool {
 	return ok
 }
 
-// draChange is one change of a node's view: its generation, and the node.
-type draChange struct {
+// viewChange is one change of a node's view: its generation, and the node.
+type viewChange struct {
 	gen  uint64
 	node string
 }
 
-// maxDRAChanges bounds the changes ChangedSince can report: a reader
+// maxChanges bounds the changes ChangedSince can report: a reader
 // further behind reads every node again.
-const maxDRAChanges = 4096
+const maxChanges = 4096
 
 // ChangedSince returns the nodes whose view (View) changed after
 // generation gen, and the generation now, for a reader that keeps
@@ -68,7 +68,7 @@ func (l *Ledger) ChangedSince(gen uint64) (nodes []string, now uint64, ok bool) 
 	if gen > l.next || len(l.changed) == 0 || l.changed[0].gen > gen+1 {
 		return nil, l.next, false
 	}
-	i, _ := slices.BinarySearchFunc(l.changed, gen+1, func(c draChange, g uint64) int { return cmp.Compare(c.gen, g) })
+	i, _ := slices.BinarySearchFunc(l.changed, gen+1, func(c viewChange, g uint64) int { return cmp.Compare(c.gen, g) })
 	for _, c := range l.changed[i:] {
 		nodes = append(nodes, c.node)
 	}
