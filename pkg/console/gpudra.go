@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/aisched/aisched/pkg/gpuledger"
+	"github.com/aisched/aisched/pkg/gpuledger/dra"
 	"github.com/aisched/aisched/pkg/podgroup"
 )
 
@@ -22,13 +22,13 @@ type DRAObjects struct {
 	Claims []resourcev1.ResourceClaim
 }
 
-// observe feeds the objects to the ledger.
-func (d DRAObjects) observe(ledger *gpuledger.State) {
+// observe feeds the objects to the DRA ledger.
+func (d DRAObjects) observe(devices *dra.Ledger) {
 	for i := range d.Slices {
-		ledger.ObserveSlice(&d.Slices[i])
+		devices.ObserveSlice(&d.Slices[i])
 	}
 	for i := range d.Claims {
-		ledger.ObserveClaim(&d.Claims[i])
+		devices.ObserveClaim(&d.Claims[i])
 	}
 }
 
@@ -59,8 +59,8 @@ func listDRA(ctx context.Context, client kubernetes.Interface, opts metav1.ListO
 // holders: a whole GPU to the pods it is reserved for, a MIG device or a
 // share of a shared device by its name, profile and claim; with the pod
 // groups of those pods (pods: the node's, by namespace/name).
-func addDRAHolders(out map[int]cardHolders, dra map[int][]gpuledger.DRAHolder, pods map[string]*corev1.Pod) {
-	for card, list := range dra {
+func addDRAHolders(out map[int]cardHolders, held map[int][]dra.Holder, pods map[string]*corev1.Pod) {
+	for card, list := range held {
 		h := out[card]
 		for _, d := range list {
 			who := strings.Join(d.Pods, ", ")

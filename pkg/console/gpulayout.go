@@ -11,6 +11,7 @@ import (
 	aischedv1alpha1 "github.com/aisched/aisched/apis/aisched/v1alpha1"
 	"github.com/aisched/aisched/pkg/gpu"
 	"github.com/aisched/aisched/pkg/gpuledger"
+	"github.com/aisched/aisched/pkg/gpuledger/dra"
 	"github.com/aisched/aisched/pkg/podgroup"
 )
 
@@ -92,14 +93,15 @@ type CardShare struct {
 // holdings of its running pods, and the devices allocated claims hold.
 // Nodes without cards are left out; the rest come in name order, each
 // with its cards counted.
-func LayOutGPUs(nodes []corev1.Node, inventories []aischedv1alpha1.GPUInventory, pods []corev1.Pod, dra DRAObjects) []GPUNode {
+func LayOutGPUs(nodes []corev1.Node, inventories []aischedv1alpha1.GPUInventory, pods []corev1.Pod, objects DRAObjects) []GPUNode {
 	ledger := gpuledger.NewStandalone(gpuledger.Options{})
+	devices := dra.New(ledger, "")
 	invByNode := map[string]*aischedv1alpha1.GPUInventory{}
 	for i := range inventories {
 		ledger.ObserveInventory(&inventories[i])
 		invByNode[inventories[i].Name] = &inventories[i]
 	}
-	dra.observe(ledger)
+	objects.observe(devices)
 	podsOn := map[string][]*corev1.Pod{}
 	for i := range pods {
 		p := &pods[i]
@@ -123,13 +125,13 @@ func LayOutGPUs(nodes []corev1.Node, inventories []aischedv1alpha1.GPUInventory,
 		if inv := invByNode[node.Name]; inv != nil {
 			n.Source = "GPUInventory"
 			n.Drift, n.CheckTime, n.DriftFindings = inv.Status.Drift, inv.Status.CheckTime, inv.Status.DriftCount
-		} else if _, ok := ledger.DRA(node.Name); ok {
+		} else if _, ok := devices.View(node.Name); ok {
 			n.Source = "ResourceSlices"
 			byName := make(map[string]*corev1.Pod, len(onNode))
 			for _, p := range onNode {
 				byName[p.Namespace+"/"+p.Name] = p
 			}
-			addDRAHolders(holders, ledger.DRAHolders(node.Name), byName)
+			addDRAHolders(holders, devices.Holders(node.Name), byName)
 		}
 		usage := ledger.UsageOf(node.Name, onNode, gpu.RequestedCardsOf(onNode))
 		// Cards of unlocated pods are held, though nobody knows which: the

@@ -1,10 +1,7 @@
 package gpu
 
 import (
-	"fmt"
-	"maps"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -12,15 +9,26 @@ import (
 )
 
 // Other projects' forms of a GPU request, read as aisched's own so that
-// their users' manifests work unchanged (docs/peer-forms.md has the table).
-// A form whose meaning aisched cannot keep is refused with a RequestError
-// that names the key and what to write instead; none is ignored.
+// their users' manifests work unchanged (docs/peer-forms.md has the table):
+// one function per peer turns its keys into the fields of the canonical
+// request (canonical.go). A form whose meaning aisched cannot keep is
+// refused with a RequestError that names the key and what to write
+// instead; none is ignored.
 const (
 	// HAMi's resources, written in a container's limits beside
 	// nvidia.com/gpu (the number of cards), and its annotations.
 	HAMiGPUMemResource        corev1.ResourceName = "nvidia.com/gpumem"
 	HAMiGPUCoresResource      corev1.ResourceName = "nvidia.com/gpucores"
 	HAMiGPUMemPercentResource corev1.ResourceName = "nvidia.com/gpumem-percentage"
+	// HAMiGPUMemAnnotation, HAMiGPUCoresAnnotation and
+	// HAMiGPUMemPercentAnnotation are the same, as pod annotations:
+	// nvidia.com/gpumem is GPUMemAnnotation, nvidia.com/gpucores (percent
+	// of the card's cores) is MilliAnnotation times ten,
+	// nvidia.com/gpumem-percentage is a share of each card's memory in
+	// percent (GPUMemPercent).
+	HAMiGPUMemAnnotation        = "nvidia.com/gpumem"
+	HAMiGPUCoresAnnotation      = "nvidia.com/gpucores"
+	HAMiGPUMemPercentAnnotation = "nvidia.com/gpumem-percentage"
 	// HAMiUseTypeAnnotation and HAMiNoUseTypeAnnotation list card types
 	// (comma-separated) a pod accepts or refuses; a type matches a card
 	// whose model contains it ("V100" matches "Tesla V100-SXM2-32GB").
@@ -40,108 +48,104 @@ const (
 	KAINumDevicesAnnotation = "gpu-fraction-num-devices"
 )
 
-// foreignResources are device layers' resources aisched cannot express in
-// its request model, with what to write instead.
-var foreignResources = map[corev1.ResourceName]string{
-	"volcano.sh/vgpu-number": "Volcano's vGPU: write nvidia.com/gpu: 1 with nvidia.com/gpumem (MiB) and nvidia.com/gpucores (percent), or " + MilliAnnotation + " and " + GPUMemAnnotation,
-	"volcano.sh/vgpu-memory": "Volcano's vGPU: write nvidia.com/gpu: 1 with nvidia.com/gpumem (MiB), or " + GPUMemAnnotation,
-	"volcano.sh/vgpu-cores":  "Volcano's vGPU: write nvidia.com/gpu: 1 with nvidia.com/gpucores (percent), or " + MilliAnnotation,
-	"aliyun.com/gpu-mem":     "Alibaba cGPU: write the share of one card's memory in MiB in " + GPUMemAnnotation,
-	"aliyun.com/gpu-count":   "Alibaba cGPU: write nvidia.com/gpu for whole cards, or " + MilliAnnotation + " for a share",
-}
+// The reasons of readings of HAMi's and KAI's shares.
+const (
+	percentReason  = "want a whole percent of each card's memory, 1 to 100"
+	fractionReason = "want a fraction of one card above 0 and below 1, such as 0.5"
+)
 
-// foreignAnnotations are annotations of device layers aisched cannot
-// honour, with what to write instead.
-var foreignAnnotations = map[string]string{
-	"hami.io/gpu-scheduler-policy": "aisched places shares with its profile (FGD, BestFit); remove the annotation",
-	"nvidia.com/vgpu-mode":         "aisched does not switch the device mode; remove the annotation",
-}
+// The names of HAMi's resources in messages.
+const (
+	hamiGPUMemKey        = "resources.limits[" + string(HAMiGPUMemResource) + "]"
+	hamiGPUCoresKey      = "resources.limits[" + string(HAMiGPUCoresResource) + "]"
+	hamiGPUMemPercentKey = "resources.limits[" + string(HAMiGPUMemPercentResource) + "]"
+)
 
-// refuseForeign returns a RequestError for the first device-layer key of
-// the pod that aisched cannot honour; keys in sorted order, so that the
-// error is stable.
-func refuseForeign(a map[string]string, requests corev1.ResourceList) error {
-	for _, name := range slices.Sorted(maps.Keys(foreignResources)) {
-		if q, ok := requests[name]; ok && !q.IsZero() {
-			return &RequestError{Key: "resources.limits[" + string(name) + "]", Value: q.String(), Reason: "not supported: " + foreignResources[name]}
-		}
+// ofHAMi reads HAMi's forms: a share in a container's resources
+// (nvidia.com/gpumem in MiB, nvidia.com/gpucores in percent of the cores,
+// nvidia.com/gpumem-percentage), whose cards nvidia.com/gpu counts, or
+// in annotations of the same names, as aisched's share; the card types
+// and UUIDs a pod accepts or refuses. HAMi's scheduling policy and device
+// mode are refused.
+func ofHAMi(a map[string]string, requests corev1.ResourceList, c *canonical) {
+	intAnnotation(a, HAMiGPUCoresAnnotation, 1, 100, 10, "want a percent of one card's cores, 1 to 99", &c.milli)
+	inResources := intResource(requests, HAMiGPUCoresResource, hamiGPUCoresKey, 1, 100, 10, "want a percent of one card's cores, 1 to 100", &c.milli)
+	intAnnotation(a, HAMiGPUMemAnnotation, 1, maxMemoryMiB, 1, memShareReason, &c.gpuMem)
+	inResources = intResource(requests, HAMiGPUMemResource, hamiGPUMemKey, 1, maxMemoryMiB, 1, memShareReason, &c.gpuMem) || inResources
+	intAnnotation(a, HAMiGPUMemPercentAnnotation, 1, 100, 1, percentReason, &c.gpuMemPercent)
+	inResources = intResource(requests, HAMiGPUMemPercentResource, hamiGPUMemPercentKey, 1, 100, 1, percentReason, &c.gpuMemPercent) || inResources
+	c.shareInResources = c.shareInResources || inResources
+	if len(a) == 0 {
+		return
 	}
-	for _, key := range slices.Sorted(maps.Keys(foreignAnnotations)) {
-		if v, ok := a[key]; ok {
-			return &RequestError{Key: key, Value: v, Reason: "not supported: " + foreignAnnotations[key]}
-		}
-	}
-	return nil
+	listAnnotation(a, HAMiUseTypeAnnotation, &c.models)
+	listAnnotation(a, HAMiNoUseTypeAnnotation, &c.excludeModels)
+	listAnnotation(a, HAMiUseUUIDAnnotation, &c.uuids)
+	listAnnotation(a, HAMiNoUseUUIDAnnotation, &c.excludeUUIDs)
+	refuseAnnotation(a, "hami.io/gpu-scheduler-policy", "aisched places shares with its profile (FGD, BestFit); remove the annotation", c)
+	refuseAnnotation(a, "nvidia.com/vgpu-mode", "aisched does not switch the device mode; remove the annotation", c)
 }
 
-// shareCards reads the number of cards a share in annotations is taken
-// on, from aisched's key and KAI's, which must agree; nil when neither is
-// given.
-func shareCards(a map[string]string) ([]shareValue, error) {
-	var cards []shareValue
-	for _, key := range []string{CardsAnnotation, KAINumDevicesAnnotation} {
-		v, ok := a[key]
-		if !ok {
-			continue
-		}
-		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-		if err != nil || n < 1 || n > maxCount {
-			return nil, &RequestError{Key: key, Value: v, Reason: fmt.Sprintf("want a whole number of cards, 1 to %d", maxCount)}
-		}
-		cards = append(cards, shareValue{key: key, raw: v, n: n})
+// ofKAI reads KAI's share: gpu-fraction, a decimal fraction of one card
+// ("0.5", 500 thousandths), or gpu-memory in MiB, on
+// gpu-fraction-num-devices cards (gpu.aisched.io/cards).
+func ofKAI(a map[string]string, c *canonical) {
+	if len(a) == 0 {
+		return
 	}
-	if _, err := agreed(cards); err != nil {
-		return nil, err
+	intAnnotation(a, KAIMemoryAnnotation, 1, maxMemoryMiB, 1, memShareReason, &c.gpuMem)
+	if v, ok := a[KAIFractionAnnotation]; ok {
+		c.milli.add(kaiFraction(v))
 	}
-	return cards, nil
+	intAnnotation(a, KAINumDevicesAnnotation, 1, maxCount, 1, cardsReason, &c.shareCards)
 }
-
-// shareValue is one key's reading of a share: of compute in thousandths,
-// or of memory in MiB.
-type shareValue struct {
-	key, raw string
-	n        int64
-}
-
-// limitKey names a resource of a container's limits in errors.
-func limitKey(name corev1.ResourceName) string { return "resources.limits[" + string(name) + "]" }
 
 // kaiFraction reads KAI's gpu-fraction as thousandths of a card.
-func kaiFraction(v string) (int64, error) {
+func kaiFraction(v string) reading {
+	r := reading{key: KAIFractionAnnotation, raw: v}
 	f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
 	if err != nil || math.IsNaN(f) || f <= 0 || f > 1 {
-		return 0, &RequestError{Key: KAIFractionAnnotation, Value: v, Reason: "want a fraction of one card above 0 and below 1, such as 0.5"}
+		r.bad = fractionReason
+		return r
 	}
-	m := int64(math.Round(f * WholeCardMilli))
-	switch {
+	switch m := int64(math.Round(f * WholeCardMilli)); {
 	case m >= WholeCardMilli:
-		return 0, &RequestError{Key: KAIFractionAnnotation, Value: v, Reason: "a fraction of 1 is a whole card: request nvidia.com/gpu: 1 instead"}
+		r.bad = "a fraction of 1 is a whole card: request nvidia.com/gpu: 1 instead"
 	case m < 1:
-		return 0, &RequestError{Key: KAIFractionAnnotation, Value: v, Reason: "below a thousandth of a card, the smallest share aisched accounts"}
+		r.bad = "below a thousandth of a card, the smallest share aisched accounts"
+	default:
+		r.n = m
 	}
-	return m, nil
+	return r
 }
 
-// modelList reads a comma-separated list of card models.
-func modelList(key, v string) ([]string, error) {
-	var models []string
-	for _, m := range strings.Split(v, ",") {
-		if m = NormalizeModel(m); m == "" {
-			return nil, &RequestError{Key: key, Value: v, Reason: "want comma-separated model names, none empty"}
-		}
-		models = append(models, m)
-	}
-	return models, nil
+// ofCGPU refuses Alibaba cGPU's resources, which aisched's request model
+// cannot express.
+func ofCGPU(requests corev1.ResourceList, c *canonical) {
+	refuseResource(requests, "aliyun.com/gpu-count", "Alibaba cGPU: write nvidia.com/gpu for whole cards, or "+MilliAnnotation+" for a share", c)
+	refuseResource(requests, "aliyun.com/gpu-mem", "Alibaba cGPU: write the share of one card's memory in MiB in "+GPUMemAnnotation, c)
 }
 
-// uuidList reads a comma-separated list of card UUIDs.
-func uuidList(key, v string) ([]string, error) {
-	var uuids []string
-	for _, u := range strings.Split(v, ",") {
-		if u = strings.TrimSpace(u); u == "" || len(u) > 128 {
-			return nil, &RequestError{Key: key, Value: v, Reason: "want comma-separated card UUIDs (GPU-...), none empty"}
-		}
-		uuids = append(uuids, u)
+// ofVolcano refuses Volcano's vGPU resources, naming HAMi's or aisched's
+// form of the same share.
+func ofVolcano(requests corev1.ResourceList, c *canonical) {
+	refuseResource(requests, "volcano.sh/vgpu-cores", "Volcano's vGPU: write nvidia.com/gpu: 1 with nvidia.com/gpucores (percent), or "+MilliAnnotation, c)
+	refuseResource(requests, "volcano.sh/vgpu-memory", "Volcano's vGPU: write nvidia.com/gpu: 1 with nvidia.com/gpumem (MiB), or "+GPUMemAnnotation, c)
+	refuseResource(requests, "volcano.sh/vgpu-number", "Volcano's vGPU: write nvidia.com/gpu: 1 with nvidia.com/gpumem (MiB) and nvidia.com/gpucores (percent), or "+MilliAnnotation+" and "+GPUMemAnnotation, c)
+}
+
+// refuseResource records resource name, when the pod requests some of
+// it, as refused, unless an earlier form was.
+func refuseResource(requests corev1.ResourceList, name corev1.ResourceName, instead string, c *canonical) {
+	if q, ok := requests[name]; ok && !q.IsZero() && c.refused.key == "" {
+		c.refused = reading{key: "resources.limits[" + string(name) + "]", raw: q.String(), bad: "not supported: " + instead}
 	}
-	return uuids, nil
+}
+
+// refuseAnnotation records annotation key, when the pod has it, as
+// refused, unless an earlier form was.
+func refuseAnnotation(a map[string]string, key, instead string, c *canonical) {
+	if v, ok := a[key]; ok && c.refused.key == "" {
+		c.refused = reading{key: key, raw: v, bad: "not supported: " + instead}
+	}
 }

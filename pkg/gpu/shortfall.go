@@ -72,18 +72,9 @@ func (n named) all(what string) string {
 // own, with the closest card; "" when each is met by some card (only
 // their combination is not) or the cards are all unhealthy.
 func (r Request) unmet(cards []Card, words named) string {
-	var healthy []Card
-	for _, c := range cards {
-		if c.Healthy {
-			healthy = append(healthy, c)
-		}
-	}
+	healthy, maxMem, maxCores := healthyOf(cards)
 	if len(healthy) == 0 {
 		return fmt.Sprintf("have no healthy GPU (%d unhealthy)", len(cards))
-	}
-	var maxMem, maxCores int64
-	for _, c := range healthy {
-		maxMem, maxCores = max(maxMem, c.MemoryMiB), max(maxCores, c.Cores)
 	}
 	// Each check asks one constraint alone of the healthy cards.
 	alone := func(only Request) bool {
@@ -106,6 +97,18 @@ func (r Request) unmet(cards []Card, words named) string {
 		return fmt.Sprintf("have only GPUs that %s refuses", words.excludeUUIDs)
 	}
 	return ""
+}
+
+// healthyOf is the healthy cards of cards, with the most memory and
+// cores of one.
+func healthyOf(cards []Card) (healthy []Card, maxMem, maxCores int64) {
+	for _, c := range cards {
+		if c.Healthy {
+			healthy = append(healthy, c)
+			maxMem, maxCores = max(maxMem, c.MemoryMiB), max(maxCores, c.Cores)
+		}
+	}
+	return healthy, maxMem, maxCores
 }
 
 func orDefault(words, key string) string {

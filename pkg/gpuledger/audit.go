@@ -45,7 +45,7 @@ func Audit(cards func(node string) *gpu.Set, pods []*corev1.Pod) []string {
 					pod.Namespace, pod.Name, idx, node, u.HeldMilli(idx), u.HeldMemMiB(idx), share.Milli, share.MemMiB))
 			}
 		}
-		usage[node] = u.with(held, share)
+		usage[node] = u.With(held, share)
 	}
 	return problems
 }

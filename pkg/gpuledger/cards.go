@@ -16,8 +16,8 @@ var gfdLabels = [...]string{gpu.GFDCountLabel, gpu.GFDMemoryLabel, gpu.GFDProduc
 type nodeCards struct {
 	// inventory is the node's GPUInventory, converted; nil when it has none.
 	inventory *gpu.Set
-	// dra is the cards of the node's DRA devices (dra.go); nil when the
-	// GPU driver publishes none.
+	// dra is the cards of the node's DRA devices, as the DRA ledger
+	// reports them (SetDRANode); nil when the driver publishes none.
 	dra *gpu.Set
 	// fromLabels is the set built from the label values in labels.
 	fromLabels *gpu.Set
@@ -103,7 +103,7 @@ func (s *State) GPUNode(ni fwk.NodeInfo) bool {
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return s.dra.nodes[ni.Node().Name] != nil
+	return s.cards[ni.Node().Name].dra != nil
 }
 
 // cardsByName is Cards without the cache by node object; gen is the

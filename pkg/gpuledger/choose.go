@@ -29,10 +29,10 @@ func (u Usage) Pick(cards []gpu.Card, r gpu.Request, dst []int) (picked []int, o
 // false when too few cards have room. It does not allocate when dst has
 // room.
 func (u Usage) PickShares(cards []gpu.Card, r gpu.Request, dst []int) (picked []int, ok bool) {
-	var fitBuf [maxCards]int
+	var fitBuf [MaxCards]int
 	fit := fitBuf[:0]
 	for i := range cards {
-		if len(fit) == maxCards {
+		if len(fit) == MaxCards {
 			break
 		}
 		if u.Room(&cards[i], r) {
@@ -59,24 +59,27 @@ func (u Usage) PickShares(cards []gpu.Card, r gpu.Request, dst []int) (picked []
 	}
 	take := fit[:r.Count]
 	if bySize {
-		// The first run of one size with r.Count cards.
-		take = nil
-		for start := 0; start < len(fit); {
-			end := start + 1
-			for end < len(fit) && cards[fit[end]].MemoryMiB == cards[fit[start]].MemoryMiB {
-				end++
-			}
-			if int64(end-start) >= r.Count {
-				take = fit[start : start+int(r.Count)]
-				break
-			}
-			start = end
-		}
-		if take == nil {
+		if take = oneSize(cards, fit, r.Count); take == nil {
 			return dst, false
 		}
 	}
 	return appendAscending(dst, cards, take), true
+}
+
+// oneSize is the first run of count cards of one memory size in fit
+// (positions in cards, sorted by size); nil when no size has count.
+func oneSize(cards []gpu.Card, fit []int, count int64) []int {
+	for start := 0; start < len(fit); {
+		end := start + 1
+		for end < len(fit) && cards[fit[end]].MemoryMiB == cards[fit[start]].MemoryMiB {
+			end++
+		}
+		if int64(end-start) >= count {
+			return fit[start : start+int(count)]
+		}
+		start = end
+	}
+	return nil
 }
 
 // PickWhole appends to dst the indices of the r.Count whole cards to give
@@ -88,10 +91,10 @@ func (u Usage) PickShares(cards []gpu.Card, r gpu.Request, dst []int) (picked []
 // every node in every cycle).
 func (u Usage) PickWhole(cards []gpu.Card, r gpu.Request, dst []int) (picked []int, ok bool) {
 	// Positions in cards of the qualifying cards; a node has at most 64.
-	var fitBuf [maxCards]int
+	var fitBuf [MaxCards]int
 	fit := fitBuf[:0]
 	for i := range cards {
-		if len(fit) == maxCards {
+		if len(fit) == MaxCards {
 			break
 		}
 		if !u.Used(cards[i].Index) && cards[i].Satisfies(r) {

@@ -36,7 +36,7 @@ func TestPickWhole(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var u Usage
 			for _, i := range tc.used {
-				u = u.with([]int{i}, Share{})
+				u = u.With([]int{i}, Share{})
 			}
 			got, ok := u.PickWhole(cards, tc.req, nil)
 			if ok != tc.wantOK {

@@ -3,8 +3,11 @@
 // else GPU Feature Discovery labels), which pod holds which card or which
 // share of one (pods' records, and allocated ResourceClaims), the choice
 // of cards for a pod, and cluster-wide facts such as the share of GPU
-// nodes. DRA is one more source of cards and holdings (dra.go,
-// docs/dra.md), so every count below counts DRA GPUs too.
+// nodes. DRA is one more source of cards and holdings: the DRA ledger
+// (package gpuledger/dra, behind the DRA interface of dra.go; docs/dra.md)
+// reports each node's DRA cards and what claims hold of them, so every
+// count below counts DRA GPUs too. README.md has the model and a worked
+// example.
 //
 // One State serves a whole scheduler: it is part of the state every
 // profile shares (scheduler.Shared), built once from its own configuration
@@ -59,9 +62,6 @@ type Options struct {
 	// NoFeatureDiscoveryLabels turns off the GPU Feature Discovery
 	// fallback: a node without a GPUInventory has no cards.
 	NoFeatureDiscoveryLabels bool
-	// DRADriver is the DRA driver whose devices are GPUs (dra.go); empty
-	// is DefaultDRADriver.
-	DRADriver string
 }
 
 // State is the shared GPU view. Create it with New or NewStandalone.
@@ -115,9 +115,13 @@ type State struct {
 	// proposers are the card proposers by profile (framework handle).
 	proposers sync.Map // fwk.Handle -> namedProposer
 
-	// dra holds the GPU driver's devices and the claims allocated from
-	// them (dra.go); draNodes counts its nodes, read without s.mu.
-	dra      draLedger
+	// dra is the ledger of the DRA driver's devices and the claims
+	// allocated from them (dra.go); nil without. draUsage is what the
+	// claims hold of each node's cards, as it last said (SetDRANode);
+	// draNodes counts the nodes whose cards it publishes, read without
+	// s.mu.
+	dra      DRA
+	draUsage map[string]Usage
 	draNodes atomic.Int64
 }
 
@@ -131,7 +135,7 @@ func New(opts Options) *State {
 		ptrs:     map[string][]*corev1.Node{},
 		nodes:    map[string]*corev1.Node{},
 		versions: map[string]*atomic.Uint64{},
-		dra:      newDRALedger(opts.DRADriver),
+		draUsage: map[string]Usage{},
 	}
 }
 
@@ -188,7 +192,10 @@ func (s *State) start(ctx context.Context, client versioned.Interface, factory i
 		return err
 	}
 	s.synced = append(s.synced, pods.HasSynced, nodes.HasSynced)
-	dra, err := s.startDRA(ctx, factory)
+	if s.dra == nil {
+		return nil
+	}
+	dra, err := s.dra.Start(ctx, factory)
 	if err != nil {
 		return err
 	}

@@ -335,7 +335,7 @@ func (s *State) usageLocked(node string, pods iter.Seq[*corev1.Pod], requested i
 			continue
 		}
 		for _, c := range h.cards {
-			if c < 0 || c >= maxCards {
+			if c < 0 || c >= MaxCards {
 				continue
 			}
 			u.used |= 1 << c

@@ -20,9 +20,6 @@ var (
 	cardsDesc = metrics.NewDesc("aisched_gpu_cards",
 		"GPU cards by node, model and state: allocated (held whole), shared (held in part by pods sharing it), free; cards of another scheduler's pods count once the node agent located them.",
 		[]string{"node", "model", "state"}, nil, metrics.ALPHA, "")
-	migDesc = metrics.NewDesc("aisched_gpu_mig_devices",
-		"MIG devices that the GPU's DRA driver publishes, by node, card model, MIG profile and state: allocated (a claim holds it) or free; a placement of a card partitioned dynamically counts only while a claim holds it.",
-		[]string{"node", "model", "profile", "state"}, nil, metrics.ALPHA, "")
 	sharedFreeDesc = metrics.NewDesc("aisched_gpu_fragmented_milli",
 		"Thousandths of a card free on cards that pods share, by node: capacity that whole-card pods cannot use until the shares end.",
 		[]string{"node"}, nil, metrics.ALPHA, "")
@@ -30,7 +27,8 @@ var (
 
 // Collector reports the ledger's cards at each scrape: what every node
 // has and what is held of it, computed from the holdings, so that nothing
-// is kept twice. Register it with the scheduler's metrics registry.
+// is kept twice. Register it with the scheduler's metrics registry (the
+// DRA ledger's MIG devices have a collector of their own: package dra).
 func (s *State) Collector() metrics.StableCollector { return &collector{state: s} }
 
 type collector struct {
@@ -40,7 +38,6 @@ type collector struct {
 
 func (c *collector) DescribeWithStability(ch chan<- *metrics.Desc) {
 	ch <- cardsDesc
-	ch <- migDesc
 	ch <- sharedFreeDesc
 }
 
@@ -50,11 +47,6 @@ func (c *collector) CollectWithStability(ch chan<- metrics.Metric) {
 			ch <- metrics.NewLazyConstMetric(cardsDesc, metrics.GaugeValue, float64(count), n.name, key.model, key.state)
 		}
 		ch <- metrics.NewLazyConstMetric(sharedFreeDesc, metrics.GaugeValue, float64(n.fragmentedMilli), n.name)
-	}
-	for node, counts := range c.state.migDevices() {
-		for key, count := range counts {
-			ch <- metrics.NewLazyConstMetric(migDesc, metrics.GaugeValue, float64(count), node, key.model, key.profile, key.state)
-		}
 	}
 }
 
@@ -78,9 +70,9 @@ func (s *State) allocation() []nodeAllocation {
 	for _, n := range s.nodes {
 		nodes = append(nodes, n)
 	}
-	usage := maps.Clone(s.dra.usage)
+	usage := maps.Clone(s.draUsage)
 	for _, h := range s.pods {
-		usage[h.node] = usage[h.node].with(h.cards, h.share)
+		usage[h.node] = usage[h.node].With(h.cards, h.share)
 	}
 	s.mu.RUnlock()
 

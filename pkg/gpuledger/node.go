@@ -59,7 +59,7 @@ func (n *NodeGPUs) Take(r gpu.Request) (cards []int, ok bool) {
 	if !ok {
 		return nil, false
 	}
-	n.Usage = n.Usage.with(cards, n.shareOf(r, cards))
+	n.Usage = n.Usage.With(cards, n.shareOf(r, cards))
 	return cards, true
 }
 

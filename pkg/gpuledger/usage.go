@@ -7,8 +7,8 @@ import (
 	"github.com/aisched/aisched/pkg/gpu"
 )
 
-// maxCards bounds the cards of a node (Usage keeps one bit per card).
-const maxCards = 64
+// MaxCards bounds the cards of a node (Usage keeps one bit per card).
+const MaxCards = 64
 
 // Usage is what the pods of a node hold.
 type Usage struct {
@@ -31,12 +31,12 @@ type Usage struct {
 
 // cardShares sums the shares of each card of a node.
 type cardShares struct {
-	milli, memMiB [maxCards]int64
+	milli, memMiB [MaxCards]int64
 }
 
 // Used reports whether card i is held, whole or in part, by a pod with a
 // known assignment: a whole-card pod cannot have it.
-func (u Usage) Used(i int) bool { return i >= 0 && i < maxCards && u.used&(1<<i) != 0 }
+func (u Usage) Used(i int) bool { return i >= 0 && i < MaxCards && u.used&(1<<i) != 0 }
 
 // Whole reports whether a pod holds card i whole.
 func (u Usage) Whole(i int) bool {
@@ -167,10 +167,11 @@ func (u Usage) FreeMilli(cards []gpu.Card) int64 {
 	return max(free-u.Unknown*gpu.WholeCardMilli, 0)
 }
 
-// with returns u with the pod that holds cards (whole cards when share is
-// zero, else the share of each) added. The per-card shares are copied
-// before they change, so that a Usage handed out never changes.
-func (u Usage) with(cards []int, share Share) Usage {
+// With returns u with a holder of cards (whole cards when share is zero,
+// else the share of each) added: a pod, or a claim of the DRA ledger
+// (package dra). The per-card shares are copied before they change, so
+// that a Usage handed out never changes.
+func (u Usage) With(cards []int, share Share) Usage {
 	if !share.IsZero() {
 		shared := new(cardShares)
 		if u.shared != nil {
@@ -179,7 +180,7 @@ func (u Usage) with(cards []int, share Share) Usage {
 		u.shared = shared
 	}
 	for _, c := range cards {
-		if c < 0 || c >= maxCards {
+		if c < 0 || c >= MaxCards {
 			continue
 		}
 		u.used |= 1 << c
@@ -193,14 +194,14 @@ func (u Usage) with(cards []int, share Share) Usage {
 	return u
 }
 
-// without returns u with a pod added by with taken out again.
+// without returns u with a pod added by With taken out again.
 func (u Usage) without(cards []int, share Share) Usage {
 	if !share.IsZero() && u.shared != nil {
 		shared := *u.shared
 		u.shared = &shared
 	}
 	for _, c := range cards {
-		if c < 0 || c >= maxCards {
+		if c < 0 || c >= MaxCards {
 			continue
 		}
 		bit := uint64(1) << c
@@ -216,4 +217,29 @@ func (u Usage) without(cards []int, share Share) Usage {
 		}
 	}
 	return u
+}
+
+// merged returns u with o's holdings added; neither changes.
+func (u Usage) merged(o Usage) Usage {
+	if o.used == 0 && o.Unknown == 0 {
+		return u
+	}
+	out := Usage{used: u.used | o.used, whole: u.whole | o.whole, Unknown: u.Unknown + o.Unknown, unlocated: u.unlocated || o.unlocated}
+	if u.shared == nil && o.shared == nil {
+		// Every held card is held whole.
+		out.whole = out.used
+		return out
+	}
+	out.shared = new(cardShares)
+	for _, x := range []Usage{u, o} {
+		if x.shared == nil {
+			out.whole |= x.used
+			continue
+		}
+		for i := range out.shared.milli {
+			out.shared.milli[i] += x.shared.milli[i]
+			out.shared.memMiB[i] += x.shared.memMiB[i]
+		}
+	}
+	return out
 }

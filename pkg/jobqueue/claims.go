@@ -14,7 +14,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/utils/ptr"
 
-	"github.com/aisched/aisched/pkg/gpuledger"
+	"github.com/aisched/aisched/pkg/gpuledger/dra"
 )
 
 // Claims: a group's DRA claims solved whole. Upstream's scheduler
@@ -44,7 +44,7 @@ const (
 // has placed already.
 type ClaimSolver struct {
 	ctx      context.Context
-	gpus     *gpuledger.State
+	gpus     *dra.Ledger
 	dra      fwk.SharedDRAManager
 	features structured.Features
 	cel      *cel.Cache
@@ -58,16 +58,16 @@ type ClaimSolver struct {
 
 // NewClaimSolver reads the DRA manager's slices and allocated devices for
 // one pass; features are the allocator's (the scheduler's feature gates).
-func NewClaimSolver(ctx context.Context, dra fwk.SharedDRAManager, gpus *gpuledger.State, features structured.Features) (*ClaimSolver, error) {
-	list, err := dra.ResourceSlices().ListWithDeviceTaintRules()
+func NewClaimSolver(ctx context.Context, manager fwk.SharedDRAManager, gpus *dra.Ledger, features structured.Features) (*ClaimSolver, error) {
+	list, err := manager.ResourceSlices().ListWithDeviceTaintRules()
 	if err != nil {
 		return nil, err
 	}
-	state, err := dra.ResourceClaims().GatherAllocatedState()
+	state, err := manager.ResourceClaims().GatherAllocatedState()
 	if err != nil {
 		return nil, err
 	}
-	s := &ClaimSolver{ctx: ctx, gpus: gpus, dra: dra, features: features, byNode: map[string][]*resourceapi.ResourceSlice{},
+	s := &ClaimSolver{ctx: ctx, gpus: gpus, dra: manager, features: features, byNode: map[string][]*resourceapi.ResourceSlice{},
 		cel:   cel.NewCache(64, cel.Features{EnableConsumableCapacity: features.ConsumableCapacity, EnableListTypeAttributes: features.ListTypeAttributes}),
 		state: cloneState(*state)}
 	for _, sl := range list {
@@ -93,7 +93,7 @@ func (q *Queue) claimSolver(groups map[string]*Group) *ClaimSolver {
 	}
 	for _, g := range groups {
 		if slices.ContainsFunc(g.Pending, func(p *corev1.Pod) bool { return len(p.Spec.ResourceClaims) > 0 }) {
-			s, err := NewClaimSolver(context.Background(), q.dra, q.gpus, q.draFeatures)
+			s, err := NewClaimSolver(context.Background(), q.dra, dra.Of(q.gpus), q.draFeatures)
 			if err != nil {
 				return nil
 			}
@@ -220,7 +220,7 @@ func allocatedNode(a *resourceapi.AllocationResult) string {
 // and devices, its paper placement moved there when it differs; plans
 // receives them by pod UID. ok is false, with why in words, when they do
 // not fit together within the search's bounds; nothing changes then.
-func (s *ClaimSolver) Solve(demands []Demand, rooms []Room, at placement, plans map[types.UID]gpuledger.ClaimPlan) (ok bool, why string) {
+func (s *ClaimSolver) Solve(demands []Demand, rooms []Room, at placement, plans map[types.UID]dra.ClaimPlan) (ok bool, why string) {
 	members, why := s.members(demands, at)
 	if why != "" {
 		return false, why
@@ -229,7 +229,7 @@ func (s *ClaimSolver) Solve(demands []Demand, rooms []Room, at placement, plans 
 		return true, ""
 	}
 	s.calls = 0
-	got := map[types.UID]gpuledger.ClaimPlan{}
+	got := map[types.UID]dra.ClaimPlan{}
 	if !s.solve(members, 0, demands, rooms, at, got) {
 		return false, fmt.Sprintf("the DRA claims of its %d members with claims cannot be allocated together on the free devices", len(members))
 	}
@@ -240,7 +240,7 @@ func (s *ClaimSolver) Solve(demands []Demand, rooms []Room, at placement, plans 
 }
 
 // solve places members[i:]; on false it has undone what it did.
-func (s *ClaimSolver) solve(members []claimMember, i int, demands []Demand, rooms []Room, at placement, plans map[types.UID]gpuledger.ClaimPlan) bool {
+func (s *ClaimSolver) solve(members []claimMember, i int, demands []Demand, rooms []Room, at placement, plans map[types.UID]dra.ClaimPlan) bool {
 	if i == len(members) {
 		return true
 	}
@@ -263,10 +263,10 @@ func (s *ClaimSolver) solve(members []claimMember, i int, demands []Demand, room
 				break
 			}
 			s.take(results)
-			plan := gpuledger.ClaimPlan{Node: rooms[r].Node.Name}
+			plan := dra.ClaimPlan{Node: rooms[r].Node.Name}
 			for _, a := range results {
 				for _, res := range a.Devices.Results {
-					plan.Devices = append(plan.Devices, gpuledger.DeviceRef{Pool: res.Pool, Device: res.Device})
+					plan.Devices = append(plan.Devices, dra.DeviceRef{Pool: res.Pool, Device: res.Device})
 					hidden[res.Pool+"/"+res.Device] = true
 				}
 			}
@@ -323,15 +323,15 @@ func (s *ClaimSolver) candidates(m claimMember, d *Demand, rooms []Room, at plac
 // hidden devices left out; ok is false when they do not fit there.
 func (s *ClaimSolver) allocate(node *corev1.Node, claims []*resourceapi.ResourceClaim, hidden map[string]bool) ([]resourceapi.AllocationResult, bool) {
 	s.calls++
-	view, isDRA := s.gpus.DRA(node.Name)
-	allocated := gpuledger.AllocatedDevices(&s.state)
+	view, isDRA := s.gpus.View(node.Name)
+	allocated := dra.AllocatedDevices(&s.state)
 	var list []*resourceapi.ResourceSlice
 	for _, sl := range s.byNode[node.Name] {
-		if isDRA && sl.Spec.Driver == s.gpus.DRADriver() {
+		if isDRA && sl.Spec.Driver == s.gpus.Driver() {
 			sl = view.Ordered(sl)
 		}
 		if len(hidden) > 0 {
-			sl = gpuledger.KeepDevices(sl, func(name string) bool {
+			sl = dra.KeepDevices(sl, func(name string) bool {
 				return !hidden[sl.Spec.Pool.Name+"/"+name] || allocated.Has(structured.MakeDeviceID(sl.Spec.Driver, sl.Spec.Pool.Name, name))
 			})
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/aisched/aisched/pkg/gpu"
 	"github.com/aisched/aisched/pkg/gpu/nvidiadra"
 	"github.com/aisched/aisched/pkg/gpuledger"
+	"github.com/aisched/aisched/pkg/gpuledger/dra"
 	utiltesting "github.com/aisched/aisched/pkg/util/testing"
 )
 
@@ -43,17 +44,18 @@ func wholeOrHalf(name string) *resourceapi.ResourceClaim {
 
 // gang is n pods of a gang on node n1, one claim each, and a dynamic-MIG
 // card of 80 GiB.
-func gang(t *testing.T, n int) (*utiltesting.FakeDRA, *gpuledger.State, []Demand, []Room, placement) {
+func gang(t *testing.T, n int) (*utiltesting.FakeDRA, *dra.Ledger, []Demand, []Room, placement) {
 	t.Helper()
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{corev1.LabelHostname: "n1"}}}
 	cards := []gpu.Card{{Index: 0, UUID: "GPU-0", Model: "NVIDIA H100 80GB HBM3", MemoryMiB: 81920, ComputeCapability: 9, Healthy: true}}
 	sl := nvidiadra.Slices("n1", cards, nvidiadra.Options{DynamicMIG: true})
 	f := utiltesting.NewFakeDRA(sl, nvidiadra.DeviceClasses())
-	gpus := gpuledger.NewStandalone(gpuledger.Options{})
+	ledger := gpuledger.NewStandalone(gpuledger.Options{})
+	gpus := dra.New(ledger, "")
 	for _, s := range sl {
 		gpus.ObserveSlice(s)
 	}
-	gpus.ObserveNode(node)
+	ledger.ObserveNode(node)
 	var demands []Demand
 	at := newPlacement(n)
 	for i := range n {
@@ -100,7 +102,7 @@ func TestSolveGangWhole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plans := map[types.UID]gpuledger.ClaimPlan{}
+	plans := map[types.UID]dra.ClaimPlan{}
 	if ok, why := s.Solve(demands, rooms, at, plans); !ok {
 		t.Fatalf("Solve: %s", why)
 	}
@@ -131,7 +133,7 @@ func TestSolveGangTooLarge(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := s.state.AllocatedDevices.Len()
-	plans := map[types.UID]gpuledger.ClaimPlan{}
+	plans := map[types.UID]dra.ClaimPlan{}
 	ok, why := s.Solve(demands, rooms, at, plans)
 	if ok || why == "" {
 		t.Fatalf("Solve = %v, %q; want a refusal that says why", ok, why)
@@ -148,7 +150,7 @@ func TestSolveWaitsForClaims(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ok, why := s.Solve(demands, rooms, at, map[types.UID]gpuledger.ClaimPlan{}); ok || why != "claim ns/c1 of pod p1 is not created yet" {
+	if ok, why := s.Solve(demands, rooms, at, map[types.UID]dra.ClaimPlan{}); ok || why != "claim ns/c1 of pod p1 is not created yet" {
 		t.Errorf("Solve = %v, %q; want it to wait for claim c1", ok, why)
 	}
 }
@@ -161,7 +163,7 @@ func TestSolveLeavesAllToUpstream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plans := map[types.UID]gpuledger.ClaimPlan{}
+	plans := map[types.UID]dra.ClaimPlan{}
 	if ok, why := s.Solve(demands, rooms, at, plans); !ok {
 		t.Fatalf("Solve: %s", why)
 	}

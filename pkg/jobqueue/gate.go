@@ -5,7 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/aisched/aisched/pkg/gpuledger"
+	"github.com/aisched/aisched/pkg/gpuledger/dra"
 	"github.com/aisched/aisched/pkg/queuetree"
 )
 
@@ -112,12 +112,12 @@ func (q *Queue) Binding(key string, priority int32) *Reservation {
 // ClaimPlan returns the node and devices the last plan's solution of its
 // group's DRA claims gives the pod (claims.go); ok is false when it has
 // none.
-func (q *Queue) ClaimPlan(pod *corev1.Pod) (gpuledger.ClaimPlan, bool) {
+func (q *Queue) ClaimPlan(pod *corev1.Pod) (dra.ClaimPlan, bool) {
 	if p := q.plan.Load(); p != nil {
 		plan, ok := p.Claims[pod.UID]
 		return plan, ok
 	}
-	return gpuledger.ClaimPlan{}, false
+	return dra.ClaimPlan{}, false
 }
 
 // Placed returns the topology domain the current plan placed the admitted

@@ -10,7 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/aisched/aisched/pkg/gpuledger"
+	"github.com/aisched/aisched/pkg/gpuledger/dra"
 	"github.com/aisched/aisched/pkg/queuetree"
 	"github.com/aisched/aisched/pkg/topology"
 )
@@ -175,7 +175,7 @@ type Plan struct {
 	// Claims are, by pod UID, the node and devices that the solution of
 	// their group's DRA claims gives the members of admitted groups
 	// (claims.go); GPUClaims holds each member to its own.
-	Claims map[types.UID]gpuledger.ClaimPlan
+	Claims map[types.UID]dra.ClaimPlan
 	// Placements are the domains of the admitted groups that ask for one,
 	// by group key, and of the group that holds the Reservation: Filter
 	// keeps admitted members inside theirs.
@@ -317,7 +317,7 @@ func newComputation(in Input) *computation {
 		c.groups[i] = &g
 	}
 	slices.SortStableFunc(c.groups, func(a, b *Group) int { return queueOrder(*a, *b) })
-	c.plan = Plan{Decisions: make(map[string]Decision, len(c.groups)), Claims: map[types.UID]gpuledger.ClaimPlan{}, Placements: map[string]*Placed{}}
+	c.plan = Plan{Decisions: make(map[string]Decision, len(c.groups)), Claims: map[types.UID]dra.ClaimPlan{}, Placements: map[string]*Placed{}}
 	if !c.tree.Empty() {
 		// What running work uses counts against its queues.
 		for r := range c.rooms {

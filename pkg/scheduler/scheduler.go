@@ -61,7 +61,7 @@ func Registry(shared *Shared) frameworkruntime.Registry {
 			return gpufit.New(ctx, obj, h, shared.GPUs)
 		}),
 		gpuclaims.Name: with(func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-			return gpuclaims.New(ctx, obj, h, shared.GPUs, shared.Queue)
+			return gpuclaims.New(ctx, obj, h, shared.GPUs, shared.DRA, shared.Queue)
 		}),
 		heteropriority.Name: with(func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 			return heteropriority.New(ctx, obj, h, shared.GPUs)

@@ -27,6 +27,7 @@ import (
 	"github.com/aisched/aisched/pkg/generated/clientset/versioned"
 	"github.com/aisched/aisched/pkg/generated/informers/externalversions"
 	"github.com/aisched/aisched/pkg/gpuledger"
+	"github.com/aisched/aisched/pkg/gpuledger/dra"
 	"github.com/aisched/aisched/pkg/jobqueue"
 	"github.com/aisched/aisched/pkg/podgroup"
 	"github.com/aisched/aisched/pkg/scheduler/workload"
@@ -43,6 +44,9 @@ import (
 type Shared struct {
 	// GPUs is the one GPU ledger.
 	GPUs *gpuledger.State
+	// DRA is the ledger of the GPU driver's DRA devices and claims, which
+	// reports to GPUs (package gpuledger/dra).
+	DRA *dra.Ledger
 	// Groups resolves and indexes pod groups.
 	Groups *podgroup.Groups
 	// Queue is the job queue.
@@ -77,7 +81,8 @@ func NewShared(cfg *config.SharedConfiguration) *Shared {
 // for the simulator, which runs the scheduler on a virtual clock and a
 // fake clientset.
 func NewSharedWith(cfg *config.SharedConfiguration, clk clock.WithTickerAndDelayedExecution, client versioned.Interface) *Shared {
-	gpus := gpuledger.New(gpuledger.Options{NoFeatureDiscoveryLabels: !*cfg.GPUs.UseFeatureDiscoveryLabels, DRADriver: cfg.GPUs.DRADriver})
+	gpus := gpuledger.New(gpuledger.Options{NoFeatureDiscoveryLabels: !*cfg.GPUs.UseFeatureDiscoveryLabels})
+	devices := dra.New(gpus, cfg.GPUs.DRADriver)
 	groups := podgroup.New()
 	q := cfg.JobQueue
 	queue := jobqueue.New(groups, gpus, jobqueue.Options{
@@ -87,7 +92,7 @@ func NewSharedWith(cfg *config.SharedConfiguration, clk clock.WithTickerAndDelay
 		PartialGroup: time.Duration(*q.PartialGroupSeconds) * time.Second,
 		Clock:        clk,
 	})
-	return &Shared{GPUs: gpus, Groups: groups, Queue: queue, Workload: workload.New(), Clock: clk, client: client}
+	return &Shared{GPUs: gpus, DRA: devices, Groups: groups, Queue: queue, Workload: workload.New(), Clock: clk, client: client}
 }
 
 // start connects the shared state to the scheduler, once, before the
@@ -183,7 +188,7 @@ func (s *Shared) queueRecorder(ctx context.Context, h fwk.Handle) (events.EventR
 // registers them with kube-scheduler's; the simulator and aisched up do
 // not.
 func (s *Shared) Metrics() ([]metrics.Registerable, []metrics.StableCollector) {
-	return s.Queue.Metrics(), []metrics.StableCollector{s.GPUs.Collector()}
+	return s.Queue.Metrics(), []metrics.StableCollector{s.GPUs.Collector(), s.DRA.Collector()}
 }
 
 // syncTimeout bounds the wait for the NodeMetrics cache at start.

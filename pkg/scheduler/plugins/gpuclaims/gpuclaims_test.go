@@ -22,6 +22,7 @@ import (
 	"github.com/aisched/aisched/pkg/gpu"
 	"github.com/aisched/aisched/pkg/gpu/nvidiadra"
 	"github.com/aisched/aisched/pkg/gpuledger"
+	"github.com/aisched/aisched/pkg/gpuledger/dra"
 	utiltesting "github.com/aisched/aisched/pkg/util/testing"
 )
 
@@ -43,14 +44,14 @@ const node = "n1"
 // cluster is one node n1 with the cards given, published by NVIDIA's
 // driver with the options, the claims given, and a ledger that has seen
 // them all.
-func cluster(t *testing.T, cards []gpu.Card, o nvidiadra.Options, claims ...*resourceapi.ResourceClaim) (*utiltesting.FakeDRA, *gpuledger.State) {
+func cluster(t *testing.T, cards []gpu.Card, o nvidiadra.Options, claims ...*resourceapi.ResourceClaim) (*utiltesting.FakeDRA, ledgers) {
 	t.Helper()
 	for i := range cards {
 		cards[i].Index, cards[i].UUID, cards[i].Model = i, fmt.Sprintf("GPU-%d", i), "NVIDIA A100-SXM4-80GB"
 	}
 	slices := nvidiadra.Slices(node, cards, o)
 	f := utiltesting.NewFakeDRA(slices, nvidiadra.DeviceClasses(), claims...)
-	gpus := gpuledger.NewStandalone(gpuledger.Options{})
+	gpus := newLedgers()
 	for _, c := range nvidiadra.DeviceClasses() {
 		gpus.ObserveClass(c)
 	}
@@ -64,24 +65,35 @@ func cluster(t *testing.T, cards []gpu.Card, o nvidiadra.Options, claims ...*res
 	return f, gpus
 }
 
+// ledgers are a card ledger and its DRA ledger, fed and read as one.
+type ledgers struct {
+	*gpuledger.State
+	*dra.Ledger
+}
+
+func newLedgers() ledgers {
+	cards := gpuledger.NewStandalone(gpuledger.Options{})
+	return ledgers{State: cards, Ledger: dra.New(cards, "")}
+}
+
 func nodeObj() *corev1.Node {
 	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, Labels: map[string]string{corev1.LabelHostname: node}}}
 }
 
-type planner map[string]gpuledger.ClaimPlan
+type planner map[string]dra.ClaimPlan
 
-func (p planner) ClaimPlan(pod *corev1.Pod) (gpuledger.ClaimPlan, bool) {
+func (p planner) ClaimPlan(pod *corev1.Pod) (dra.ClaimPlan, bool) {
 	plan, ok := p[pod.Name]
 	return plan, ok
 }
 
 // newPlugin builds GPUClaims on the fake DRA manager; steer false builds
 // upstream's plugin alone, for comparison.
-func newPlugin(t *testing.T, f *utiltesting.FakeDRA, gpus *gpuledger.State, plans Planner, steer bool) fwk.Plugin {
+func newPlugin(t *testing.T, f *utiltesting.FakeDRA, gpus ledgers, plans Planner, steer bool) fwk.Plugin {
 	t.Helper()
 	client := fake.NewClientset()
 	h := &handle{dra: f, client: client, factory: informers.NewSharedInformerFactory(client, 0)}
-	pl, err := New(context.Background(), nil, h, gpus, plans)
+	pl, err := New(context.Background(), nil, h, gpus.State, gpus.Ledger, plans)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +227,7 @@ func TestReserveRecordsInLedger(t *testing.T) {
 func TestPlan(t *testing.T) {
 	cards := []gpu.Card{{MemoryMiB: 40960, Healthy: true}, {MemoryMiB: 40960, Healthy: true}, {MemoryMiB: 40960, Healthy: true}}
 	f, gpus := cluster(t, cards, nvidiadra.Options{}, claim("c", &resourceapi.ExactDeviceRequest{DeviceClassName: nvidiadra.GPUClass}))
-	plans := planner{"p": {Node: node, Devices: []gpuledger.DeviceRef{{Pool: node, Device: "gpu-2"}}}}
+	plans := planner{"p": {Node: node, Devices: []dra.DeviceRef{{Pool: node, Device: "gpu-2"}}}}
 	res, got, status := schedule(t, newPlugin(t, f, gpus, plans, true), f, podWith("p", "c"))
 	if !status.IsSuccess() {
 		t.Fatal(status)
@@ -244,7 +256,7 @@ func TestNeverFits(t *testing.T) {
 func TestSteeredCache(t *testing.T) {
 	// The smaller card goes first: the slice is reordered, a copy.
 	f, gpus := cluster(t, []gpu.Card{{MemoryMiB: 81920}, {MemoryMiB: 40960}}, nvidiadra.Options{})
-	s := newSteerer(gpus, f)
+	s := newSteerer(gpus.Ledger, f)
 	list := func() []*resourceapi.ResourceSlice {
 		t.Helper()
 		defer s.begin(podWith("p", "c"), nil)()

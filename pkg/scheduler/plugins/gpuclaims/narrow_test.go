@@ -20,7 +20,6 @@ import (
 
 	"github.com/aisched/aisched/pkg/gpu"
 	"github.com/aisched/aisched/pkg/gpu/nvidiadra"
-	"github.com/aisched/aisched/pkg/gpuledger"
 	utiltesting "github.com/aisched/aisched/pkg/util/testing"
 )
 
@@ -42,7 +41,7 @@ func (h *profileHandle) Activate(_ klog.Logger, pods map[string]*corev1.Pod) {
 
 // narrowCluster is n nodes of two cards each: nodes 0-9 with gpu-0 held
 // (in use, with room), nodes 10-19 with both held (full), the rest empty.
-func narrowCluster(t *testing.T, n int) (*utiltesting.FakeDRA, *gpuledger.State, []fwk.NodeInfo) {
+func narrowCluster(t *testing.T, n int) (*utiltesting.FakeDRA, ledgers, []fwk.NodeInfo) {
 	t.Helper()
 	var slices []*resourceapi.ResourceSlice
 	var nodes []fwk.NodeInfo
@@ -56,7 +55,7 @@ func narrowCluster(t *testing.T, n int) (*utiltesting.FakeDRA, *gpuledger.State,
 		nodes = append(nodes, ni)
 	}
 	f := utiltesting.NewFakeDRA(slices, nvidiadra.DeviceClasses())
-	gpus := gpuledger.NewStandalone(gpuledger.Options{})
+	gpus := newLedgers()
 	for _, c := range nvidiadra.DeviceClasses() {
 		gpus.ObserveClass(c)
 	}
@@ -80,7 +79,7 @@ func narrowCluster(t *testing.T, n int) (*utiltesting.FakeDRA, *gpuledger.State,
 	return f, gpus, nodes
 }
 
-func narrowPlugin(t *testing.T, f *utiltesting.FakeDRA, gpus *gpuledger.State, percentage *int32, empty int64) (*GPUClaims, *profileHandle) {
+func narrowPlugin(t *testing.T, f *utiltesting.FakeDRA, gpus ledgers, percentage *int32, empty int64) (*GPUClaims, *profileHandle) {
 	t.Helper()
 	client := fake.NewClientset()
 	h := &profileHandle{handle: &handle{dra: f, client: client, factory: informers.NewSharedInformerFactory(client, 0)}, percentage: percentage}
@@ -88,7 +87,7 @@ func narrowPlugin(t *testing.T, f *utiltesting.FakeDRA, gpus *gpuledger.State, p
 	if empty >= 0 {
 		args = &runtime.Unknown{Raw: []byte(fmt.Sprintf(`{"emptyNodesToTry": %d}`, empty))}
 	}
-	pl, err := New(context.Background(), args, h, gpus, nil)
+	pl, err := New(context.Background(), args, h, gpus.State, gpus.Ledger, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +194,7 @@ func TestNarrowing(t *testing.T) {
 		Capacity: &resourceapi.CapacityRequirements{Requests: map[resourceapi.QualifiedName]resource.Quantity{"memory": resource.MustParse("4Gi")}}})
 	pl, _, nodes = setup(1000, adaptive, -1)
 	pl.dra.(*utiltesting.FakeDRA).AddClaim(share)
-	pl.gpus.ObserveClaim(share)
+	pl.devices.ObserveClaim(share)
 	if res, status := pl.PreFilter(context.Background(), framework.NewCycleState(), podWith("s", "s"), nodes); !status.IsSuccess() || !res.AllNodes() {
 		t.Errorf("a claim for a share: %v, %v; want every node", res, status)
 	}

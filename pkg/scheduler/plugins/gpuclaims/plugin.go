@@ -4,12 +4,13 @@
 // feature gates, so that every extension point, every check of an
 // allocation and every write of a claim is upstream's code; what it
 // changes is what upstream's allocator chooses from, in PreFilter: the
-// GPU driver's devices of each slice in the GPU ledger's order of
-// preference for the node (best fit, card quality), and, for a member of
-// a gang the job queue solved whole, only the devices the solution gave
-// it. It also refuses a claim no device can ever meet, naming the claim
-// and request, and records the scheduler's pending allocations in the
-// ledger. The mechanism, and why it and not another: docs/dra.md.
+// GPU driver's devices of each slice in the DRA ledger's order of
+// preference for the node (best fit, card quality; package gpuledger/dra),
+// and, for a member of a gang the job queue solved whole, only the devices
+// the solution gave it. It also refuses a claim no device can ever meet,
+// naming the claim and request, and records the scheduler's pending
+// allocations in the DRA ledger. The mechanism, and why it and not
+// another: docs/dra.md.
 package gpuclaims
 
 import (
@@ -31,6 +32,7 @@ import (
 
 	"github.com/aisched/aisched/apis/config"
 	"github.com/aisched/aisched/pkg/gpuledger"
+	"github.com/aisched/aisched/pkg/gpuledger/dra"
 )
 
 // Name is the plugin name in KubeSchedulerConfiguration.
@@ -39,13 +41,15 @@ const Name = "GPUClaims"
 // Planner gives the devices a gang's solution gave a member (the job
 // queue); ok is false for a pod without one.
 type Planner interface {
-	ClaimPlan(pod *corev1.Pod) (plan gpuledger.ClaimPlan, ok bool)
+	ClaimPlan(pod *corev1.Pod) (plan dra.ClaimPlan, ok bool)
 }
 
 // GPUClaims is upstream's DynamicResources with aisched's device choice.
 type GPUClaims struct {
 	*dynamicresources.DynamicResources
+	// gpus is the card ledger, devices the DRA ledger that reports to it.
 	gpus    *gpuledger.State
+	devices *dra.Ledger
 	planner Planner
 	// dra is the scheduler's DRA manager, steer the view of it upstream's
 	// plugin is given.
@@ -72,14 +76,15 @@ var (
 // New builds the plugin: upstream's DynamicResources, built with the
 // scheduler's feature gates and a handle whose DRA manager is the
 // steering view of the scheduler's. gpus is the scheduler's GPU ledger,
-// started; planner gives gang members their devices (nil: none).
-func New(ctx context.Context, obj runtime.Object, h fwk.Handle, gpus *gpuledger.State, planner Planner) (fwk.Plugin, error) {
+// started, devices its DRA ledger; planner gives gang members their
+// devices (nil: none).
+func New(ctx context.Context, obj runtime.Object, h fwk.Handle, gpus *gpuledger.State, devices *dra.Ledger, planner Planner) (fwk.Plugin, error) {
 	args := &config.GPUClaimsArgs{}
 	if err := config.Decode(Name, obj, args); err != nil {
 		return nil, err
 	}
 	fts := feature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate)
-	pl := &GPUClaims{gpus: gpus, planner: planner, dra: h.SharedDRAManager(), handle: h}
+	pl := &GPUClaims{gpus: gpus, devices: devices, planner: planner, dra: h.SharedDRAManager(), handle: h}
 	pl.narrow.empty = int(*args.EmptyNodesToTry)
 	if p, ok := h.(interface{ PercentageOfNodesToScore() *int32 }); ok {
 		pct := p.PercentageOfNodesToScore()
@@ -87,7 +92,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle, gpus *gpuledger.
 	}
 	handle := h
 	if pl.dra != nil {
-		pl.steer = newSteerer(gpus, pl.dra)
+		pl.steer = newSteerer(devices, pl.dra)
 		handle = &steeredHandle{Handle: h, dra: pl.steer}
 	}
 	upstream, err := dynamicresources.New(ctx, upstreamArgs(args, fts), handle, fts)
@@ -131,7 +136,7 @@ func (pl *GPUClaims) Name() string { return Name }
 // gang member with a plan may go only to its planned node, and any other
 // pod only to the nodes that may have room for its claims (room.go).
 func (pl *GPUClaims) PreFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
-	var plan *gpuledger.ClaimPlan
+	var plan *dra.ClaimPlan
 	if pl.planner != nil {
 		if p, ok := pl.planner.ClaimPlan(pod); ok {
 			plan = &p
@@ -144,7 +149,7 @@ func (pl *GPUClaims) PreFilter(ctx context.Context, cs fwk.CycleState, pod *core
 	if !status.IsSuccess() {
 		return res, status
 	}
-	if why := pl.gpus.NeverFits(pod); why != "" {
+	if why := pl.devices.NeverFits(pod); why != "" {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, why)
 	}
 	if plan != nil {
@@ -172,7 +177,7 @@ func (pl *GPUClaims) PreFilter(ctx context.Context, cs fwk.CycleState, pod *core
 }
 
 // Reserve is upstream's; the allocations it made pending are recorded in
-// the GPU ledger, so that the pods ranked before its PreBind writes them
+// the DRA ledger, so that the pods ranked before its PreBind writes them
 // count them, and a pod tried on every node is narrowed again next time.
 func (pl *GPUClaims) Reserve(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, nodeName string) *fwk.Status {
 	status := pl.DynamicResources.Reserve(ctx, cs, pod, nodeName)
@@ -182,7 +187,7 @@ func (pl *GPUClaims) Reserve(ctx context.Context, cs fwk.CycleState, pod *corev1
 	pl.narrow.forget(pod.UID)
 	for _, c := range pl.claims(pod) {
 		if a := pl.dra.ResourceClaims().GetPendingAllocation(c.UID); a != nil {
-			pl.gpus.AssumeClaim(c.UID, c.Namespace+"/"+c.Name, a)
+			pl.devices.AssumeClaim(c.UID, c.Namespace+"/"+c.Name, a)
 		}
 	}
 	return status
@@ -192,7 +197,7 @@ func (pl *GPUClaims) Reserve(ctx context.Context, cs fwk.CycleState, pod *corev1
 func (pl *GPUClaims) Unreserve(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, nodeName string) {
 	pl.DynamicResources.Unreserve(ctx, cs, pod, nodeName)
 	for _, c := range pl.claims(pod) {
-		pl.gpus.ForgetAssumed(c.UID)
+		pl.devices.ForgetAssumed(c.UID)
 	}
 }
 

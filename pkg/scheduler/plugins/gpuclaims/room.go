@@ -9,7 +9,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/structured"
 	fwk "k8s.io/kube-scheduler/framework"
 
-	"github.com/aisched/aisched/pkg/gpuledger"
+	"github.com/aisched/aisched/pkg/gpuledger/dra"
 )
 
 // Skipping the nodes without room. Upstream's allocator runs in Filter on
@@ -24,7 +24,7 @@ import (
 // have none, and rejects the pod at once when no node has.
 //
 // A node is left out only when both accounts agree it is short: the GPU
-// ledger's (gpuledger.State.DRAShort, kept per need and read again only
+// ledger's (dra.Ledger.Short, kept per need and read again only
 // for the nodes whose view changed), and the same count against the
 // allocations of the scheduler's own DRA manager, which upstream's
 // allocator reads. The ledger's informer handlers may lag the
@@ -56,20 +56,20 @@ type roomScan struct {
 }
 
 // needScan is what the ledger counts of each node for one need: short
-// (no room), or open (room, and in use for GPU work: DRAInUse).
+// (no room), or open (room, and in use for GPU work: dra.Ledger.InUse).
 type needScan struct {
 	gen         uint64
 	short, open map[string]bool
 }
 
 // read records what the ledger counts of node.
-func (ns *needScan) read(gpus *gpuledger.State, need gpuledger.DRANeed, node string) {
+func (ns *needScan) read(devices *dra.Ledger, need dra.Need, node string) {
 	delete(ns.short, node)
 	delete(ns.open, node)
 	switch {
-	case gpus.DRAShort(need, node, nil):
+	case devices.Short(need, node, nil):
 		ns.short[node] = true
-	case gpus.DRAInUse(node):
+	case devices.InUse(node):
 		ns.open[node] = true
 	}
 }
@@ -81,13 +81,13 @@ func (ns *needScan) read(gpus *gpuledger.State, need gpuledger.DRANeed, node str
 // rejects the pod. unsure are the nodes whose slices the ledger has not
 // read as the scheduler listed them.
 func (pl *GPUClaims) candidates(cs fwk.CycleState, pod *corev1.Pod, nodes []fwk.NodeInfo, unsure sets.Set[string], narrow bool) (*fwk.PreFilterResult, *fwk.Status) {
-	need := pl.gpus.DRANeedOf(pod)
+	need := pl.devices.NeedOf(pod)
 	if need.IsZero() {
 		return nil, nil
 	}
 	pl.scan.mu.Lock()
 	defer pl.scan.mu.Unlock()
-	ns := pl.scan.of(pl.gpus, need, nodes)
+	ns := pl.scan.of(pl.devices, need, nodes)
 	if narrow {
 		if listed := pl.narrowed(pod, ns, nodes, unsure); listed != nil {
 			cs.Write(narrowKey, &narrowState{listed: listed.Len()})
@@ -102,15 +102,15 @@ func (pl *GPUClaims) candidates(cs fwk.CycleState, pod *corev1.Pod, nodes []fwk.
 	if err != nil {
 		return nil, nil
 	}
-	driver := pl.gpus.DRADriver()
-	held := func(ref gpuledger.DeviceRef) bool {
+	driver := pl.devices.Driver()
+	held := func(ref dra.DeviceRef) bool {
 		return allocated.Has(structured.MakeDeviceID(driver, ref.Pool, ref.Device))
 	}
 	names := make(sets.Set[string], len(nodes)-len(short))
 	out := 0
 	for _, ni := range nodes {
 		name := ni.Node().Name
-		if short[name] && !unsure.Has(name) && pl.gpus.DRAShort(need, name, held) {
+		if short[name] && !unsure.Has(name) && pl.devices.Short(need, name, held) {
 			out++
 			continue
 		}
@@ -128,13 +128,13 @@ func (pl *GPUClaims) candidates(cs fwk.CycleState, pod *corev1.Pod, nodes []fwk.
 // of returns the need's scan, reading again only the nodes whose view
 // changed since the need was last read. s.mu is held: the scheduler runs
 // one PreFilter at a time; the lock only makes that safe to rely on.
-func (s *roomScan) of(gpus *gpuledger.State, need gpuledger.DRANeed, nodes []fwk.NodeInfo) *needScan {
+func (s *roomScan) of(devices *dra.Ledger, need dra.Need, nodes []fwk.NodeInfo) *needScan {
 	ns := s.byNeed[need.Key()]
 	var since uint64
 	if ns != nil {
 		since = ns.gen
 	}
-	changed, now, ok := gpus.DRAChangedSince(since)
+	changed, now, ok := devices.ChangedSince(since)
 	if ns == nil || !ok || len(ns.short)+len(ns.open) > len(nodes) {
 		if s.byNeed == nil || len(s.byNeed) >= maxNeeds {
 			s.byNeed = map[string]*needScan{}
@@ -142,13 +142,13 @@ func (s *roomScan) of(gpus *gpuledger.State, need gpuledger.DRANeed, nodes []fwk
 		ns = &needScan{short: map[string]bool{}, open: map[string]bool{}}
 		s.byNeed[need.Key()] = ns
 		for _, ni := range nodes {
-			ns.read(gpus, need, ni.Node().Name)
+			ns.read(devices, need, ni.Node().Name)
 		}
 		ns.gen = now
 		return ns
 	}
 	for _, node := range changed {
-		ns.read(gpus, need, node)
+		ns.read(devices, need, node)
 	}
 	ns.gen = now
 	return ns

@@ -16,18 +16,17 @@ import (
 
 	"github.com/aisched/aisched/pkg/gpu"
 	"github.com/aisched/aisched/pkg/gpu/nvidiadra"
-	"github.com/aisched/aisched/pkg/gpuledger"
 	utiltesting "github.com/aisched/aisched/pkg/util/testing"
 )
 
 // roomCluster is n nodes of one 40 GiB card each, published by NVIDIA's
 // driver; the cards of the nodes full are held by claims, in the
 // scheduler's DRA manager and in the ledger alike.
-func roomCluster(t *testing.T, n int, full func(i int) bool) (*utiltesting.FakeDRA, *gpuledger.State, []fwk.NodeInfo) {
+func roomCluster(t *testing.T, n int, full func(i int) bool) (*utiltesting.FakeDRA, ledgers, []fwk.NodeInfo) {
 	t.Helper()
 	var slices []*resourceapi.ResourceSlice
 	var nodes []fwk.NodeInfo
-	gpus := gpuledger.NewStandalone(gpuledger.Options{})
+	gpus := newLedgers()
 	for i := range n {
 		name := fmt.Sprintf("n%d", i)
 		slices = append(slices, nvidiadra.Slices(name, []gpu.Card{{UUID: "GPU-" + name, Model: "NVIDIA A100-SXM4-40GB", MemoryMiB: 40960, Healthy: true}}, nvidiadra.Options{})...)

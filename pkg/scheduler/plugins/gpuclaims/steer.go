@@ -10,7 +10,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/utils/ptr"
 
-	"github.com/aisched/aisched/pkg/gpuledger"
+	"github.com/aisched/aisched/pkg/gpuledger/dra"
 )
 
 // steerer is the view of the scheduler's DRA manager that upstream's
@@ -24,13 +24,13 @@ import (
 // choice, and everything it checks is checked. Outside PreFilter the
 // lister returns the slices as they are.
 type steerer struct {
-	gpus  *gpuledger.State
-	inner fwk.SharedDRAManager
+	devices *dra.Ledger
+	inner   fwk.SharedDRAManager
 
 	mu sync.Mutex
 	// pod is set while the pod's PreFilter runs; plan is its gang plan.
 	pod  *corev1.Pod
-	plan *gpuledger.ClaimPlan
+	plan *dra.ClaimPlan
 	// Of the pod's listing: whether upstream listed the slices, the nodes
 	// of the GPU driver's slices the ledger has not read as listed, and
 	// whether the driver publishes a slice not local to one node.
@@ -60,13 +60,13 @@ type orderedSlice struct {
 
 var _ fwk.SharedDRAManager = &steerer{}
 
-func newSteerer(gpus *gpuledger.State, inner fwk.SharedDRAManager) *steerer {
-	return &steerer{gpus: gpus, inner: inner}
+func newSteerer(devices *dra.Ledger, inner fwk.SharedDRAManager) *steerer {
+	return &steerer{devices: devices, inner: inner}
 }
 
 // begin steers the slices for pod (and its gang plan, nil for none) until
 // the function it returns is called.
-func (s *steerer) begin(pod *corev1.Pod, plan *gpuledger.ClaimPlan) func() {
+func (s *steerer) begin(pod *corev1.Pod, plan *dra.ClaimPlan) func() {
 	s.mu.Lock()
 	s.pod, s.plan = pod, plan
 	s.listed, s.unsure, s.remote = false, nil, false
@@ -139,7 +139,7 @@ func (s *steerer) steered(list []*resourceapi.ResourceSlice) []*resourceapi.Reso
 		if s.plan == nil || o.node != s.plan.Node || o.node == "" {
 			continue
 		}
-		if _, ok := s.gpus.DRA(o.node); !ok {
+		if _, ok := s.devices.View(o.node); !ok {
 			continue
 		}
 		if allocated == nil {
@@ -150,7 +150,7 @@ func (s *steerer) steered(list []*resourceapi.ResourceSlice) []*resourceapi.Reso
 				out[i] = sl
 				continue
 			}
-			allocated = gpuledger.AllocatedDevices(state)
+			allocated = dra.AllocatedDevices(state)
 		}
 		out[i] = planned(sl, s.plan, allocated)
 	}
@@ -162,7 +162,7 @@ func (s *steerer) steered(list []*resourceapi.ResourceSlice) []*resourceapi.Reso
 // when the cache holds more than twice the listed slices: slices no longer
 // listed, as an updated slice is a new object).
 func (s *steerer) update(listed int) {
-	changed, now, ok := s.gpus.DRAChangedSince(s.gen)
+	changed, now, ok := s.devices.ChangedSince(s.gen)
 	s.gen = now
 	if !ok || s.ordered == nil || len(s.ordered) > 2*listed {
 		s.ordered = map[*resourceapi.ResourceSlice]orderedSlice{}
@@ -182,12 +182,12 @@ func (s *steerer) update(listed int) {
 func (s *steerer) order(sl *resourceapi.ResourceSlice) orderedSlice {
 	o := orderedSlice{slice: sl}
 	node := ptr.Deref(sl.Spec.NodeName, "")
-	ours := sl.Spec.Driver == s.gpus.DRADriver()
+	ours := sl.Spec.Driver == s.devices.Driver()
 	o.remote = ours && node == ""
 	if ours && node != "" && len(sl.Spec.Devices) > 0 {
 		o.node = node
-		o.current = s.gpus.DRASliceCurrent(sl)
-		if v, ok := s.gpus.DRA(node); ok {
+		o.current = s.devices.SliceCurrent(sl)
+		if v, ok := s.devices.View(node); ok {
 			o.slice = v.Ordered(sl)
 		}
 	}
@@ -201,14 +201,14 @@ func (s *steerer) order(sl *resourceapi.ResourceSlice) orderedSlice {
 // planned returns the slice with only the devices of the plan, and those
 // that hold an allocation (the allocator counts their counters from
 // here).
-func planned(sl *resourceapi.ResourceSlice, plan *gpuledger.ClaimPlan, allocated sets.Set[structured.DeviceID]) *resourceapi.ResourceSlice {
+func planned(sl *resourceapi.ResourceSlice, plan *dra.ClaimPlan, allocated sets.Set[structured.DeviceID]) *resourceapi.ResourceSlice {
 	keep := map[string]bool{}
 	for _, ref := range plan.Devices {
 		if ref.Pool == sl.Spec.Pool.Name {
 			keep[ref.Device] = true
 		}
 	}
-	return gpuledger.KeepDevices(sl, func(name string) bool {
+	return dra.KeepDevices(sl, func(name string) bool {
 		return keep[name] || allocated.Has(structured.MakeDeviceID(sl.Spec.Driver, sl.Spec.Pool.Name, name))
 	})
 }

@@ -1,4 +1,4 @@
-package gpuledger
+package dra
 
 import (
 	"cmp"
@@ -11,7 +11,7 @@ import (
 )
 
 // Device order: the one policy by which aisched chooses among a node's DRA
-// devices, as Usage.Pick chooses among its cards. Upstream's allocator
+// devices, as the card ledger's Usage.Pick chooses among its cards. Upstream's allocator
 // takes the first devices of a slice that fit a claim; GPUClaims hands it
 // the devices in this order, so that the first that fits is the best:
 //
@@ -29,7 +29,7 @@ import (
 
 // CompareDevices orders two devices of the view's node: negative when a
 // is to be tried before b.
-func (v DRAView) CompareDevices(a, b *Device) int {
+func (v View) CompareDevices(a, b *Device) int {
 	return cmp.Or(
 		cmp.Compare(v.standing(a), v.standing(b)),
 		cmp.Compare(v.free(a), v.free(b)),
@@ -43,7 +43,7 @@ func (v DRAView) CompareDevices(a, b *Device) int {
 // standing ranks a device by its health and its card's use: 0 for a
 // healthy device on a card in part in use, 1 on a free card, 2 on a card
 // held whole, 3 for an unhealthy device.
-func (v DRAView) standing(d *Device) int {
+func (v View) standing(d *Device) int {
 	switch {
 	case !d.Healthy:
 		return 3
@@ -57,7 +57,7 @@ func (v DRAView) standing(d *Device) int {
 
 // free is what is free of the device's card, in thousandths, for devices
 // on cards in use (0 for the others: they tie).
-func (v DRAView) free(d *Device) int64 {
+func (v View) free(d *Device) int64 {
 	if !v.Usage.Used(d.Card) || v.Cards == nil {
 		return 0
 	}
@@ -82,7 +82,7 @@ type ClaimPlan struct {
 // order already. Devices the ledger does not count (another type) keep
 // their place after the others. Upstream's allocator tries a slice's
 // devices in order: given this slice, the first it takes is the best.
-func (v DRAView) Ordered(sl *resourceapi.ResourceSlice) *resourceapi.ResourceSlice {
+func (v View) Ordered(sl *resourceapi.ResourceSlice) *resourceapi.ResourceSlice {
 	pool := sl.Spec.Pool.Name
 	idx := make([]int, len(sl.Spec.Devices))
 	for i := range idx {

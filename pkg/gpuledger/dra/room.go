@@ -1,4 +1,4 @@
-package gpuledger
+package dra
 
 import (
 	"slices"
@@ -21,14 +21,14 @@ import (
 // devices' counters, taints or a claim's constraints allow the rest is
 // left to the allocator.
 
-// DRANeed is what a pod's claims not yet allocated ask of the GPU
+// Need is what a pod's claims not yet allocated ask of the GPU
 // driver's devices, in the terms a node's free devices are counted in:
 // for each request the ledger can judge, its alternatives, each a count
 // of devices of the shapes it selects. A request that reads a per-device
 // attribute, asks for all devices, for capacity or for admin access (which
 // may take held devices), or of another driver's class, is not judged: it
 // never makes a node short.
-type DRANeed struct {
+type Need struct {
 	requests []needRequest
 	key      string
 }
@@ -43,22 +43,21 @@ type needAlt struct {
 }
 
 // IsZero reports whether the need judges no request.
-func (n DRANeed) IsZero() bool { return len(n.requests) == 0 }
+func (n Need) IsZero() bool { return len(n.requests) == 0 }
 
 // Key identifies the need: two pods with the same key make the same nodes
 // short.
-func (n DRANeed) Key() string { return n.key }
+func (n Need) Key() string { return n.key }
 
-// DRANeedOf returns what the pod's claims not yet allocated ask of the
-// GPU driver's devices (DRANeed).
-func (s *State) DRANeedOf(pod *corev1.Pod) DRANeed {
+// NeedOf returns what the pod's claims not yet allocated ask of the
+// GPU driver's devices (Need).
+func (l *Ledger) NeedOf(pod *corev1.Pod) Need {
 	if len(pod.Spec.ResourceClaims) == 0 {
-		return DRANeed{}
+		return Need{}
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	l := &s.dra
-	var need DRANeed
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	var need Need
 	var key strings.Builder
 	for _, claim := range l.podClaims(pod) {
 		for i := range claim.Spec.Devices.Requests {
@@ -88,7 +87,7 @@ func (s *State) DRANeedOf(pod *corev1.Pod) DRANeed {
 
 // judged is a request's alternatives as counts of shapes, ok false when
 // one of them cannot be judged by the shapes. s.mu is held.
-func (l *draLedger) judged(alts []exact) (needRequest, bool) {
+func (l *Ledger) judged(alts []exact) (needRequest, bool) {
 	var nr needRequest
 	for _, e := range alts {
 		if e.mode != resourceapi.DeviceAllocationModeExactCount || len(e.capacity) > 0 || readsPerDevice(e.selectors) {
@@ -107,19 +106,18 @@ func (l *draLedger) judged(alts []exact) (needRequest, bool) {
 	return nr, len(nr.alts) > 0
 }
 
-// DRAShort reports whether the node cannot hold need: some judged request
+// Short reports whether the node cannot hold need: some judged request
 // has, for each of its alternatives, fewer free devices of the shapes it
 // selects than it asks. Free is as the ledger's claims hold the devices,
 // or, with held, as held says (another account of the allocations, such
 // as the scheduler's own). A node the GPU driver publishes no devices of
 // is short of every judged request.
-func (s *State) DRAShort(need DRANeed, node string, held func(DeviceRef) bool) bool {
+func (l *Ledger) Short(need Need, node string, held func(DeviceRef) bool) bool {
 	if need.IsZero() {
 		return false
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	l := &s.dra
+	l.mu.RLock()
+	defer l.mu.RUnlock()
 	free, n := l.free[node], l.nodes[node]
 	// freeOf counts the free devices of an alternative's shapes: from the
 	// ledger's counts, or the node's devices as held says (no map built:
@@ -149,19 +147,19 @@ func (s *State) DRAShort(need DRANeed, node string, held func(DeviceRef) bool) b
 	return false
 }
 
-// DRASliceCurrent reports whether the ledger's record of the slice's node
+// SliceCurrent reports whether the ledger's record of the slice's node
 // was built from this very slice object, so that what it counts of the
 // node is what a lister that returned it holds.
-func (s *State) DRASliceCurrent(sl *resourceapi.ResourceSlice) bool {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.dra.slices[sl.Name] == sl
+func (l *Ledger) SliceCurrent(sl *resourceapi.ResourceSlice) bool {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.slices[sl.Name] == sl
 }
 
 // freeCounts counts the devices of a node (n, nil when the driver
 // publishes none) by shape that no claim holds, as held says, or that take
 // several claims.
-func freeCounts(n *draNode, held func(DeviceRef) bool) map[string]int {
+func freeCounts(n *nodeDevices, held func(DeviceRef) bool) map[string]int {
 	if n == nil {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package gpuledger
+package dra
 
 import (
 	"cmp"
@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/aisched/aisched/pkg/gpu"
+	"github.com/aisched/aisched/pkg/gpuledger"
 )
 
 // DRA devices: the cards of a node as a DRA driver publishes them in
@@ -58,7 +59,7 @@ type Device struct {
 	// Part is what a MIG device takes of its card: its multiprocessors
 	// (else its memory) as thousandths of the card's, and its memory. Zero
 	// for a whole card.
-	Part Share
+	Part gpuledger.Share
 	// MemoryMiB is the device's memory.
 	MemoryMiB int64
 	// Shareable devices are allocated to several claims, each consuming
@@ -73,9 +74,9 @@ type Device struct {
 	ComputeCapability float64
 }
 
-// draNode is what the GPU driver publishes for one node: its cards and
+// nodeDevices is what the GPU driver publishes for one node: its cards and
 // their devices.
-type draNode struct {
+type nodeDevices struct {
 	set     *gpu.Set
 	devices map[DeviceRef]*Device
 	// raw are the devices as the slices publish them; keys their shapes
@@ -134,7 +135,7 @@ func minorOf(name string) int {
 	}
 	digits, _, _ := strings.Cut(rest, "-")
 	n, err := strconv.Atoi(digits)
-	if err != nil || n < 0 || n >= maxCards {
+	if err != nil || n < 0 || n >= gpuledger.MaxCards {
 		return -1
 	}
 	return n
@@ -155,20 +156,55 @@ func capabilityOf(d *resourceapi.Device, driver string) float64 {
 	return float64(ma) + float64(mi)/10
 }
 
-// buildDRANode returns a node's cards and devices from the driver's
+// buildNode returns a node's cards and devices from the driver's
 // slices of the node, nil when they hold no GPU. Only the slices of each
 // pool's newest generation count, as upstream's allocator counts them. A
 // card is each GPU device, and the parent of each MIG device that is not
 // published as a GPU (MIG mode turned on statically); MIG devices are
 // parts of their card. Devices of other types (vfio) are left out.
-func buildDRANode(driver string, list []*resourceapi.ResourceSlice) *draNode {
+func buildNode(driver string, list []*resourceapi.ResourceSlice) *nodeDevices {
+	sets, gpus, migs := publishedOf(driver, list)
+	if len(gpus) == 0 && len(migs) == 0 {
+		return nil
+	}
+	n := &nodeDevices{devices: map[DeviceRef]*Device{}, raw: map[DeviceRef]*resourceapi.Device{}}
+	cards := newCardTable()
+	for _, p := range gpus {
+		n.addGPU(driver, cards, p, sets)
+	}
+	for _, p := range migs {
+		n.addMIG(driver, cards, p, sets)
+	}
+	for _, c := range cards.cards {
+		if c.synthesized && c.MemoryMiB == 0 {
+			c.MemoryMiB = c.migMemMiB
+		}
+	}
+	// A MIG device's part of its card, now that the cards are complete.
+	for _, p := range migs {
+		dev := n.devices[p.ref]
+		dev.Part = partOfCard(dev, p.processors, cards.byIndex[dev.Card])
+	}
+	out := make([]gpu.Card, 0, len(cards.cards))
+	for _, c := range cards.cards {
+		out = append(out, c.Card)
+	}
+	slices.SortFunc(out, func(a, b gpu.Card) int { return cmp.Compare(a.Index, b.Index) })
+	n.set = gpu.NewSet(out)
+	return n
+}
+
+// counters are what a counter set of a slice holds of a card.
+type counters struct{ memMiB, processors int64 }
+
+// publishedOf reads the slices of the pools' newest generations: their
+// counter sets by name, and their GPU and MIG devices.
+func publishedOf(driver string, list []*resourceapi.ResourceSlice) (sets map[string]counters, gpus, migs []*published) {
 	newest := map[string]int64{}
 	for _, s := range list {
 		newest[s.Spec.Pool.Name] = max(newest[s.Spec.Pool.Name], s.Spec.Pool.Generation)
 	}
-	type counters struct{ memMiB, processors int64 }
-	sets := map[string]counters{}
-	var gpus, migs []*published
+	sets = map[string]counters{}
 	for _, s := range list {
 		if s.Spec.Driver != driver || s.Spec.Pool.Generation != newest[s.Spec.Pool.Name] {
 			continue
@@ -197,79 +233,69 @@ func buildDRANode(driver string, list []*resourceapi.ResourceSlice) *draNode {
 			}
 		}
 	}
-	if len(gpus) == 0 && len(migs) == 0 {
-		return nil
+	return sets, gpus, migs
+}
+
+// addGPU adds a GPU device: a card of the node, and its device.
+func (n *nodeDevices) addGPU(driver string, cards *cardTable, p *published, sets map[string]counters) {
+	d := p.d
+	card := cards.add(minorOf(d.Name), draString(d, driver, draAttrUUID), p.counterSet)
+	card.Model = draString(d, driver, draAttrProduct)
+	card.MemoryMiB = draCapacity(d, driver, draCapMemory) >> 20
+	card.ComputeCapability = capabilityOf(d, driver)
+	card.Healthy = draHealthy(d)
+	card.processors = draCapacity(d, driver, draCapProcessors)
+	if c, ok := sets[p.counterSet]; ok {
+		card.MemoryMiB = max(card.MemoryMiB, c.memMiB)
+		card.processors = max(card.processors, c.processors)
 	}
-	n := &draNode{devices: map[DeviceRef]*Device{}, raw: map[DeviceRef]*resourceapi.Device{}}
-	cards := newCardTable()
-	for _, p := range gpus {
-		d := p.d
-		card := cards.add(minorOf(d.Name), draString(d, driver, draAttrUUID), p.counterSet)
+	n.raw[p.ref] = d
+	n.devices[p.ref] = &Device{DeviceRef: p.ref, Card: card.Index, MemoryMiB: card.MemoryMiB,
+		Shareable: ptr.Deref(d.AllowMultipleAllocations, false), Shares: draCapacity(d, driver, draCapShares),
+		Healthy: card.Healthy, ComputeCapability: card.ComputeCapability}
+}
+
+// addMIG adds a MIG device to its card, which it makes when the driver
+// publishes no GPU device of it (MIG mode turned on statically).
+func (n *nodeDevices) addMIG(driver string, cards *cardTable, p *published, sets map[string]counters) {
+	d := p.d
+	card := cards.parent(draString(d, driver, draAttrParentUUID), minorOf(d.Name), p.counterSet)
+	if card == nil {
+		card = cards.add(minorOf(d.Name), draString(d, driver, draAttrParentUUID), p.counterSet)
 		card.Model = draString(d, driver, draAttrProduct)
-		card.MemoryMiB = draCapacity(d, driver, draCapMemory) >> 20
 		card.ComputeCapability = capabilityOf(d, driver)
-		card.Healthy = draHealthy(d)
-		card.processors = draCapacity(d, driver, draCapProcessors)
-		if c, ok := sets[p.counterSet]; ok {
-			card.MemoryMiB = max(card.MemoryMiB, c.memMiB)
-			card.processors = max(card.processors, c.processors)
-		}
-		n.raw[p.ref] = d
-		n.devices[p.ref] = &Device{DeviceRef: p.ref, Card: card.Index, MemoryMiB: card.MemoryMiB,
-			Shareable: ptr.Deref(d.AllowMultipleAllocations, false), Shares: draCapacity(d, driver, draCapShares),
-			Healthy: card.Healthy, ComputeCapability: card.ComputeCapability}
+		card.synthesized = true
 	}
-	for _, p := range migs {
-		d := p.d
-		card := cards.parent(draString(d, driver, draAttrParentUUID), minorOf(d.Name), p.counterSet)
-		if card == nil {
-			card = cards.add(minorOf(d.Name), draString(d, driver, draAttrParentUUID), p.counterSet)
-			card.Model = draString(d, driver, draAttrProduct)
-			card.ComputeCapability = capabilityOf(d, driver)
-			card.synthesized = true
-		}
-		mem := draCapacity(d, driver, draCapMemory) >> 20
-		if c, ok := sets[p.counterSet]; ok {
-			card.MemoryMiB = max(card.MemoryMiB, c.memMiB)
-			card.processors = max(card.processors, c.processors)
-		}
-		if card.synthesized {
-			// A card known only by its MIG devices: healthy while one is,
-			// as large as its devices together when no counter says more.
-			card.Healthy = card.Healthy || draHealthy(d)
-			card.migMemMiB += mem
-		}
-		n.raw[p.ref] = d
-		n.devices[p.ref] = &Device{DeviceRef: p.ref, Card: card.Index, MIG: true, Profile: draString(d, driver, draAttrProfile),
-			MemoryMiB: mem, Shareable: ptr.Deref(d.AllowMultipleAllocations, false), Shares: draCapacity(d, driver, draCapShares),
-			Healthy: draHealthy(d), ComputeCapability: card.ComputeCapability}
-		p.processors = draCapacity(d, driver, draCapProcessors)
+	mem := draCapacity(d, driver, draCapMemory) >> 20
+	if c, ok := sets[p.counterSet]; ok {
+		card.MemoryMiB = max(card.MemoryMiB, c.memMiB)
+		card.processors = max(card.processors, c.processors)
 	}
-	for _, c := range cards.cards {
-		if c.synthesized && c.MemoryMiB == 0 {
-			c.MemoryMiB = c.migMemMiB
-		}
+	if card.synthesized {
+		// A card known only by its MIG devices: healthy while one is,
+		// as large as its devices together when no counter says more.
+		card.Healthy = card.Healthy || draHealthy(d)
+		card.migMemMiB += mem
 	}
-	// A MIG device's part of its card, now that the cards are complete.
-	for _, p := range migs {
-		dev := n.devices[p.ref]
-		card := cards.byIndex[dev.Card]
-		milli := int64(0)
-		switch {
-		case p.processors > 0 && card.processors > 0:
-			milli = p.processors * gpu.WholeCardMilli / card.processors
-		case card.MemoryMiB > 0:
-			milli = dev.MemoryMiB * gpu.WholeCardMilli / card.MemoryMiB
-		}
-		dev.Part = Share{Milli: min(max(milli, 1), gpu.WholeCardMilli), MemMiB: dev.MemoryMiB}
+	n.raw[p.ref] = d
+	n.devices[p.ref] = &Device{DeviceRef: p.ref, Card: card.Index, MIG: true, Profile: draString(d, driver, draAttrProfile),
+		MemoryMiB: mem, Shareable: ptr.Deref(d.AllowMultipleAllocations, false), Shares: draCapacity(d, driver, draCapShares),
+		Healthy: draHealthy(d), ComputeCapability: card.ComputeCapability}
+	p.processors = draCapacity(d, driver, draCapProcessors)
+}
+
+// partOfCard is what a MIG device (of processors multiprocessors) takes
+// of its card: its multiprocessors (else its memory) as thousandths of
+// the card's, at least one and at most the card, and its memory.
+func partOfCard(dev *Device, processors int64, card *draCard) gpuledger.Share {
+	milli := int64(0)
+	switch {
+	case processors > 0 && card.processors > 0:
+		milli = processors * gpu.WholeCardMilli / card.processors
+	case card.MemoryMiB > 0:
+		milli = dev.MemoryMiB * gpu.WholeCardMilli / card.MemoryMiB
 	}
-	out := make([]gpu.Card, 0, len(cards.cards))
-	for _, c := range cards.cards {
-		out = append(out, c.Card)
-	}
-	slices.SortFunc(out, func(a, b gpu.Card) int { return cmp.Compare(a.Index, b.Index) })
-	n.set = gpu.NewSet(out)
-	return n
+	return gpuledger.Share{Milli: min(max(milli, 1), gpu.WholeCardMilli), MemMiB: dev.MemoryMiB}
 }
 
 // published is a device of a slice, while a node is built.

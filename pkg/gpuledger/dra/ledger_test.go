@@ -1,4 +1,4 @@
-package gpuledger
+package dra
 
 import (
 	"fmt"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/aisched/aisched/pkg/gpu"
 	"github.com/aisched/aisched/pkg/gpu/nvidiadra"
+	"github.com/aisched/aisched/pkg/gpuledger"
 )
 
 func draCards(specs ...gpu.Card) []gpu.Card {
@@ -32,14 +33,22 @@ func draCards(specs ...gpu.Card) []gpu.Card {
 	return specs
 }
 
+// fixture is a card ledger and its DRA ledger, for the tests that feed
+// the one and read what the other counts.
+type fixture struct {
+	*gpuledger.State
+	*Ledger
+}
+
 // draState is a ledger that has seen the driver's slices of node n1 and
 // its device classes.
-func draState(t *testing.T, cards []gpu.Card, o nvidiadra.Options) *State {
+func draState(t *testing.T, cards []gpu.Card, o nvidiadra.Options) fixture {
 	t.Helper()
 	if err := o.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	s := NewStandalone(Options{})
+	ledger := gpuledger.NewStandalone(gpuledger.Options{})
+	s := fixture{State: ledger, Ledger: New(ledger, "")}
 	for _, c := range nvidiadra.DeviceClasses() {
 		s.ObserveClass(c)
 	}
@@ -99,21 +108,21 @@ func TestDRAMIGParts(t *testing.T) {
 		device  string
 		wantMem int64
 		// wantPart is the device's part of its card.
-		wantPart Share
+		wantPart gpuledger.Share
 	}{
 		// Static MIG: the card is known by its MIG devices only; its
 		// memory is theirs together (10+10+20 GiB), and a part is the
 		// device's memory over the card's: 10/40 = 250 thousandths.
 		{name: "static", opts: nvidiadra.Options{MIG: []string{"1g.10gb", "1g.10gb", "2g.20gb"}}, device: "gpu-0-mig-1g10gb-19-0",
-			wantMem: 40960, wantPart: Share{Milli: 250, MemMiB: 10240}},
+			wantMem: 40960, wantPart: gpuledger.Share{Milli: 250, MemMiB: 10240}},
 		// Dynamic MIG: the counter set gives the card's 98
 		// multiprocessors; 1g takes 14 of them: 142 thousandths.
 		{name: "dynamic", opts: nvidiadra.Options{DynamicMIG: true}, device: "gpu-0-mig-1g10gb-19-3",
-			wantMem: 81920, wantPart: Share{Milli: 142, MemMiB: 10240}},
+			wantMem: 81920, wantPart: gpuledger.Share{Milli: 142, MemMiB: 10240}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := draState(t, cards, tc.opts)
-			v, ok := s.DRA("n1")
+			v, ok := s.View("n1")
 			if !ok || v.Cards.Len() != 1 {
 				t.Fatalf("view %+v, %v; want one card", v, ok)
 			}
@@ -138,8 +147,8 @@ func TestDRAMIGParts(t *testing.T) {
 }
 
 // DRAUsage is what claims hold of a node's cards, for tests.
-func (s *State) DRAUsage(node string) Usage {
-	v, _ := s.DRA(node)
+func (l *Ledger) DRAUsage(node string) gpuledger.Usage {
+	v, _ := l.View(node)
 	return v.Usage
 }
 
@@ -164,7 +173,7 @@ func TestDRAHoldings(t *testing.T) {
 		// Card 0 held whole, card 1 has 750 of 1000 left.
 		t.Errorf("free %d thousandths, want 750", got)
 	}
-	holders := s.DRAHolders("n1")
+	holders := s.Holders("n1")
 	if len(holders[0]) != 1 || !holders[0][0].Pending || holders[1][0].Claim != "ns/share" {
 		t.Errorf("holders %+v", holders)
 	}
@@ -193,7 +202,7 @@ func TestDRADeviceOrder(t *testing.T) {
 		gpu.Card{MemoryMiB: 40960, Healthy: true}, gpu.Card{MemoryMiB: 40960, Healthy: false})
 	s := draState(t, cards, nvidiadra.Options{ConsumableShares: "memory"})
 	order := func() []string {
-		v, _ := s.DRA("n1")
+		v, _ := s.View("n1")
 		var devs []*Device
 		for _, d := range v.Devices {
 			devs = append(devs, d)
@@ -319,30 +328,30 @@ func TestDRANeverFits(t *testing.T) {
 	}
 }
 
-// DRAChangedSince names the nodes whose view changed after a generation,
+// ChangedSince names the nodes whose view changed after a generation,
 // and says when it no longer knows them all.
 func TestDRAChangedSince(t *testing.T) {
 	s := draState(t, draCards(gpu.Card{MemoryMiB: 40960, Healthy: true}), nvidiadra.Options{})
-	if nodes, _, ok := s.DRAChangedSince(0); !ok || !slices.Contains(nodes, "n1") {
+	if nodes, _, ok := s.ChangedSince(0); !ok || !slices.Contains(nodes, "n1") {
 		t.Errorf("since 0: %v, %v; want n1, whose slice came", nodes, ok)
 	}
-	_, g, _ := s.DRAChangedSince(0)
-	if nodes, now, ok := s.DRAChangedSince(g); !ok || len(nodes) != 0 || now != g {
+	_, g, _ := s.ChangedSince(0)
+	if nodes, now, ok := s.ChangedSince(g); !ok || len(nodes) != 0 || now != g {
 		t.Errorf("since now: %v, %d, %v; want nothing, %d", nodes, now, ok, g)
 	}
 	s.ObserveClaim(allocated("c1", "c1", result("gpu-0")))
-	nodes, now, ok := s.DRAChangedSince(g)
+	nodes, now, ok := s.ChangedSince(g)
 	if !ok || !slices.Equal(nodes, []string{"n1"}) || now <= g {
 		t.Errorf("after a claim on n1: %v, %d, %v; want n1 and a later generation than %d", nodes, now, ok, g)
 	}
 	// More changes than the ledger keeps: a reader at g must read again.
-	for i := range maxDRAChanges {
+	for i := range maxChanges {
 		s.ObserveClaim(allocated("c1", "c1", result(fmt.Sprintf("gpu-%d", i%2))))
 	}
-	if _, _, ok := s.DRAChangedSince(g); ok {
-		t.Errorf("%d changes later: ok, want the reader told to read every node", maxDRAChanges)
+	if _, _, ok := s.ChangedSince(g); ok {
+		t.Errorf("%d changes later: ok, want the reader told to read every node", maxChanges)
 	}
-	if _, _, ok := s.DRAChangedSince(now + 1<<40); ok {
+	if _, _, ok := s.ChangedSince(now + 1<<40); ok {
 		t.Errorf("a generation from the future: ok, want the reader told to read every node")
 	}
 }

@@ -1,4 +1,4 @@
-package gpuledger
+package dra
 
 import (
 	"testing"
@@ -55,21 +55,21 @@ func TestDRAShort(t *testing.T) {
 				s.ObserveClaim(allocated("held-"+d, "held-"+d, result(d)))
 			}
 			s.ObserveClaim(claimFor("c", tc.req))
-			need := s.DRANeedOf(draPod("c"))
+			need := s.NeedOf(draPod("c"))
 			if need.IsZero() != tc.unjudged {
 				t.Fatalf("need zero = %v, want %v", need.IsZero(), tc.unjudged)
 			}
-			if got := s.DRAShort(need, "n1", nil); got != tc.short {
+			if got := s.Short(need, "n1", nil); got != tc.short {
 				t.Errorf("short = %v, want %v", got, tc.short)
 			}
 			// Counted against another account of the allocations, in
 			// which nothing is held: never short.
-			if s.DRAShort(need, "n1", func(DeviceRef) bool { return false }) {
+			if s.Short(need, "n1", func(DeviceRef) bool { return false }) {
 				t.Error("short with every device free")
 			}
 			// A node the driver publishes nothing of is short of every
 			// judged request.
-			if got := s.DRAShort(need, "n2", nil); got == tc.unjudged {
+			if got := s.Short(need, "n2", nil); got == tc.unjudged {
 				t.Errorf("node without devices short = %v, want %v", got, !tc.unjudged)
 			}
 		})
@@ -83,12 +83,12 @@ func TestDRANeedKey(t *testing.T) {
 	s.ObserveClaim(claimFor("a", exactly("gpu", nvidiadra.GPUClass, "", 1, nil)))
 	s.ObserveClaim(claimFor("b", exactly("gpu", nvidiadra.GPUClass, "", 1, nil)))
 	s.ObserveClaim(claimFor("two", exactly("gpu", nvidiadra.GPUClass, "", 2, nil)))
-	a, b, two := s.DRANeedOf(draPod("a")), s.DRANeedOf(draPod("b")), s.DRANeedOf(draPod("two"))
+	a, b, two := s.NeedOf(draPod("a")), s.NeedOf(draPod("b")), s.NeedOf(draPod("two"))
 	if a.Key() != b.Key() || a.Key() == two.Key() {
 		t.Errorf("keys %q, %q, %q: want the first two equal, the third apart", a.Key(), b.Key(), two.Key())
 	}
 	s.ObserveClaim(allocated("a", "a", result("gpu-0")))
-	if !s.DRANeedOf(draPod("a")).IsZero() {
+	if !s.NeedOf(draPod("a")).IsZero() {
 		t.Error("an allocated claim still needs devices")
 	}
 }

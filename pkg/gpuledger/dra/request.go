@@ -1,4 +1,4 @@
-package gpuledger
+package dra
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 
 	"github.com/aisched/aisched/pkg/gpu"
+	"github.com/aisched/aisched/pkg/gpuledger"
 )
 
 // What a pod asks of the GPU driver's devices through its claims, read
@@ -97,7 +98,7 @@ func attrValue(a resourceapi.DeviceAttribute) any {
 	return nil
 }
 
-func (x *shapeIndex) add(node string, n *draNode) {
+func (x *shapeIndex) add(node string, n *nodeDevices) {
 	n.keys = make(map[DeviceRef]string, len(n.raw))
 	for ref, raw := range n.raw {
 		key := shapeKey(x.driver, raw)
@@ -122,7 +123,7 @@ func (x *shapeIndex) add(node string, n *draNode) {
 	}
 }
 
-func (x *shapeIndex) remove(node string, n *draNode) {
+func (x *shapeIndex) remove(node string, n *nodeDevices) {
 	for _, key := range n.keys {
 		if sh := x.shapes[key]; sh != nil {
 			if sh.nodes[node]--; sh.nodes[node] <= 0 {
@@ -215,7 +216,7 @@ func newExact(name, class string, selectors []resourceapi.DeviceSelector, mode r
 // shapesFor returns the shapes a request selects, and whether its class
 // selects any of the driver's devices at all (a request of another
 // driver's class is not the ledger's to judge). s.mu is held.
-func (l *draLedger) shapesFor(e exact) (selected []*shape, ours bool) {
+func (l *Ledger) shapesFor(e exact) (selected []*shape, ours bool) {
 	class := l.classes[e.class]
 	if class == nil {
 		return nil, false
@@ -263,7 +264,7 @@ func claimKeys(pod *corev1.Pod) iter.Seq[string] {
 
 // podClaims yields the claims of the pod that exist and are not yet
 // allocated. s.mu is held.
-func (l *draLedger) podClaims(pod *corev1.Pod) []*resourceapi.ResourceClaim {
+func (l *Ledger) podClaims(pod *corev1.Pod) []*resourceapi.ResourceClaim {
 	var out []*resourceapi.ResourceClaim
 	for key := range claimKeys(pod) {
 		if c := l.named[key]; c != nil && c.Status.Allocation == nil {
@@ -274,35 +275,29 @@ func (l *draLedger) podClaims(pod *corev1.Pod) []*resourceapi.ResourceClaim {
 }
 
 // ClaimsSeen reports whether the ledger has seen every claim the pod names
-// (RequestOf reads only those).
-func (s *State) ClaimsSeen(pod *corev1.Pod) bool {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+// (Request reads only those; gpuledger.DRA).
+func (l *Ledger) ClaimsSeen(pod *corev1.Pod) bool {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
 	for key := range claimKeys(pod) {
-		if s.dra.named[key] == nil {
+		if l.named[key] == nil {
 			return false
 		}
 	}
 	return true
 }
 
-// RequestOf returns what a pod asks of GPUs, for the plugins that rank
-// nodes: its GPU request (gpu.ParseRequest), or, for a pod that asks for
-// the GPU driver's devices through its claims (and for no nvidia.com/gpu),
-// what its claims not yet allocated ask, in the same terms: the count of
-// whole devices with the least memory and the models of the devices their
-// selectors match; or a share of one card, from a capacity request (memory
-// in MiB, the driver's shares as thousandths) or the part of the card of
-// the MIG devices they match. A request for all devices is not expressed.
-// The preferred subrequest of a prioritized list stands for the request.
-func (s *State) RequestOf(pod *corev1.Pod) (gpu.Request, error) {
-	r, err := gpu.ParseRequest(pod)
-	if err != nil || r.Count > 0 || len(pod.Spec.ResourceClaims) == 0 {
-		return r, err
-	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	l := &s.dra
+// Request returns what a pod's claims not yet allocated ask of the GPU
+// driver's devices, in gpu.Request terms (gpuledger.DRA, for the card
+// ledger's RequestOf): the count of whole devices with the least memory
+// and the models of the devices their selectors match; or a share of one
+// card, from a capacity request (memory in MiB, the driver's shares as
+// thousandths) or the part of the card of the MIG devices they match. A
+// request for all devices is not expressed. The preferred subrequest of a
+// prioritized list stands for the request.
+func (l *Ledger) Request(pod *corev1.Pod) gpu.Request {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
 	var out gpu.Request
 	for _, claim := range l.podClaims(pod) {
 		for i := range claim.Spec.Devices.Requests {
@@ -317,7 +312,7 @@ func (s *State) RequestOf(pod *corev1.Pod) (gpu.Request, error) {
 			out = addRequest(out, requestFor(alts[0], selected, l.shapes))
 		}
 	}
-	return out, nil
+	return out
 }
 
 // requestFor is one request in gpu.Request terms.
@@ -337,7 +332,7 @@ func requestFor(e exact, selected []*shape, x *shapeIndex) gpu.Request {
 			return gpu.Request{Count: 1, Milli: min(sh.Milli, gpu.WholeCardMilli-1), GPUMemMiB: sh.MemMiB}
 		}
 	}
-	r := gpu.Request{Count: min(e.count, maxCards)}
+	r := gpu.Request{Count: min(e.count, gpuledger.MaxCards)}
 	models := map[string]bool{}
 	all := map[string]bool{}
 	for _, sh := range x.shapes {
@@ -363,7 +358,7 @@ func requestFor(e exact, selected []*shape, x *shapeIndex) gpu.Request {
 // consumed is what a request takes of a shared device of the shape: its
 // capacity requests, else the device's defaults; ok is false when that is
 // the whole device (the memory policy's default).
-func consumed(sh *shape, e exact) (Share, bool) {
+func consumed(sh *shape, e exact) (gpuledger.Share, bool) {
 	value := func(name resourceapi.QualifiedName) int64 {
 		if v, ok := e.capacity[name]; ok {
 			return v
@@ -373,7 +368,7 @@ func consumed(sh *shape, e exact) (Share, bool) {
 		}
 		return 0
 	}
-	var out Share
+	var out gpuledger.Share
 	if mem := value(draCapMemory); mem > 0 {
 		out.MemMiB = mem >> 20
 	}
@@ -394,7 +389,7 @@ func addRequest(a, b gpu.Request) gpu.Request {
 	case a.Count == 0:
 		return b
 	case !a.Shared() && !b.Shared():
-		a.Count = min(a.Count+b.Count, maxCards)
+		a.Count = min(a.Count+b.Count, gpuledger.MaxCards)
 		a.MemoryMiB = max(a.MemoryMiB, b.MemoryMiB)
 		if len(a.Models) == 0 || len(b.Models) == 0 {
 			a.Models = nil
@@ -413,10 +408,9 @@ func addRequest(a, b gpu.Request) gpu.Request {
 // meet it. Only what the device shapes decide is judged: a request that
 // reads a per-device attribute (uuid, PCI address) is left to the
 // allocator, as is every request of another driver.
-func (s *State) NeverFits(pod *corev1.Pod) string {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	l := &s.dra
+func (l *Ledger) NeverFits(pod *corev1.Pod) string {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
 	for _, claim := range l.podClaims(pod) {
 		for i := range claim.Spec.Devices.Requests {
 			req := &claim.Spec.Devices.Requests[i]
@@ -485,19 +479,19 @@ func capacityWords(e exact) string {
 
 // ObserveClass records a device class; the class informer's add and
 // update handler.
-func (s *State) ObserveClass(obj interface{}) {
+func (l *Ledger) ObserveClass(obj interface{}) {
 	if c, ok := obj.(*resourceapi.DeviceClass); ok {
-		s.mu.Lock()
-		s.dra.classes[c.Name] = c
-		s.mu.Unlock()
+		l.mu.Lock()
+		l.classes[c.Name] = c
+		l.mu.Unlock()
 	}
 }
 
 // ForgetClass forgets a deleted device class.
-func (s *State) ForgetClass(obj interface{}) {
+func (l *Ledger) ForgetClass(obj interface{}) {
 	if c, ok := obj.(*resourceapi.DeviceClass); ok {
-		s.mu.Lock()
-		delete(s.dra.classes, c.Name)
-		s.mu.Unlock()
+		l.mu.Lock()
+		delete(l.classes, c.Name)
+		l.mu.Unlock()
 	}
 }
